@@ -1,0 +1,267 @@
+// Package app wires llmgw together: configuration into the control plane
+// (catalog, store, keyring, limits, ledger), the control plane into the
+// router, and both onto the API and admin listeners. It is the only package
+// that sees both sides.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/admin"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/ledger"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/limits"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router"
+)
+
+// Gateway is a running llmgw: its listeners, router and control plane.
+type Gateway struct {
+	cfg        *config.Config
+	configPath string // empty when the configuration came from flags
+	log        *slog.Logger
+	reg        *prometheus.Registry
+	router     *router.Router
+
+	store   store.Store
+	ledger  *ledger.Ledger
+	keyring *keys.Keyring // nil without authentication
+	redis   *limits.Redis // nil with process-local limits
+	limiter limits.Limiter
+
+	apiLn, adminLn net.Listener
+	api, admin     *http.Server
+	ready          atomic.Bool // serving, and not draining
+}
+
+// newGateway builds a gateway from cfg and opens its listeners; Run serves.
+// The store and listeners it opened are closed again if it fails.
+func newGateway(ctx context.Context, cfg *config.Config, configPath string, log *slog.Logger) (g *Gateway, err error) {
+	cat, err := cfg.Catalog()
+	if err != nil {
+		return nil, err
+	}
+	g = &Gateway{cfg: cfg, configPath: configPath, log: log, reg: prometheus.NewRegistry()}
+	defer func() {
+		if err != nil {
+			g.close()
+		}
+	}()
+	g.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	if g.store, err = store.Open(ctx, cfg.Store.URL); err != nil {
+		return nil, fmt.Errorf("opening the store: %w", err)
+	}
+	g.ledger = ledger.New(g.store, ledger.Options{SpoolDir: cfg.Store.SpoolDir, Logger: log, Registerer: g.reg})
+
+	opts := router.Options{
+		Server:     cfg.Server,
+		Router:     cfg.Router,
+		Recorder:   g.ledger,
+		Registerer: g.reg,
+		Logger:     log,
+	}
+	if cfg.Router.Auth == "keys" {
+		g.keyring = keys.NewKeyring(g.store, keys.Options{ConfigTenants: cfg.Tenants, Logger: log})
+		if err := g.keyring.Refresh(ctx); err != nil {
+			log.Warn("reading tenant limits from the store; serving with the config's alone until it answers", "err", err)
+		}
+		if g.limiter, err = g.newLimiter(ctx); err != nil {
+			return nil, err
+		}
+		opts.Auth = keyAuth{g.keyring}
+		opts.Limits = g.limiter
+		opts.TenantLimits = g.keyring.TenantLimits
+		opts.Self = selfUsage{admin.NewSelf(g.store)}
+	}
+	if g.router, err = router.New(opts); err != nil {
+		return nil, err
+	}
+	g.router.SetCatalog(cat)
+
+	if g.apiLn, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
+		return nil, fmt.Errorf("API listener: %w", err)
+	}
+	if g.adminLn, err = net.Listen("tcp", cfg.Server.AdminListen); err != nil {
+		return nil, fmt.Errorf("admin listener: %w", err)
+	}
+	g.api = &http.Server{
+		Handler:           g.router,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	g.admin = &http.Server{Handler: g.adminMux(), ReadHeaderTimeout: 10 * time.Second}
+	return g, nil
+}
+
+// newLimiter is a Redis limiter when limits.redis is set, else a
+// process-local one seeded with this period's spend from the ledger.
+func (g *Gateway) newLimiter(ctx context.Context) (limits.Limiter, error) {
+	if u := g.cfg.Limits.Redis; u != "" {
+		o, err := redis.ParseURL(u)
+		if err != nil {
+			return nil, fmt.Errorf("limits.redis: %w", err)
+		}
+		g.redis = limits.NewRedis(redis.NewClient(o), limits.RedisOptions{
+			FailOpen:   g.cfg.Limits.OnRedisError == "open",
+			Registerer: g.reg,
+			Logger:     g.log,
+		})
+		return g.redis, nil
+	}
+	l := limits.NewLocal()
+	if err := seedBudgets(ctx, g.store, l, g.keyring, time.Now()); err != nil {
+		g.log.Warn("budgets start from zero: the ledger could not be read", "err", err)
+	}
+	return l, nil
+}
+
+func (g *Gateway) adminMux() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		// Readiness is the gateway's own: a store outage spools the ledger
+		// and serves keys from the cache, so it does not make llmgw unready.
+		if !g.ready.Load() {
+			http.Error(w, "not ready\n", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	token := g.cfg.Admin.Token
+	if token == "" {
+		token = os.Getenv("LLMGW_ADMIN_TOKEN")
+	}
+	mux.Handle("/admin/", admin.New(g.store, g.keyring, admin.Options{Token: token, Logger: g.log}))
+	return mux
+}
+
+// URL is the base URL of the OpenAI API, ending in /v1.
+func (g *Gateway) URL() string { return "http://" + hostPort(g.apiLn.Addr()) + "/v1" }
+
+// AdminURL is the base URL of the admin listener.
+func (g *Gateway) AdminURL() string { return "http://" + hostPort(g.adminLn.Addr()) }
+
+// hostPort is an address a client can dial: a wildcard host becomes
+// localhost.
+func hostPort(a net.Addr) string {
+	host, port, _ := net.SplitHostPort(a.String())
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// Run serves until ctx ends, then drains: it stops taking requests, lets
+// those in flight finish for up to server.shutdown_grace, and flushes the
+// ledger.
+func (g *Gateway) Run(ctx context.Context) error {
+	defer g.close()
+	grp, gctx := errgroup.WithContext(ctx)
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+
+	serve := func(s *http.Server, ln net.Listener) func() error {
+		return func() error {
+			if err := s.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		}
+	}
+	grp.Go(serve(g.api, g.apiLn))
+	grp.Go(serve(g.admin, g.adminLn))
+
+	// The ledger and limit settlements outlive the listeners, so that what
+	// the last requests used is written before the process ends.
+	background := errgroup.Group{}
+	background.Go(func() error { return g.ledger.Run(bg) })
+	if g.redis != nil {
+		background.Go(func() error { return g.redis.Run(bg) })
+	}
+	if g.keyring != nil {
+		grp.Go(func() error { return g.keyring.Run(gctx) })
+	}
+	if g.configPath != "" {
+		grp.Go(func() error { return g.watchConfig(gctx) })
+	}
+	g.ready.Store(true)
+
+	<-gctx.Done()
+	g.ready.Store(false)
+	g.log.Info("draining", "grace", g.cfg.Server.ShutdownGrace)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.Server.ShutdownGrace)
+	defer cancel()
+	if err := g.api.Shutdown(sctx); err != nil {
+		g.log.Warn("requests still open at the end of the grace period were cut", "err", err)
+		g.api.Close()
+	}
+	g.admin.Shutdown(sctx)
+	err := grp.Wait()
+	stopBG()
+	if berr := background.Wait(); berr != nil && !errors.Is(berr, context.Canceled) {
+		err = errors.Join(err, berr)
+	}
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// close releases what newGateway opened.
+func (g *Gateway) close() {
+	if g.router != nil {
+		g.router.CloseIdle()
+	}
+	for _, ln := range []net.Listener{g.apiLn, g.adminLn} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+	if g.store != nil {
+		g.store.Close()
+	}
+}
+
+// reload reads the configuration file again and swaps in its catalog. A
+// file that does not load is refused and the catalog in service stays.
+// Only the catalog and tenant limits change on reload; listeners, timeouts,
+// the store and limits take a restart.
+func (g *Gateway) reload() error {
+	cfg, err := config.Load(g.configPath)
+	if err == nil {
+		var cat = g.router.Catalog()
+		if cat, err = cfg.Catalog(); err == nil {
+			g.router.SetCatalog(cat)
+			if g.keyring != nil {
+				g.keyring.SetConfigTenants(cfg.Tenants)
+			}
+		}
+	}
+	g.router.ReloadFailed(err != nil)
+	if err != nil {
+		g.log.Error("configuration reload refused; the previous catalog keeps serving",
+			"file", g.configPath, "err", strings.ReplaceAll(err.Error(), "\n", "; "))
+		return err
+	}
+	g.log.Info("configuration reloaded", "file", g.configPath)
+	return nil
+}

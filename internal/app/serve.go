@@ -1,0 +1,134 @@
+package app
+
+// `llmgw serve`: from a configuration file, from --upstream flags, or, with
+// neither, as a demo in front of two simulated backends.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/sim"
+)
+
+// listFlag is a flag that may be given more than once.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// ServeCommand runs `llmgw serve` until ctx ends.
+func ServeCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		configPath  = fs.String("config", "", "configuration `file`")
+		listen      = fs.String("listen", "", "API listener `address` (default "+config.DefaultListen+")")
+		adminListen = fs.String("admin-listen", "", "admin listener `address`: metrics, health, admin API (default "+config.DefaultAdminListen+")")
+		model       = fs.String("model", "", "with --upstream: the model `name` the upstreams serve")
+		storeURL    = fs.String("store", "", "store `URL`: sqlite:PATH, postgres://..., memory: (overrides the config)")
+		auth        = fs.String("auth", "", "keys or none (overrides the config)")
+		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
+		upstreams   listFlag
+	)
+	fs.Var(&upstreams, "upstream", "an OpenAI-compatible server's base `URL`, such as http://10.0.0.7:8000/v1; repeat for a pool")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	var (
+		cfg  *config.Config
+		err  error
+		demo bool
+	)
+	switch {
+	case *configPath != "" && len(upstreams) > 0:
+		return errors.New("give --config or --upstream, not both")
+	case *configPath != "":
+		if cfg, err = config.Load(*configPath); err != nil {
+			return err
+		}
+	case len(upstreams) > 0:
+		if *model == "" {
+			return errors.New("--upstream needs --model: the name the upstreams serve")
+		}
+		cfg = upstreamConfig(*model, upstreams)
+	default:
+		demo = true
+		replicas, err := sim.StartReplicas(ctx, sim.Config{Model: demoModel}, 2, "127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("starting the demo's simulated backends: %w", err)
+		}
+		defer func() {
+			for _, r := range replicas {
+				r.Close()
+			}
+		}()
+		var urls []string
+		for _, r := range replicas {
+			urls = append(urls, r.URL())
+		}
+		cfg = demoConfig(urls)
+	}
+	for flagValue, field := range map[*string]*string{listen: &cfg.Server.Listen, adminListen: &cfg.Server.AdminListen, storeURL: &cfg.Store.URL, auth: &cfg.Router.Auth} {
+		if *flagValue != "" {
+			*field = *flagValue
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	g, err := newGateway(ctx, cfg, *configPath, log)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "llmgw: OpenAI API on %s, metrics and admin on %s\n", g.URL(), g.AdminURL())
+	if demo {
+		fmt.Fprintf(stdout, "llmgw: demo model %q (alias %q) served by two simulated backends. Try:\n\n", demoModel, "default")
+		fmt.Fprintf(stdout, "  curl %s/chat/completions -H 'Content-Type: application/json' \\\n    -d '{\"model\":\"demo\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}'\n\n", g.URL())
+	}
+	return g.Run(ctx)
+}
+
+const demoModel = "demo"
+
+// demoConfig serves the demo model from the simulated backends at urls,
+// with no keys and a store in memory, so that a first run leaves nothing
+// behind.
+func demoConfig(urls []string) *config.Config {
+	cfg := upstreamConfig(demoModel, urls)
+	cfg.Pools[0].Name = "demo"
+	cfg.Pools[0].Kind = catalog.KindVLLM
+	cfg.Models[0].Pool = "demo"
+	cfg.Models[0].Aliases = []string{"default"}
+	return cfg
+}
+
+// upstreamConfig is one model served by one pool of the given servers,
+// with no keys and the ledger in memory.
+func upstreamConfig(model string, urls []string) *config.Config {
+	cfg := config.Default()
+	p := catalog.Pool{Name: "upstream", Kind: catalog.KindOpenAI}
+	for _, u := range urls {
+		p.Endpoints = append(p.Endpoints, catalog.Endpoint{URL: u, Weight: 1})
+	}
+	cfg.Pools = []catalog.Pool{p}
+	cfg.Models = []catalog.Model{{Name: model, Pool: p.Name}}
+	cfg.Router.Auth = "none"
+	cfg.Store.URL = "memory:"
+	return &cfg
+}

@@ -1,0 +1,123 @@
+// Package config is the shape of llmgw's YAML file: the server's listeners
+// and timeouts, routing and auth, the store and limits, tenant-level limits,
+// and the catalog's pools and models. A file is decoded over Default,
+// strictly (unknown fields are errors), then validated.
+package config
+
+import (
+	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
+)
+
+// Config is one whole configuration file.
+type Config struct {
+	Server  Server                `yaml:"server"`
+	Router  Router                `yaml:"router"`
+	Store   Store                 `yaml:"store"`
+	Limits  Limits                `yaml:"limits"`
+	Admin   Admin                 `yaml:"admin"`
+	Tenants []tenant.TenantLimits `yaml:"tenants,omitempty"`
+	Pools   []catalog.Pool        `yaml:"pools"`
+	Models  []catalog.Model       `yaml:"models"`
+}
+
+// Server holds the listeners, body limit and upstream timeouts.
+type Server struct {
+	Listen       string `yaml:"listen"`         // the OpenAI API
+	AdminListen  string `yaml:"admin_listen"`   // metrics, health, admin API
+	MaxBodyBytes int64  `yaml:"max_body_bytes"` // larger request bodies get 413
+
+	ConnectTimeout time.Duration `yaml:"connect_timeout"` // dialling an endpoint
+	// FirstTokenTimeout bounds the wait for an upstream's first byte;
+	// a model's own first_token_timeout overrides it.
+	FirstTokenTimeout time.Duration `yaml:"first_token_timeout"`
+	// IdleTimeout is the longest silence allowed between two streamed
+	// events once the answer has begun.
+	IdleTimeout    time.Duration `yaml:"idle_timeout"`
+	RequestTimeout time.Duration `yaml:"request_timeout"` // a whole request, end to end
+	// KeepAlive, when positive, sends an SSE comment to a streaming client
+	// after this long without an event, so proxies in between keep the
+	// connection open. Zero turns it off.
+	KeepAlive time.Duration `yaml:"keepalive"`
+	// Retries is how many other endpoints are tried after a failure before
+	// the first byte.
+	Retries int `yaml:"retries"`
+	// ShutdownGrace is how long open requests may run on after a shutdown
+	// signal before they are cut.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+}
+
+// Router holds authentication and how tenants are labelled.
+type Router struct {
+	// Auth is keys (every request needs an API key) or none.
+	Auth string `yaml:"auth"`
+	// TenantLabel is the tenant level, org, team or user, that becomes the
+	// tenant label of the per-tenant metrics.
+	TenantLabel string `yaml:"tenant_label"`
+	// DefaultMaxTokens is the completion length reserved against token
+	// limits for a request that names no max_tokens.
+	DefaultMaxTokens int64 `yaml:"default_max_tokens"`
+}
+
+// Store says where keys, tenant limits and the ledger live.
+type Store struct {
+	// URL is sqlite:PATH, postgres://... or memory:.
+	URL string `yaml:"url"`
+	// SpoolDir holds ledger records while the store is unreachable.
+	SpoolDir string `yaml:"spool_dir"`
+}
+
+// Limits says where rate and budget counters live.
+type Limits struct {
+	// Redis, when set (redis://host:port/db), shares counters among every
+	// replica; without it each process counts for itself alone.
+	Redis string `yaml:"redis,omitempty"`
+	// OnRedisError is open (let requests through) or closed (refuse them)
+	// while Redis does not answer.
+	OnRedisError string `yaml:"on_redis_error"`
+}
+
+// Admin guards the admin API.
+type Admin struct {
+	// Token is the bearer token the admin write API demands. Empty means
+	// the LLMGW_ADMIN_TOKEN environment variable, and without that the
+	// write API is refused.
+	Token string `yaml:"token,omitempty"`
+}
+
+// Defaults. Timeouts are generous enough for a long reasoning answer from a
+// loaded pool, short enough that a dead endpoint is noticed.
+const (
+	DefaultListen            = ":8080"
+	DefaultAdminListen       = "127.0.0.1:8081"
+	DefaultMaxBodyBytes      = 8 << 20 // 8 MiB: a 128k-token prompt is about 512 KiB of text, with room for images as data URLs
+	DefaultConnectTimeout    = 5 * time.Second
+	DefaultFirstTokenTimeout = 60 * time.Second
+	DefaultIdleTimeout       = 60 * time.Second
+	DefaultRequestTimeout    = 10 * time.Minute
+	DefaultShutdownGrace     = 30 * time.Second
+	DefaultMaxTokens         = 1024
+	DefaultStoreURL          = "sqlite:llmgw.db"
+)
+
+// Default is the configuration a file is decoded over.
+func Default() Config {
+	return Config{
+		Server: Server{
+			Listen:            DefaultListen,
+			AdminListen:       DefaultAdminListen,
+			MaxBodyBytes:      DefaultMaxBodyBytes,
+			ConnectTimeout:    DefaultConnectTimeout,
+			FirstTokenTimeout: DefaultFirstTokenTimeout,
+			IdleTimeout:       DefaultIdleTimeout,
+			RequestTimeout:    DefaultRequestTimeout,
+			Retries:           1,
+			ShutdownGrace:     DefaultShutdownGrace,
+		},
+		Router: Router{Auth: "keys", TenantLabel: tenant.LevelTeam, DefaultMaxTokens: DefaultMaxTokens},
+		Store:  Store{URL: DefaultStoreURL},
+		Limits: Limits{OnRedisError: "open"},
+	}
+}

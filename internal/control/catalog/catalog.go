@@ -1,0 +1,160 @@
+// Package catalog is the control plane's list of what llmgw serves: models
+// with their aliases, SLOs, prices and fallbacks, and the pools of endpoints
+// that serve them. A Catalog is immutable once built; a reload builds a new
+// one and swaps it in whole.
+package catalog
+
+import (
+	"fmt"
+	"os"
+	"time"
+)
+
+// Model is one servable model as the catalog names it.
+type Model struct {
+	Name    string   `yaml:"name"`
+	Aliases []string `yaml:"aliases,omitempty"`
+	// Pool names the pool that serves the model.
+	Pool string `yaml:"pool"`
+	// Upstream is the model name the pool's servers know it by; empty means
+	// the same as Name.
+	Upstream string `yaml:"upstream_model,omitempty"`
+	SLO      SLO    `yaml:"slo,omitempty"`
+	Price    Price  `yaml:"price,omitempty"`
+	// Fallbacks are models, by name or alias, tried in order when every
+	// endpoint of this model's pool failed before the first byte.
+	Fallbacks []string `yaml:"fallbacks,omitempty"`
+	// FirstTokenTimeout bounds the wait for the first byte of an answer;
+	// zero means the server's default.
+	FirstTokenTimeout time.Duration `yaml:"first_token_timeout,omitempty"`
+}
+
+// UpstreamName is the name the model's pool knows it by.
+func (m *Model) UpstreamName() string {
+	if m.Upstream != "" {
+		return m.Upstream
+	}
+	return m.Name
+}
+
+// SLO is a model's latency objective. Zero means none of that kind.
+type SLO struct {
+	TTFTp99 time.Duration `yaml:"ttft_p99,omitempty"`
+	TPOTp99 time.Duration `yaml:"tpot_p99,omitempty"`
+}
+
+// Price is what a model costs, in US dollars per million tokens.
+type Price struct {
+	InputPerMillion  float64 `yaml:"input_per_million,omitempty"`
+	OutputPerMillion float64 `yaml:"output_per_million,omitempty"`
+}
+
+// Cost is the price of a request's tokens in US dollars.
+func (p Price) Cost(promptTokens, completionTokens int64) float64 {
+	return (float64(promptTokens)*p.InputPerMillion + float64(completionTokens)*p.OutputPerMillion) / 1e6
+}
+
+// Pool kinds. They say which load signals a pool's servers export; every
+// kind speaks the OpenAI API.
+const (
+	KindOpenAI = "openai"
+	KindVLLM   = "vllm"
+	KindSGLang = "sglang"
+)
+
+// Pool is a set of interchangeable endpoints serving the same models.
+type Pool struct {
+	Name string `yaml:"name"`
+	Kind string `yaml:"kind,omitempty"`
+	// APIKeyEnv names the environment variable that holds the key sent to
+	// the pool's endpoints. The key itself is never in the file.
+	APIKeyEnv string     `yaml:"api_key_env,omitempty"`
+	Endpoints []Endpoint `yaml:"endpoints"`
+
+	// APIKey is APIKeyEnv's value, read when the catalog is built. It is
+	// never logged, labelled or written back.
+	APIKey string `yaml:"-"`
+}
+
+// Endpoint is one server of a pool.
+type Endpoint struct {
+	// URL is the server's OpenAI API base, such as http://10.0.0.7:8000/v1.
+	URL string `yaml:"url"`
+	// Weight is the endpoint's share of the pool's traffic relative to the
+	// others; zero means 1.
+	Weight int `yaml:"weight,omitempty"`
+}
+
+// Catalog is an immutable, indexed set of models and pools.
+type Catalog struct {
+	models []Model
+	pools  []Pool
+	byName map[string]int // key: model name or alias; value: index in models
+	pool   map[string]int // key: pool name; value: index in pools
+}
+
+// New indexes models and pools, which must already be valid (see
+// config.Validate); it fails only on names that collide or dangle. Each
+// pool's APIKey is read from its APIKeyEnv.
+func New(pools []Pool, models []Model) (*Catalog, error) {
+	c := &Catalog{
+		models: append([]Model(nil), models...),
+		pools:  append([]Pool(nil), pools...),
+		byName: make(map[string]int, 2*len(models)),
+		pool:   make(map[string]int, len(pools)),
+	}
+	for i := range c.pools {
+		p := &c.pools[i]
+		if _, dup := c.pool[p.Name]; dup {
+			return nil, fmt.Errorf("pool %q is defined twice", p.Name)
+		}
+		c.pool[p.Name] = i
+		if p.APIKeyEnv != "" {
+			p.APIKey = os.Getenv(p.APIKeyEnv)
+		}
+	}
+	for i := range c.models {
+		m := &c.models[i]
+		if _, ok := c.pool[m.Pool]; !ok {
+			return nil, fmt.Errorf("model %q: pool %q is not defined", m.Name, m.Pool)
+		}
+		for _, n := range append([]string{m.Name}, m.Aliases...) {
+			if j, dup := c.byName[n]; dup {
+				return nil, fmt.Errorf("model name %q is used by both %q and %q", n, c.models[j].Name, m.Name)
+			}
+			c.byName[n] = i
+		}
+	}
+	for _, m := range c.models {
+		for _, f := range m.Fallbacks {
+			if _, ok := c.byName[f]; !ok {
+				return nil, fmt.Errorf("model %q: fallback %q is not a model", m.Name, f)
+			}
+		}
+	}
+	return c, nil
+}
+
+// Resolve finds a model by name or alias.
+func (c *Catalog) Resolve(name string) (*Model, bool) {
+	i, ok := c.byName[name]
+	if !ok {
+		return nil, false
+	}
+	return &c.models[i], true
+}
+
+// Pool finds a pool by name.
+func (c *Catalog) Pool(name string) (*Pool, bool) {
+	i, ok := c.pool[name]
+	if !ok {
+		return nil, false
+	}
+	return &c.pools[i], true
+}
+
+// Models is every model, in catalog order. The caller must not modify it.
+func (c *Catalog) Models() []Model { return c.models }
+
+// Pools is every pool, in catalog order. The caller must not modify it.
+func (c *Catalog) Pools() []Pool { return c.pools }

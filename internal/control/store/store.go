@@ -1,0 +1,50 @@
+// Package store is where the control plane keeps what must outlive a
+// process: API keys, limits set on tenant levels, and the usage ledger.
+// One interface, with SQLite (the default), Postgres and in-memory
+// implementations that pass the same suite.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
+)
+
+// ErrNotFound is returned when a key or tenant asked for does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrExists is returned by CreateKey when a key with the same ID is
+// already stored.
+var ErrExists = errors.New("already exists")
+
+// Store is the control plane's persistence. Every method is safe for
+// concurrent use.
+type Store interface {
+	// CreateKey adds a key; its ID must be new.
+	CreateKey(ctx context.Context, k tenant.Key) error
+	// Key finds a key by ID, revoked and expired ones included.
+	Key(ctx context.Context, id string) (tenant.Key, error)
+	// Keys lists every key, oldest first.
+	Keys(ctx context.Context) ([]tenant.Key, error)
+	// RevokeKey marks a key revoked at the given time.
+	RevokeKey(ctx context.Context, id string, at time.Time) error
+
+	// SetTenantLimits sets, or with zero limits removes, the limits on a
+	// tenant level.
+	SetTenantLimits(ctx context.Context, l tenant.TenantLimits) error
+	// TenantLimits lists the limits on every tenant level that has any.
+	TenantLimits(ctx context.Context) ([]tenant.TenantLimits, error)
+
+	// AddUsage writes records. A record whose ID is already stored is
+	// skipped, so a batch may be written again after a failure.
+	AddUsage(ctx context.Context, recs []usage.Record) error
+	// Usage sums the records q selects.
+	Usage(ctx context.Context, q usage.Query) ([]usage.Row, error)
+
+	// Ping reports whether the store answers.
+	Ping(ctx context.Context) error
+	Close() error
+}

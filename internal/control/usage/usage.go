@@ -1,0 +1,55 @@
+// Package usage is the ledger's data: one record per request, and the
+// aggregates read back from it. The router writes records, the ledger
+// stores them, operators and keys read the sums.
+package usage
+
+import "time"
+
+// Record is one request's usage, written once per request whatever its
+// outcome. ID is unique per request, so that replaying a spooled record
+// never counts it twice.
+type Record struct {
+	ID               string        `json:"id"`
+	Time             time.Time     `json:"time"` // when the request arrived
+	KeyID            string        `json:"key_id,omitempty"`
+	Tenant           string        `json:"tenant,omitempty"` // full path
+	Model            string        `json:"model"`            // canonical name
+	Pool             string        `json:"pool,omitempty"`
+	Endpoint         string        `json:"endpoint,omitempty"` // base URL of the endpoint that answered
+	PromptTokens     int64         `json:"prompt_tokens"`
+	CompletionTokens int64         `json:"completion_tokens"`
+	CachedTokens     int64         `json:"cached_tokens"`
+	Estimated        bool          `json:"estimated,omitempty"` // token counts were estimated, not reported by the backend
+	CostUSD          float64       `json:"cost_usd"`
+	Status           int           `json:"status"` // HTTP status; 499 when the client went away
+	TTFT             time.Duration `json:"ttft_ns"`
+	Duration         time.Duration `json:"duration_ns"`
+	Streamed         bool          `json:"streamed"`
+}
+
+// Query selects records to sum. Zero fields select everything.
+type Query struct {
+	TenantPrefix string    // a tenant path; its descendants are included
+	KeyID        string    // one key only
+	Since        time.Time // records at or after
+	Until        time.Time // records before; zero means now
+	By           string    // group by: model, tenant, key; empty means one total row
+}
+
+// Group-by choices for Query.By.
+const (
+	ByModel  = "model"
+	ByTenant = "tenant"
+	ByKey    = "key"
+)
+
+// Row is one group's sums.
+type Row struct {
+	Group            string  `json:"group,omitempty"` // the model, tenant or key id; empty for a total
+	Requests         int64   `json:"requests"`
+	Errors           int64   `json:"errors"` // status 400 and above, 499 included
+	PromptTokens     int64   `json:"prompt_tokens"`
+	CompletionTokens int64   `json:"completion_tokens"`
+	CachedTokens     int64   `json:"cached_tokens"`
+	CostUSD          float64 `json:"cost_usd"`
+}

@@ -1,0 +1,274 @@
+package openai
+
+// The few request fields routing reads, found without decoding the whole
+// body: a scan over the top-level object notes where each wanted value
+// lies, decodes only those, and lets a rewrite splice new values in place,
+// so a body that needs no change reaches the backend byte for byte.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Request is what routing needs from a completion, chat or embeddings body.
+type Request struct {
+	Model string
+	// Stream reports whether the client asked for server-sent events.
+	Stream bool
+	// IncludeUsage reports whether the client asked for the usage chunk
+	// (stream_options.include_usage).
+	IncludeUsage bool
+	// MaxTokens is max_completion_tokens or else max_tokens; zero when
+	// neither is given.
+	MaxTokens int64
+	// User is the client's end-user id, if it sent one.
+	User string
+
+	model         span // the model value, quotes included
+	streamOptions span // the stream_options value; zero when absent
+	end           int  // offset of the object's closing brace
+}
+
+// span is a half-open byte range [start, end) of a body; zero means absent.
+type span struct{ start, end int }
+
+func (s span) ok() bool { return s.end > 0 }
+
+// ParseRequest reads routing's fields from a JSON body. It fails with a 400
+// *Error on malformed JSON, a body that is not an object, or a missing or
+// ill-typed model.
+func ParseRequest(body []byte) (*Request, error) {
+	r := new(Request)
+	if err := r.Parse(body); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Parse reads routing's fields from body into r; see ParseRequest.
+func (r *Request) Parse(body []byte) error {
+	if !json.Valid(body) {
+		return BadRequest("", "The request body is not valid JSON.")
+	}
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return BadRequest("", "The request body must be a JSON object.")
+	}
+	i++
+	for {
+		i = skipSpace(body, i)
+		if body[i] == '}' {
+			r.end = i
+			break
+		}
+		if body[i] == ',' {
+			i = skipSpace(body, i+1)
+		}
+		kEnd := skipString(body, i)
+		key := body[i+1 : kEnd-1] // raw, escapes left in: wanted keys have none
+		i = skipSpace(body, kEnd)
+		i = skipSpace(body, i+1) // past ':'
+		vEnd := skipValue(body, i)
+		if err := r.field(key, body[i:vEnd], span{i, vEnd}); err != nil {
+			return err
+		}
+		i = vEnd
+	}
+	if r.Model == "" {
+		return BadRequest("model", "You must provide a model parameter.")
+	}
+	return nil
+}
+
+func (r *Request) field(key, v []byte, at span) error {
+	var err error
+	switch string(key) {
+	case "model":
+		if v[0] != '"' {
+			return BadRequest("model", "model must be a string.")
+		}
+		err = json.Unmarshal(v, &r.Model)
+		r.model = at
+	case "stream":
+		if string(v) != "null" {
+			err = json.Unmarshal(v, &r.Stream)
+		}
+	case "stream_options":
+		var o struct {
+			IncludeUsage bool `json:"include_usage"`
+		}
+		if string(v) != "null" {
+			err = json.Unmarshal(v, &o)
+			r.IncludeUsage = o.IncludeUsage
+			r.streamOptions = at
+		}
+	case "max_tokens", "max_completion_tokens":
+		var n int64
+		if string(v) != "null" {
+			err = json.Unmarshal(v, &n)
+		}
+		if n < 0 {
+			return BadRequest(string(key), "%s must be a non-negative integer.", key)
+		}
+		if key[4] == 'c' || r.MaxTokens == 0 { // max_completion_tokens wins
+			r.MaxTokens = n
+		}
+	case "user":
+		if string(v) != "null" {
+			err = json.Unmarshal(v, &r.User)
+		}
+	default:
+		return nil
+	}
+	if err != nil {
+		return BadRequest(string(key), "%s has the wrong type: %v", key, typeError(err))
+	}
+	return nil
+}
+
+func typeError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return "got " + te.Value + ", want " + te.Type.String()
+	}
+	return err.Error()
+}
+
+// Rewrite returns body with the model renamed to model and, when
+// includeUsage is set, stream_options.include_usage forced on. It returns
+// body itself when nothing changes.
+func (r *Request) Rewrite(body []byte, model string, includeUsage bool) []byte {
+	renamed := model != r.Model
+	usage := includeUsage && !r.IncludeUsage
+	if !renamed && !usage {
+		return body
+	}
+	out := make([]byte, 0, len(body)+len(model)+len(`,"stream_options":{"include_usage":true}`))
+	type edit struct {
+		at   span
+		with []byte
+	}
+	var edits [2]edit
+	n := 0
+	if renamed {
+		edits[n] = edit{r.model, strconv.AppendQuote(nil, model)}
+		n++
+	}
+	if usage {
+		if r.streamOptions.ok() {
+			edits[n] = edit{r.streamOptions, withIncludeUsage(body[r.streamOptions.start:r.streamOptions.end])}
+		} else {
+			edits[n] = edit{span{r.end, r.end}, []byte(`,"stream_options":{"include_usage":true}`)}
+		}
+		n++
+	}
+	if n == 2 && edits[1].at.start < edits[0].at.start {
+		edits[0], edits[1] = edits[1], edits[0]
+	}
+	last := 0
+	for _, e := range edits[:n] {
+		out = append(out, body[last:e.at.start]...)
+		out = append(out, e.with...)
+		last = e.at.end
+	}
+	return append(out, body[last:]...)
+}
+
+// withIncludeUsage is a stream_options object with include_usage set true
+// and its other fields kept.
+func withIncludeUsage(obj []byte) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj, &m) != nil || m == nil {
+		return []byte(`{"include_usage":true}`)
+	}
+	m["include_usage"] = json.RawMessage("true")
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// The scanners below assume valid JSON (checked first by json.Valid) and
+// return the offset just past what they skip.
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString skips the string whose opening quote is at b[i].
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case ']', '}':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return i
+	default: // number, true, false, null
+		for i < len(b) {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\r', '\n':
+				return i
+			}
+			i++
+		}
+		return i
+	}
+}
+
+// Usage is the token accounting of an answer, as OpenAI reports it.
+type Usage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	TotalTokens         int64 `json:"total_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details,omitempty"`
+}
+
+// CachedTokens is the prompt tokens served from the backend's prefix cache.
+func (u *Usage) CachedTokens() int64 {
+	if u == nil || u.PromptTokensDetails == nil {
+		return 0
+	}
+	return u.PromptTokensDetails.CachedTokens
+}
+
+// UsageOf reads the top-level usage of a JSON response or stream chunk; nil
+// when there is none.
+func UsageOf(body []byte) (*Usage, error) {
+	var v struct {
+		Usage *Usage `json:"usage"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return nil, fmt.Errorf("reading usage: %w", err)
+	}
+	return v.Usage, nil
+}

@@ -1,0 +1,84 @@
+package router
+
+// Accounting: once a request is answered, count it, time it, settle what
+// it reserved against its limits, and write its usage record.
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
+)
+
+// codeLabels are the code label's values, made once.
+var codeLabels = func() (l [600]string) {
+	for i := range l {
+		l[i] = strconv.Itoa(i)
+	}
+	return l
+}()
+
+func codeLabel(status int) string {
+	if status >= 0 && status < len(codeLabels) {
+		return codeLabels[status]
+	}
+	return strconv.Itoa(status)
+}
+
+func (r *Router) account(req *parsedRequest, res dispatchResult) {
+	took := time.Since(req.start)
+	o := res.outcome
+	model := r.metricModel(req.Model)
+	pool := res.pool
+	if pool == "" {
+		pool = "none"
+	}
+	r.m.requests.WithLabelValues(model, pool, codeLabel(o.Status)).Inc()
+	if res.pool != "" {
+		r.m.duration.WithLabelValues(model, pool).Observe(took.Seconds())
+		if req.Stream && o.TTFT > 0 && o.Usage != nil && o.Usage.CompletionTokens > 0 {
+			r.m.ttft.WithLabelValues(model, pool).Observe(o.TTFT.Seconds())
+		}
+	}
+	r.observeTokens(req, res, took)
+
+	if req.model == nil {
+		return // refused before it was known what it asked for: nothing to bill
+	}
+	var prompt, completion, cached int64
+	if u := o.Usage; u != nil {
+		prompt, completion, cached = u.PromptTokens, u.CompletionTokens, u.CachedTokens()
+	}
+	served := req.model
+	if res.model != nil {
+		served = res.model
+	}
+	cost := served.Price.Cost(prompt, completion)
+	if req.reserved {
+		r.opts.Limits.Settle(context.Background(), req.reserve, prompt+completion, cost)
+	}
+	if r.opts.Recorder == nil {
+		return
+	}
+	rec := usage.Record{
+		ID:               req.id,
+		Time:             req.start,
+		Model:            served.Name,
+		Pool:             res.pool,
+		Endpoint:         res.endpoint,
+		PromptTokens:     prompt,
+		CompletionTokens: completion,
+		CachedTokens:     cached,
+		Estimated:        o.Estimated,
+		CostUSD:          cost,
+		Status:           o.Status,
+		TTFT:             o.TTFT,
+		Duration:         took,
+		Streamed:         req.Stream,
+	}
+	if req.key != nil {
+		rec.KeyID, rec.Tenant = req.key.ID, req.key.Tenant
+	}
+	r.opts.Recorder.Record(rec)
+}

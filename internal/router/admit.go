@@ -1,0 +1,56 @@
+package router
+
+// Admission: a request takes its share of every limit on its path — its
+// key's and each tenant level's — or is refused with 429 before any
+// upstream sees it. Tokens are reserved at the estimate here and settled
+// at the real figure once the answer is done.
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/limits"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+)
+
+// Limiter enforces rate limits and budgets.
+type Limiter interface {
+	Admit(ctx context.Context, r limits.Request) (limits.Decision, error)
+	Settle(ctx context.Context, res limits.Reservation, usedTokens int64, costUSD float64)
+}
+
+// admit reserves the request's share of its limits, setting the rate-limit
+// headers, or says why it may not go on.
+func (r *Router) admit(ctx context.Context, w http.ResponseWriter, req *parsedRequest) error {
+	if r.opts.Limits == nil || req.key == nil {
+		return nil
+	}
+	scopes := make([]limits.Scope, 0, 4)
+	if !req.key.Limits.IsZero() {
+		scopes = append(scopes, limits.Scope{Name: "key:" + req.key.ID, Limits: req.key.Limits})
+	}
+	if r.opts.TenantLimits != nil {
+		for _, tl := range r.opts.TenantLimits(req.key.Tenant) {
+			scopes = append(scopes, limits.Scope{Name: "tenant:" + tl.Path, Limits: tl.Limits})
+		}
+	}
+	if len(scopes) == 0 {
+		return nil
+	}
+	maxTokens := req.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = r.opts.Router.DefaultMaxTokens
+	}
+	d, err := r.opts.Limits.Admit(ctx, limits.Request{Scopes: scopes, Tokens: req.estimate + maxTokens, Now: time.Now()})
+	if err != nil {
+		return openai.Unavailable("Rate limits cannot be checked right now; try again shortly.", err)
+	}
+	limits.Headers(w.Header(), d)
+	if !d.Allowed {
+		return limits.RefusalError(d)
+	}
+	req.reserve = d.Reservation
+	req.reserved = true
+	return nil
+}

@@ -1,0 +1,64 @@
+package router
+
+// Authentication: the API key from the Authorization header, or from
+// x-api-key as Anthropic-style clients send it, checked by the control
+// plane's keyring. The key is never logged or echoed.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+)
+
+// authenticate finds the request's key. Its errors are *openai.Error: the
+// Authenticator decides what a client may be told.
+func (r *Router) authenticate(hr *http.Request) (*tenant.Key, error) {
+	secret := hr.Header.Get("x-api-key")
+	if h := hr.Header.Get("Authorization"); h != "" {
+		scheme, token, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return nil, openai.Unauthorized("The Authorization header must be 'Bearer YOUR_API_KEY'.")
+		}
+		secret = strings.TrimSpace(token)
+	}
+	if secret == "" {
+		return nil, openai.Unauthorized("You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_API_KEY'.")
+	}
+	return r.opts.Auth.Authenticate(hr.Context(), secret)
+}
+
+// SelfUsage tells a key about its own limits and usage.
+type SelfUsage interface {
+	KeyUsage(ctx context.Context, k *tenant.Key, now time.Time) (any, error)
+}
+
+// serveSelfUsage answers GET /v1/llmgw/usage: the calling key's own
+// limits, usage and remaining budget, and nobody else's.
+func (r *Router) serveSelfUsage(w http.ResponseWriter, hr *http.Request) {
+	if hr.Method != http.MethodGet {
+		openai.WriteError(w, openai.MethodNotAllowed(hr.Method))
+		return
+	}
+	if r.opts.Auth == nil || r.opts.Self == nil {
+		openai.WriteError(w, openai.NotFound(hr.URL.Path))
+		return
+	}
+	key, err := r.authenticate(hr)
+	if err != nil {
+		openai.WriteError(w, err)
+		return
+	}
+	u, err := r.opts.Self.KeyUsage(hr.Context(), key, time.Now())
+	if err != nil {
+		r.log.Warn("reading a key's own usage", "key_id", key.ID, "err", err)
+		openai.WriteError(w, openai.Unavailable("Usage cannot be read right now.", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(u)
+}

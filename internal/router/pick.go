@@ -1,0 +1,102 @@
+package router
+
+// Picking an endpoint: weighted round robin over a pool's endpoints,
+// passing over those that just failed. A small, replaceable piece: it
+// knows nothing of the request but which endpoints it has already tried.
+
+import (
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+)
+
+// failCooldown is how long an endpoint that failed is passed over: long
+// enough not to send the next few requests into the same refused
+// connection, short enough that a restarted server is back within seconds.
+const failCooldown = 2 * time.Second
+
+// pool is a catalog pool with what the router has learned of its endpoints.
+type pool struct {
+	name      string
+	apiKey    string
+	endpoints []*endpoint
+	order     []int // endpoint indexes, each repeated by its weight
+	next      atomic.Uint64
+}
+
+// endpoint is one server of a pool. It outlives catalog reloads that keep
+// its URL.
+type endpoint struct {
+	url         string // base URL, no trailing slash
+	failedUntil atomic.Int64
+	inflight    atomic.Int64
+}
+
+// newPool builds a pool from its catalog entry, keeping prev's endpoint
+// state for URLs that stay.
+func newPool(p catalog.Pool, prev *pool) *pool {
+	np := &pool{name: p.Name, apiKey: p.APIKey}
+	for i, e := range p.Endpoints {
+		u := strings.TrimRight(e.URL, "/")
+		var ep *endpoint
+		if prev != nil {
+			for _, old := range prev.endpoints {
+				if old.url == u {
+					ep = old
+				}
+			}
+		}
+		if ep == nil {
+			ep = &endpoint{url: u}
+		}
+		np.endpoints = append(np.endpoints, ep)
+		for range max(e.Weight, 1) {
+			np.order = append(np.order, i)
+		}
+	}
+	return np
+}
+
+// pick is the next endpoint in turn that is not in tried and is not
+// cooling down after a failure. When every untried endpoint is cooling
+// down it picks among them anyway: a pool that only just failed is a
+// better bet than no answer. Nil when every endpoint has been tried.
+func (p *pool) pick(tried uint64, now time.Time) (*endpoint, int) {
+	n := len(p.order)
+	if n == 0 {
+		return nil, -1
+	}
+	start := int(p.next.Add(1) % uint64(n))
+	fallback := -1
+	for k := range n {
+		i := p.order[(start+k)%n]
+		if i < 64 && tried&(1<<i) != 0 {
+			continue
+		}
+		if p.endpoints[i].failedUntil.Load() > now.UnixNano() {
+			if fallback < 0 {
+				fallback = i
+			}
+			continue
+		}
+		return p.endpoints[i], i
+	}
+	if fallback >= 0 {
+		return p.endpoints[fallback], fallback
+	}
+	return nil, -1
+}
+
+// failed marks the endpoint to be passed over for a while.
+func (e *endpoint) failed(now time.Time) {
+	e.failedUntil.Store(now.Add(failCooldown).UnixNano())
+}
+
+// succeeded clears a failure mark.
+func (e *endpoint) succeeded() {
+	if e.failedUntil.Load() != 0 {
+		e.failedUntil.Store(0)
+	}
+}

@@ -1,0 +1,287 @@
+// Package proxy makes one call to one upstream endpoint and relays its
+// answer to the client: whole for a plain response, event by event for a
+// stream. What the call came to is its Outcome, which the router reads to
+// retry, account and time.
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+)
+
+// Outcome is what one upstream call came to.
+type Outcome struct {
+	// Status is what the client was answered, or would be: the upstream's
+	// status when it was relayed, the gateway's own on failure, and
+	// openai.StatusClientClosed when the client went away.
+	Status int
+	// Usage is the answer's token accounting: the backend's, or counted by
+	// the relay when Estimated. Nil when there was no answer.
+	Usage     *openai.Usage
+	Estimated bool
+	// TTFT is from the request's arrival to the first token of a stream,
+	// or to the response headers of a plain answer.
+	TTFT time.Duration
+	// Decode is from the first token to the last, for streams.
+	Decode time.Duration
+	// Wrote reports whether anything reached the client. A call that wrote
+	// nothing may be tried again elsewhere.
+	Wrote bool
+	// Reason names the upstream's fault for llmgw_upstream_errors_total:
+	// connect, first_byte_timeout, idle_timeout, status_429, status_5xx,
+	// stream_broken, stream_error. Empty when the upstream did its part.
+	Reason string
+	// Err is the failure for the log and, while nothing was written, for
+	// the client (an *openai.Error). Nil on success.
+	Err error
+}
+
+// Retryable reports whether another endpoint may be tried: the upstream
+// failed and the client has seen nothing yet.
+func (o *Outcome) Retryable() bool {
+	return !o.Wrote && o.Reason != "" && o.Status != openai.StatusClientClosed
+}
+
+// Call is one request to send upstream.
+type Call struct {
+	URL    string // endpoint base URL joined with the API path
+	Body   []byte
+	APIKey string // sent as a bearer token when set; never logged
+	Stream bool
+	// StripUsage drops the usage-only chunk from the stream: the client did
+	// not ask for it, the gateway did.
+	StripUsage bool
+	// Start is when the client's request arrived; TTFT counts from it.
+	Start time.Time
+	// FirstByte bounds the wait for a stream's first event or a plain
+	// answer's headers; Idle bounds the silence between events. Zero
+	// means no bound.
+	FirstByte, Idle time.Duration
+	// KeepAlive, when positive, sends an SSE comment after this long
+	// without an event.
+	KeepAlive time.Duration
+	// PromptEstimate is the prompt's size in tokens, used when the backend
+	// reports no usage.
+	PromptEstimate int64
+	// Gap, when set, observes every gap between streamed token events.
+	Gap prometheus.Observer
+}
+
+// Proxy sends calls upstream. It is safe for concurrent use.
+type Proxy struct {
+	client *http.Client
+}
+
+// MaxResponseBytes bounds a plain (not streamed) answer read into memory;
+// a completion of 100k tokens is well under 2 MiB of JSON.
+const MaxResponseBytes = 64 << 20
+
+// New is a Proxy whose connections time out dialling after connect.
+func New(connect time.Duration) *Proxy {
+	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
+	t := &http.Transport{
+		Proxy:       http.ProxyFromEnvironment,
+		DialContext: d.DialContext,
+		// Inference servers take many concurrent streams from one gateway;
+		// keeping as many idle connections as streams avoids a dial per request.
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: 4096,
+		IdleConnTimeout:     90 * time.Second,
+		// Bodies are already compressed as little as they need to be, and a
+		// gzip layer would hold back streamed events.
+		DisableCompression: true,
+	}
+	return &Proxy{client: &http.Client{Transport: t}}
+}
+
+// CloseIdle closes idle upstream connections.
+func (p *Proxy) CloseIdle() { p.client.CloseIdleConnections() }
+
+var (
+	errFirstByte = errors.New("no first byte from upstream in time")
+	errIdle      = errors.New("upstream stream idle too long")
+
+	// ErrRequestTimeout is the cause a caller gives the context it bounds a
+	// whole request with, so that running out of time is told apart from
+	// the client going away.
+	ErrRequestTimeout = errors.New("request took longer than its time limit")
+)
+
+// watchdog cancels a call that waits too long: for its first byte, then
+// between two events.
+type watchdog struct {
+	t       *time.Timer // nil when neither bound is set
+	idle    time.Duration
+	started atomic.Bool // the first event is in: t now bounds the silence
+}
+
+func newWatchdog(cancel context.CancelCauseFunc, firstByte, idle time.Duration) *watchdog {
+	d := &watchdog{idle: idle}
+	if firstByte <= 0 && idle <= 0 {
+		return d
+	}
+	if firstByte <= 0 {
+		firstByte = time.Duration(math.MaxInt64)
+	}
+	d.t = time.AfterFunc(firstByte, func() {
+		if d.started.Load() {
+			cancel(errIdle)
+		} else {
+			cancel(errFirstByte)
+		}
+	})
+	return d
+}
+
+// event notes that the upstream sent something.
+func (d *watchdog) event() {
+	if d.t == nil {
+		return
+	}
+	d.started.Store(true)
+	if d.idle > 0 {
+		d.t.Reset(d.idle)
+	} else {
+		d.t.Stop()
+	}
+}
+
+func (d *watchdog) stop() {
+	if d.t != nil {
+		d.t.Stop()
+	}
+}
+
+// Do sends c upstream and relays the answer to w. It writes nothing when the
+// upstream fails before answering, so that the caller may try elsewhere.
+func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	dog := newWatchdog(cancel, c.FirstByte, c.Idle)
+	defer dog.stop()
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(c.Body))
+	if err != nil {
+		return Outcome{Status: http.StatusBadGateway, Reason: "connect", Err: openai.BadGateway(err)}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.Stream {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	if c.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.APIKey)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return failed(ctx, "connect", err)
+	}
+	defer resp.Body.Close()
+
+	if resp.StatusCode != http.StatusOK {
+		dog.stop()
+		return p.upstreamError(ctx, w, c, resp)
+	}
+	if c.Stream && isEventStream(resp.Header) {
+		return p.relay(ctx, dog, w, c, resp)
+	}
+	dog.stop()
+	return p.copyPlain(ctx, w, c, resp)
+}
+
+func isEventStream(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	return len(ct) >= 17 && ct[:17] == "text/event-stream"
+}
+
+// failed is the Outcome of a call that broke before anything was written.
+func failed(ctx context.Context, reason string, err error) Outcome {
+	if o, ok := cancelled(ctx); ok {
+		return o
+	}
+	return Outcome{Status: http.StatusBadGateway, Reason: reason, Err: openai.BadGateway(err)}
+}
+
+// cancelled is the Outcome of a call whose context ended, and false if it
+// has not.
+func cancelled(ctx context.Context) (Outcome, bool) {
+	cause := context.Cause(ctx)
+	switch {
+	case cause == nil:
+		return Outcome{}, false
+	case errors.Is(cause, errFirstByte):
+		return Outcome{Status: http.StatusGatewayTimeout, Reason: "first_byte_timeout",
+			Err: openai.GatewayTimeout("The model's backend did not answer in time.", cause)}, true
+	case errors.Is(cause, errIdle):
+		return Outcome{Status: http.StatusGatewayTimeout, Reason: "idle_timeout",
+			Err: openai.GatewayTimeout("The model's backend stalled mid-answer.", cause)}, true
+	case errors.Is(cause, ErrRequestTimeout):
+		// The gateway's own limit on the whole request: not the upstream's
+		// fault alone, so no reason is counted against it.
+		return Outcome{Status: http.StatusGatewayTimeout,
+			Err: openai.GatewayTimeout("The request took longer than its time limit.", cause)}, true
+	}
+	// The client went away: not the upstream's fault.
+	return Outcome{Status: openai.StatusClientClosed, Err: cause}, true
+}
+
+// upstreamError handles a non-200 answer. A 4xx other than 429 is the
+// client's own mistake, relayed as it came; 429 and 5xx are the upstream's
+// trouble and left for the caller to retry or report.
+func (p *Proxy) upstreamError(ctx context.Context, w http.ResponseWriter, c *Call, resp *http.Response) Outcome {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return failed(ctx, "stream_broken", err)
+	}
+	ttft := time.Since(c.Start)
+	switch code := resp.StatusCode; {
+	case code == http.StatusTooManyRequests:
+		return Outcome{Status: code, TTFT: ttft, Reason: "status_429",
+			Err: openai.Overloaded("The model's backends are at capacity; try again shortly.", 1)}
+	case code >= 500 || code < 400:
+		return Outcome{Status: http.StatusBadGateway, TTFT: ttft, Reason: "status_5xx",
+			Err: openai.BadGateway(fmt.Errorf("upstream answered %d: %.200s", code, body))}
+	}
+	h := w.Header()
+	h.Set("Content-Type", resp.Header.Get("Content-Type"))
+	w.WriteHeader(resp.StatusCode)
+	w.Write(body)
+	return Outcome{Status: resp.StatusCode, TTFT: ttft, Wrote: true}
+}
+
+// copyPlain relays a whole (not streamed) answer.
+func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, resp *http.Response) Outcome {
+	ttft := time.Since(c.Start)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes))
+	if err != nil {
+		o := failed(ctx, "stream_broken", err)
+		o.TTFT = ttft
+		return o
+	}
+	o := Outcome{Status: http.StatusOK, TTFT: ttft, Wrote: true}
+	if u, err := openai.UsageOf(body); err == nil && u != nil {
+		o.Usage = u
+	} else {
+		o.Usage = &openai.Usage{PromptTokens: c.PromptEstimate}
+		o.Estimated = true
+	}
+	h := w.Header()
+	h.Set("Content-Type", resp.Header.Get("Content-Type"))
+	h.Set("Content-Length", fmt.Sprint(len(body)))
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(body); err != nil {
+		o.Status, o.Err = openai.StatusClientClosed, err
+	}
+	return o
+}

@@ -1,0 +1,283 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+)
+
+const (
+	roleChunk  = `{"choices":[{"delta":{"role":"assistant","content":""},"finish_reason":null}]}`
+	tokA       = `{"choices":[{"delta":{"content":"Hel"},"finish_reason":null}]}`
+	tokB       = `{"choices":[{"delta":{"content":"lo"},"finish_reason":null}]}`
+	finish     = `{"choices":[{"delta":{},"finish_reason":"stop"}]}`
+	usageChunk = `{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2,"total_tokens":9,"prompt_tokens_details":{"cached_tokens":4}}}`
+)
+
+// script is an upstream that writes its pieces in order, flushing after
+// each; a func piece runs instead (to wait, or to break the connection).
+type script []any
+
+func (s script) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Reading the body lets the server notice the gateway hanging up, as a
+	// real inference server does.
+	io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	for _, p := range s {
+		switch p := p.(type) {
+		case string:
+			io.WriteString(w, p)
+			w.(http.Flusher).Flush()
+		case func(http.ResponseWriter, *http.Request):
+			p(w, r)
+		}
+	}
+}
+
+func sse(chunks ...string) string {
+	var b strings.Builder
+	for _, c := range chunks {
+		b.WriteString("data: " + c + "\n\n")
+	}
+	return b.String()
+}
+
+// relayThrough serves upstream, relays one call to it through a gateway
+// server and returns what the client read and the call's outcome.
+func relayThrough(t *testing.T, upstream http.Handler, c Call) (string, Outcome) {
+	t.Helper()
+	up := httptest.NewServer(upstream)
+	defer up.Close()
+	p := New(time.Second)
+	defer p.CloseIdle()
+	outcomes := make(chan Outcome, 1)
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.URL, c.Start = up.URL, time.Now()
+		if c.Body == nil {
+			c.Body = []byte(`{"model":"m","stream":true}`)
+		}
+		o := p.Do(r.Context(), w, &c)
+		if !o.Wrote && o.Err != nil && o.Status != openai.StatusClientClosed {
+			openai.WriteError(w, o.Err)
+		}
+		outcomes <- o
+	}))
+	defer gw.Close()
+	resp, err := http.Post(gw.URL, "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return string(body), <-outcomes
+}
+
+func TestRelaySplitReadsCRLFAndComments(t *testing.T) {
+	whole := ": ping\r\n\r\n" + strings.ReplaceAll(sse(roleChunk, tokA, tokB, finish, usageChunk), "\n", "\r\n") + "data: [DONE]\r\n\r\n"
+	var pieces script
+	for i := 0; i < len(whole); i += 7 { // events split across reads at odd places
+		pieces = append(pieces, whole[i:min(i+7, len(whole))])
+	}
+	got, o := relayThrough(t, pieces, Call{Stream: true, StripUsage: false})
+	want := sse(roleChunk, tokA, tokB, finish, usageChunk) + "data: [DONE]\n\n"
+	if got != want {
+		t.Errorf("client read\n%q\nwant\n%q", got, want)
+	}
+	if o.Status != 200 || o.Reason != "" || o.Err != nil || !o.Wrote {
+		t.Errorf("outcome %+v", o)
+	}
+	if o.Usage == nil || o.Usage.PromptTokens != 7 || o.Usage.CompletionTokens != 2 || o.Usage.CachedTokens() != 4 || o.Estimated {
+		t.Errorf("usage %+v estimated %v", o.Usage, o.Estimated)
+	}
+	if o.TTFT <= 0 || o.Decode < 0 {
+		t.Errorf("ttft %v decode %v", o.TTFT, o.Decode)
+	}
+}
+
+func TestRelayStripsUsageTheClientDidNotAskFor(t *testing.T) {
+	got, o := relayThrough(t, script{sse(tokA, tokB, finish, usageChunk, "[DONE]")}, Call{Stream: true, StripUsage: true})
+	if strings.Contains(got, "usage") {
+		t.Errorf("client saw the usage chunk: %q", got)
+	}
+	if !strings.HasSuffix(got, "data: [DONE]\n\n") {
+		t.Errorf("stream does not end in [DONE]: %q", got)
+	}
+	if o.Usage == nil || o.Usage.CompletionTokens != 2 || o.Estimated {
+		t.Errorf("gateway lost the usage: %+v", o.Usage)
+	}
+}
+
+func TestRelayWithoutUsageEstimates(t *testing.T) {
+	_, o := relayThrough(t, script{sse(roleChunk, tokA, tokB, tokB, finish, "[DONE]")}, Call{Stream: true, PromptEstimate: 11})
+	if !o.Estimated || o.Usage.CompletionTokens != 3 || o.Usage.PromptTokens != 11 {
+		t.Errorf("usage %+v estimated %v, want 3 completion tokens counted from events", o.Usage, o.Estimated)
+	}
+}
+
+func TestRelayMissingDone(t *testing.T) {
+	t.Run("after a finish the answer is whole", func(t *testing.T) {
+		got, o := relayThrough(t, script{sse(tokA, tokB, finish)}, Call{Stream: true})
+		if !strings.HasSuffix(got, "data: [DONE]\n\n") || o.Reason != "" || o.Status != 200 {
+			t.Errorf("got %q, outcome %+v", got, o)
+		}
+	})
+	t.Run("without a finish the answer is cut", func(t *testing.T) {
+		got, o := relayThrough(t, script{sse(tokA, tokB)}, Call{Stream: true})
+		assertCut(t, got, o, "stream_broken", http.StatusBadGateway)
+	})
+}
+
+func assertCut(t *testing.T, got string, o Outcome, reason string, status int) {
+	t.Helper()
+	if strings.Contains(got, "[DONE]") {
+		t.Errorf("a cut stream ended with [DONE]: %q", got)
+	}
+	events := strings.Split(strings.TrimSpace(got), "\n\n")
+	last := events[len(events)-1]
+	if !strings.HasPrefix(last, `data: {"error":{`) {
+		t.Errorf("last event %q is not an error event", last)
+	}
+	if o.Reason != reason || o.Status != status || !o.Wrote {
+		t.Errorf("outcome reason %q status %d wrote %v, want %q %d true", o.Reason, o.Status, o.Wrote, reason, status)
+	}
+}
+
+func TestRelayUpstreamDiesMidStream(t *testing.T) {
+	die := func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}
+	got, o := relayThrough(t, script{sse(roleChunk, tokA), die}, Call{Stream: true})
+	assertCut(t, got, o, "stream_broken", http.StatusBadGateway)
+	if !strings.Contains(got, "Hel") {
+		t.Errorf("the tokens before the break were not relayed: %q", got)
+	}
+}
+
+func TestRelayIdleTimeout(t *testing.T) {
+	stall := func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
+	got, o := relayThrough(t, script{sse(tokA), stall}, Call{Stream: true, Idle: 50 * time.Millisecond})
+	assertCut(t, got, o, "idle_timeout", http.StatusGatewayTimeout)
+}
+
+func TestFirstByteTimeoutIsRetryable(t *testing.T) {
+	stall := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+	})
+	got, o := relayThrough(t, stall, Call{Stream: true, FirstByte: 50 * time.Millisecond})
+	if o.Wrote || o.Reason != "first_byte_timeout" || o.Status != http.StatusGatewayTimeout || !o.Retryable() {
+		t.Errorf("outcome %+v", o)
+	}
+	if !strings.Contains(got, `"code":"timeout"`) {
+		t.Errorf("client got %q", got)
+	}
+}
+
+func TestStreamWithNoEventInTimeIsRetryable(t *testing.T) {
+	// Headers at once, then nothing: the wait for the first event is bounded too.
+	stall := func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
+	_, o := relayThrough(t, script{stall}, Call{Stream: true, FirstByte: 50 * time.Millisecond, Idle: time.Hour})
+	if o.Wrote || o.Reason != "first_byte_timeout" || !o.Retryable() {
+		t.Errorf("outcome %+v", o)
+	}
+}
+
+func TestClientDisconnectCancelsUpstream(t *testing.T) {
+	upstreamDone := make(chan struct{})
+	up := httptest.NewServer(script{sse(tokA), func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // cancelled when the gateway gives up the call
+		close(upstreamDone)
+	}})
+	defer up.Close()
+	p := New(time.Second)
+	outcomes := make(chan Outcome, 1)
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		outcomes <- p.Do(r.Context(), w, &Call{URL: up.URL, Body: []byte(`{}`), Stream: true, Start: time.Now()})
+	}))
+	defer gw.Close()
+	resp, err := http.Post(gw.URL, "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 10)
+	io.ReadFull(resp.Body, buf) // the first event is flowing
+	resp.Body.Close()           // the client leaves
+	select {
+	case <-upstreamDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream request was not cancelled when the client left")
+	}
+	if o := <-outcomes; o.Status != openai.StatusClientClosed || o.Reason != "" {
+		t.Errorf("outcome status %d reason %q, want 499 and no upstream fault", o.Status, o.Reason)
+	}
+}
+
+func TestUpstreamStatuses(t *testing.T) {
+	tests := []struct {
+		status    int
+		retryable bool
+		reason    string
+		client    int
+	}{
+		{500, true, "status_5xx", 502},
+		{503, true, "status_5xx", 502},
+		{429, true, "status_429", 429},
+		{400, false, "", 400},
+	}
+	for _, tt := range tests {
+		up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(tt.status)
+			io.WriteString(w, `{"error":{"message":"upstream says no","type":"x","param":null,"code":null}}`)
+		})
+		got, o := relayThrough(t, up, Call{Stream: true})
+		if o.Retryable() != tt.retryable || o.Reason != tt.reason || o.Status != tt.client {
+			t.Errorf("upstream %d: outcome %+v", tt.status, o)
+		}
+		if tt.status == 400 && !strings.Contains(got, "upstream says no") {
+			t.Errorf("a 400 was not relayed as it came: %q", got)
+		}
+	}
+}
+
+func TestPlainAnswer(t *testing.T) {
+	body := `{"id":"x","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, body)
+	})
+	got, o := relayThrough(t, up, Call{Body: []byte(`{"model":"m"}`)})
+	if got != body || o.Usage.CompletionTokens != 1 || o.Status != 200 || !o.Wrote {
+		t.Errorf("got %q, outcome %+v", got, o)
+	}
+}
+
+func TestKeepAlive(t *testing.T) {
+	pause := func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-r.Context().Done():
+		}
+	}
+	got, o := relayThrough(t, script{sse(tokA), pause, sse(finish, "[DONE]")}, Call{Stream: true, KeepAlive: 20 * time.Millisecond})
+	if !strings.Contains(got, ": keep-alive\n\n") || o.Status != 200 {
+		t.Errorf("no keep-alive during a silence: %q", got)
+	}
+}
+
+func TestLongLine(t *testing.T) {
+	big := `{"choices":[{"delta":{"content":"` + strings.Repeat("x", 3*relayBufSize) + `"}}]}`
+	got, o := relayThrough(t, script{sse(big, finish, "[DONE]")}, Call{Stream: true})
+	if !strings.Contains(got, big) || o.Usage.CompletionTokens != 1 {
+		t.Errorf("a line longer than the buffer was not relayed whole (outcome %+v)", o)
+	}
+}

@@ -1,0 +1,197 @@
+// Package router is llmgw's data plane: it takes an OpenAI API request,
+// finds the model, checks who is asking and whether they may, picks an
+// endpoint, relays the answer and accounts for it. It reads the control
+// plane only through an immutable snapshot swapped in whole on reload.
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
+)
+
+// Authenticator checks an API key and says whose it is.
+type Authenticator interface {
+	Authenticate(ctx context.Context, plaintext string) (*tenant.Key, error)
+}
+
+// Recorder takes one usage record per request, off the hot path.
+type Recorder interface {
+	Record(usage.Record)
+}
+
+// Options is what a Router is built from. Zero fields take defaults.
+type Options struct {
+	Server config.Server
+	Router config.Router
+	// Auth checks keys; nil serves without authentication.
+	Auth Authenticator
+	// Limits enforces rate limits and budgets; nil enforces none.
+	Limits Limiter
+	// TenantLimits gives the limits set on each level of a tenant path,
+	// outermost first; nil means none.
+	TenantLimits func(path string) []tenant.TenantLimits
+	// Recorder takes usage records; nil drops them.
+	Recorder Recorder
+	// Self answers a key's questions about its own usage; nil answers 404.
+	Self SelfUsage
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+}
+
+// Router serves the OpenAI API. Build it with New, give it a catalog with
+// SetCatalog, and serve it as an http.Handler.
+type Router struct {
+	opts  Options
+	log   *slog.Logger
+	proxy *proxy.Proxy
+	m     *metrics
+	slo   sloTracker
+	snap  atomic.Pointer[snapshot]
+	ids   requestIDs
+}
+
+// New builds a Router and registers its metrics.
+func New(opts Options) (*Router, error) {
+	d := config.Default()
+	if opts.Server.Listen == "" {
+		opts.Server = d.Server
+	}
+	if opts.Router.TenantLabel == "" {
+		opts.Router = d.Router
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	r := &Router{
+		opts:  opts,
+		log:   opts.Logger,
+		proxy: proxy.New(opts.Server.ConnectTimeout),
+		m:     newMetrics(opts.Router.TenantLabel),
+		ids:   newRequestIDs(),
+	}
+	if err := r.m.register(opts.Registerer); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// snapshot is everything a request reads of the control plane, immutable.
+type snapshot struct {
+	cat    *catalog.Catalog
+	pools  map[string]*pool // key: pool name
+	models []byte           // the /v1/models answer, rendered once
+}
+
+// SetCatalog swaps in a new catalog. Pools keep what they learned of
+// endpoints that stay, and a removed model stops being reported.
+func (r *Router) SetCatalog(c *catalog.Catalog) {
+	old := r.snap.Load()
+	s := &snapshot{cat: c, pools: make(map[string]*pool, len(c.Pools()))}
+	for _, p := range c.Pools() {
+		var prev *pool
+		if old != nil {
+			prev = old.pools[p.Name]
+		}
+		s.pools[p.Name] = newPool(p, prev)
+	}
+	s.models = renderModels(c)
+	r.snap.Store(s)
+	r.m.token.setSLOs(c.Models())
+}
+
+// Catalog is the catalog being served, nil before the first SetCatalog.
+func (r *Router) Catalog() *catalog.Catalog {
+	if s := r.snap.Load(); s != nil {
+		return s.cat
+	}
+	return nil
+}
+
+// ReloadFailed notes whether the last reload of the configuration worked.
+func (r *Router) ReloadFailed(failed bool) {
+	if failed {
+		r.m.reloadOK.Set(0)
+	} else {
+		r.m.reloadOK.Set(1)
+		r.m.reloadTime.SetToCurrentTime()
+	}
+}
+
+// CloseIdle closes idle upstream connections.
+func (r *Router) CloseIdle() { r.proxy.CloseIdle() }
+
+func renderModels(c *catalog.Catalog) []byte {
+	type entry struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	list := struct {
+		Object string  `json:"object"`
+		Data   []entry `json:"data"`
+	}{Object: "list", Data: []entry{}}
+	for _, m := range c.Models() {
+		for _, n := range append([]string{m.Name}, m.Aliases...) {
+			list.Data = append(list.Data, entry{ID: n, Object: "model", OwnedBy: "llmgw"})
+		}
+	}
+	b, _ := json.Marshal(list)
+	return b
+}
+
+// resolve is a model's canonical name and catalog entry; both are zero for
+// a name the catalog does not know.
+func (r *Router) resolve(name string) (string, catalog.Model) {
+	s := r.snap.Load()
+	if s == nil {
+		return "", catalog.Model{}
+	}
+	m, ok := s.cat.Resolve(name)
+	if !ok {
+		return "", catalog.Model{}
+	}
+	return m.Name, *m
+}
+
+// unknownModel is the model label of every name the catalog does not know,
+// so that clients cannot grow the metrics without bound.
+const unknownModel = "unknown"
+
+// metricModel is the model label for a requested name: its canonical name,
+// or unknownModel.
+func (r *Router) metricModel(name string) string {
+	if c, _ := r.resolve(name); c != "" {
+		return c
+	}
+	return unknownModel
+}
+
+// requestIDs makes request ids unique across processes and restarts: a
+// random prefix per process and a counter.
+type requestIDs struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+func newRequestIDs() requestIDs {
+	return requestIDs{prefix: randomPrefix()}
+}
+
+func (g *requestIDs) next() string {
+	return g.prefix + formatCounter(g.n.Add(1))
+}
+

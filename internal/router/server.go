@@ -1,0 +1,206 @@
+package router
+
+// The handler, in the order a request lives: route, read and parse the
+// body, find the model, authenticate, admit, dispatch, account. Each step
+// past parsing has its own file.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/limits"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
+)
+
+// api is one OpenAI endpoint the router serves.
+type api struct {
+	upstreamPath string // appended to an endpoint's base URL
+	streams      bool   // whether it may be streamed
+}
+
+var apis = map[string]api{
+	"/v1/chat/completions": {"/chat/completions", true},
+	"/v1/completions":      {"/completions", true},
+	"/v1/embeddings":       {"/embeddings", false},
+}
+
+// parsedRequest is a request on its way through the router.
+type parsedRequest struct {
+	openai.Request
+	id       string
+	api      api
+	start    time.Time
+	body     []byte
+	model    *catalog.Model // the catalog entry the name resolved to
+	key      *tenant.Key    // nil without authentication
+	estimate int64          // prompt tokens, estimated from the body
+	reserve  limits.Reservation
+	reserved bool // whether reserve holds a reservation to settle
+}
+
+// ServeHTTP answers the OpenAI API.
+func (r *Router) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
+	path := hr.URL.Path
+	switch path {
+	case "/healthz":
+		w.Write([]byte("ok\n"))
+		return
+	case "/v1/models":
+		if hr.Method != http.MethodGet {
+			openai.WriteError(w, openai.MethodNotAllowed(hr.Method))
+			return
+		}
+		r.serveModels(w, hr)
+		return
+	case "/v1/llmgw/usage":
+		r.serveSelfUsage(w, hr)
+		return
+	}
+	a, ok := apis[path]
+	if !ok {
+		openai.WriteError(w, openai.NotFound(path))
+		return
+	}
+	if hr.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		openai.WriteError(w, openai.MethodNotAllowed(hr.Method))
+		return
+	}
+	r.serveCompletion(w, hr, a)
+}
+
+func (r *Router) serveModels(w http.ResponseWriter, hr *http.Request) {
+	s := r.snap.Load()
+	if s == nil {
+		openai.WriteError(w, openai.Unavailable("No catalog is loaded yet.", nil))
+		return
+	}
+	if r.opts.Auth != nil {
+		if _, err := r.authenticate(hr); err != nil {
+			openai.WriteError(w, err)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(s.models)
+}
+
+func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api) {
+	req := &parsedRequest{id: r.ids.next(), api: a, start: time.Now()}
+	w.Header().Set("X-Request-Id", req.id)
+	if err := r.parse(w, hr, req); err != nil {
+		r.refuse(w, req, "", err)
+		return
+	}
+	snap := r.snap.Load()
+	if snap == nil {
+		r.refuse(w, req, "", openai.Unavailable("No catalog is loaded yet.", nil))
+		return
+	}
+	m, ok := snap.cat.Resolve(req.Model)
+	if r.opts.Auth != nil {
+		key, err := r.authenticate(hr)
+		if err != nil {
+			r.refuse(w, req, "", err)
+			return
+		}
+		req.key = key
+		// A model the key may not use answers as one that does not exist,
+		// so that its existence does not leak.
+		if ok && !key.Allows(append([]string{m.Name}, m.Aliases...)...) {
+			ok = false
+		}
+	}
+	if !ok {
+		r.refuse(w, req, "", openai.ModelNotFound(req.Model))
+		return
+	}
+	req.model = m
+	if req.Stream && !a.streams {
+		r.refuse(w, req, "", openai.BadRequest("stream", "This endpoint cannot be streamed."))
+		return
+	}
+
+	label := m.Name
+	inflight := r.m.inflight.WithLabelValues(label)
+	inflight.Inc()
+	defer inflight.Dec()
+
+	if err := r.admit(hr.Context(), w, req); err != nil {
+		r.refuse(w, req, "", err)
+		return
+	}
+	ctx, cancel := context.WithTimeoutCause(hr.Context(), r.opts.Server.RequestTimeout, proxy.ErrRequestTimeout)
+	defer cancel()
+	res := r.dispatch(ctx, w, req, snap)
+	if !res.outcome.Wrote && res.outcome.Status != openai.StatusClientClosed {
+		openai.WriteError(w, res.outcome.Err)
+	}
+	r.account(req, res)
+}
+
+// parse reads the body, within the size limit, and the fields routing needs.
+func (r *Router) parse(w http.ResponseWriter, hr *http.Request, req *parsedRequest) error {
+	limit := r.opts.Server.MaxBodyBytes
+	if hr.ContentLength > limit {
+		return openai.TooLarge(limit)
+	}
+	body, err := readBody(http.MaxBytesReader(w, hr.Body, limit), hr.ContentLength)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return openai.TooLarge(limit)
+		}
+		return openai.BadRequest("", "The request body could not be read.")
+	}
+	req.body = body
+	if err := req.Request.Parse(body); err != nil {
+		return err
+	}
+	req.estimate = estimatePrompt(body)
+	return nil
+}
+
+// bytesPerToken is how much request JSON one prompt token takes, roughly:
+// English runs about 4 bytes a token, and the JSON around it a little more.
+const bytesPerToken = 4
+
+// estimatePrompt is a prompt's size in tokens, estimated from its body
+// without decoding it: what token limits reserve, and what is billed when
+// a backend reports no usage.
+func estimatePrompt(body []byte) int64 {
+	return int64(len(body)+bytesPerToken-1) / bytesPerToken
+}
+
+// readBody reads a body whose length may be known ahead.
+func readBody(rd io.Reader, length int64) ([]byte, error) {
+	if length <= 0 {
+		return io.ReadAll(rd)
+	}
+	b := make([]byte, length)
+	if _, err := io.ReadFull(rd, b); err != nil {
+		return nil, err
+	}
+	// Read past the end so that a body longer than it claimed is an error.
+	var one [1]byte
+	if n, _ := rd.Read(one[:]); n > 0 {
+		return nil, errors.New("body longer than its Content-Length")
+	}
+	return b, nil
+}
+
+// refuse answers a request that never reached an upstream, and counts it.
+func (r *Router) refuse(w http.ResponseWriter, req *parsedRequest, pool string, err error) {
+	openai.WriteError(w, err)
+	e := openai.AsError(err)
+	if e.Status >= 500 {
+		r.log.Warn("request refused", "id", req.id, "status", e.Status, "err", e)
+	}
+	r.account(req, dispatchResult{pool: pool, outcome: proxy.Outcome{Status: e.Status, Err: err}})
+}

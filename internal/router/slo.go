@@ -1,0 +1,115 @@
+package router
+
+// Each model's recent first-token and per-token times, kept so that
+// admission can compare them against the model's SLO without reading the
+// metrics back.
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+const (
+	// sloSamplesKept is how many recent streamed requests a model's
+	// tracker holds: enough for a p99 that moves with the load, little
+	// enough to sort on every look.
+	sloSamplesKept = 256
+	// sloWindow is how old a sample may be and still count.
+	sloWindow = 5 * time.Minute
+	// sloMinSamples is how many recent requests a p99 needs before it is
+	// believed.
+	sloMinSamples = 20
+)
+
+// sloTracker keeps each model's recent first-token and per-token times.
+type sloTracker struct {
+	mu sync.Mutex
+	by map[string]*sloSamples // key: canonical model name
+}
+
+type sloSample struct {
+	at         time.Time
+	ttft, tpot time.Duration
+}
+
+// sloSamples is a ring of a model's latest samples.
+type sloSamples struct {
+	ring []sloSample // at most sloSamplesKept
+	next int         // where the next sample goes once ring is full
+}
+
+func (t *sloTracker) add(model string, ttft, tpot time.Duration) {
+	x := sloSample{at: time.Now(), ttft: ttft, tpot: tpot}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.by == nil {
+		t.by = make(map[string]*sloSamples)
+	}
+	s := t.by[model]
+	if s == nil {
+		s = &sloSamples{}
+		t.by[model] = s
+	}
+	if len(s.ring) < sloSamplesKept {
+		s.ring = append(s.ring, x)
+		return
+	}
+	s.ring[s.next] = x
+	s.next = (s.next + 1) % sloSamplesKept
+}
+
+// p99 is a model's recent 99th percentiles, and false with too few. Either
+// figure is zero when it alone has too few samples.
+func (t *sloTracker) p99(model string, now time.Time) (ttft, tpot time.Duration, ok bool) {
+	var a, b []time.Duration
+	t.mu.Lock()
+	if s := t.by[model]; s != nil {
+		for _, x := range s.ring {
+			if now.Sub(x.at) > sloWindow {
+				continue
+			}
+			if x.ttft > 0 {
+				a = append(a, x.ttft)
+			}
+			if x.tpot > 0 {
+				b = append(b, x.tpot)
+			}
+		}
+	}
+	t.mu.Unlock()
+	ttft, tpot = percentile99(a), percentile99(b)
+	return ttft, tpot, ttft > 0 || tpot > 0
+}
+
+// percentile99 is v's 99th percentile, or zero with fewer than
+// sloMinSamples. It sorts v.
+func percentile99(v []time.Duration) time.Duration {
+	if len(v) < sloMinSamples {
+		return 0
+	}
+	slices.Sort(v)
+	return v[len(v)*99/100]
+}
+
+// sloPressure is how far a model is over its SLO: 1 at it, above 1 past
+// it, 0 when it has none or too little is known.
+func (r *Router) sloPressure(model string) float64 {
+	_, entry := r.resolve(model)
+	slo := entry.SLO
+	if slo.TTFTp99 <= 0 && slo.TPOTp99 <= 0 {
+		return 0
+	}
+	ttft, tpot, ok := r.slo.p99(entry.Name, time.Now())
+	if !ok {
+		return 0
+	}
+	p := 0.0
+	if slo.TTFTp99 > 0 && ttft > 0 {
+		p = max(p, float64(ttft)/float64(slo.TTFTp99))
+	}
+	if slo.TPOTp99 > 0 && tpot > 0 {
+		p = max(p, float64(tpot)/float64(slo.TPOTp99))
+	}
+	return p
+}
