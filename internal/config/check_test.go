@@ -1,0 +1,63 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestCheck(t *testing.T) {
+	tests := []struct {
+		file    string
+		want    string // what Check writes
+		wantErr bool
+	}{
+		{"testdata/full.good.yaml", "ok: 3 pools, 3 models (5 names), 4 endpoints\n", false},
+		{"testdata/minimal.good.yaml", "ok: 1 pool, 1 model (1 name), 1 endpoint\n", false},
+		{"testdata/same-listen.bad.yaml", `testdata/same-listen.bad.yaml: server.admin_listen: must differ from server.listen, both are ":8080" (line 4)
+testdata/same-listen.bad.yaml: store.url: sqlite: needs a file path, such as sqlite:llmgw.db (line 6)
+testdata/same-listen.bad.yaml: limits.redis: must name a host, such as redis://127.0.0.1:6379/0 (line 8)
+`, true},
+		{"testdata/malformed.bad.yaml", "testdata/malformed.bad.yaml: did not find expected ',' or '}' (line 3)\n", true},
+	}
+	for _, tt := range tests {
+		t.Run(filepath.Base(tt.file), func(t *testing.T) {
+			var out bytes.Buffer
+			err := Check(tt.file, &out)
+			if (err != nil) != tt.wantErr {
+				t.Errorf("Check error = %v; want error: %v", err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.want, out.String()); diff != "" {
+				t.Errorf("output (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCheckCountsProblems(t *testing.T) {
+	var out bytes.Buffer
+	err := Check("testdata/settings.bad.yaml", &out)
+	want := "check testdata/settings.bad.yaml: 14 problems"
+	if err == nil || err.Error() != want {
+		t.Errorf("Check error = %v; want %q", err, want)
+	}
+	if got := strings.Count(out.String(), "\n"); got != 14 {
+		t.Errorf("Check wrote %d lines; want one a problem, 14:\n%s", got, out.String())
+	}
+}
+
+func TestCheckMissingFile(t *testing.T) {
+	var out bytes.Buffer
+	err := Check(filepath.Join(t.TempDir(), "nope.yaml"), &out)
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Check error = %v; want fs.ErrNotExist", err)
+	}
+	if !strings.Contains(out.String(), "nope.yaml") {
+		t.Errorf("Check output %q does not name the file", out.String())
+	}
+}

@@ -1,0 +1,337 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.yaml.in/yaml/v3"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
+)
+
+func glob(t testing.TB, pattern string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", pattern))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no files match testdata/%s", pattern)
+	}
+	return files
+}
+
+func TestGoodFiles(t *testing.T) {
+	for _, file := range glob(t, "*.good.yaml") {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			c, err := Load(file)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			cat, err := c.Catalog()
+			if err != nil {
+				t.Fatalf("Catalog: %v", err)
+			}
+			for _, m := range c.Models {
+				for _, n := range append([]string{m.Name}, m.Aliases...) {
+					got, ok := cat.Resolve(n)
+					if !ok || got.Name != m.Name {
+						t.Errorf("Resolve(%q) = %v, %v; want model %q", n, got, ok, m.Name)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestBadFiles loads each testdata/*.bad.yaml and compares its problems
+// with the *.bad.yaml.err file beside it, one problem a line.
+func TestBadFiles(t *testing.T) {
+	for _, file := range glob(t, "*.bad.yaml") {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			want, err := os.ReadFile(file + ".err")
+			if err != nil {
+				t.Fatalf("expected problems: %v", err)
+			}
+			c, err := Load(file)
+			if err == nil {
+				t.Fatalf("Load succeeded with %+v; want problems", c)
+			}
+			ps, ok := AsProblems(err)
+			if !ok {
+				t.Fatalf("Load error %v (%T) holds no Problems", err, err)
+			}
+			if diff := cmp.Diff(strings.TrimSpace(string(want)), ps.Error()); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// Every expectation has its file, so none is silently skipped.
+	for _, errFile := range glob(t, "*.bad.yaml.err") {
+		if _, err := os.Stat(strings.TrimSuffix(errFile, ".err")); err != nil {
+			t.Errorf("%s has no config beside it: %v", errFile, err)
+		}
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Load of a missing file: %v; want fs.ErrNotExist", err)
+	}
+	if _, ok := AsProblems(err); ok {
+		t.Errorf("a missing file is not a config problem, got %v", err)
+	}
+}
+
+// TestFullExample pins what the annotated example decodes to, field by field.
+func TestFullExample(t *testing.T) {
+	got, err := Load("testdata/full.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{
+		Server: Server{
+			Listen: ":8080", AdminListen: "127.0.0.1:8081", MaxBodyBytes: 8 << 20,
+			ConnectTimeout: 5 * time.Second, FirstTokenTimeout: time.Minute, IdleTimeout: time.Minute,
+			RequestTimeout: 10 * time.Minute, KeepAlive: 15 * time.Second, Retries: 1, ShutdownGrace: 30 * time.Second,
+		},
+		Router: Router{Auth: "keys", TenantLabel: "team", DefaultMaxTokens: 1024},
+		Store:  Store{URL: "sqlite:/var/lib/llmgw/llmgw.db", SpoolDir: "/var/lib/llmgw/spool"},
+		Limits: Limits{Redis: "redis://127.0.0.1:6379/0", OnRedisError: "open"},
+		Tenants: []tenant.TenantLimits{
+			{Path: "acme", Limits: tenant.Limits{RPM: 6000, TPM: 2_000_000, BudgetUSD: 5000, Period: "month"}},
+			{Path: "acme/search", Limits: tenant.Limits{TPM: 500_000, BudgetTokens: 100_000_000, Period: "day"}},
+		},
+		Pools: []catalog.Pool{
+			{Name: "gpu-a", Kind: "vllm", Endpoints: []catalog.Endpoint{
+				{URL: "http://10.0.0.7:8000/v1", Weight: 2}, {URL: "http://10.0.0.8:8000/v1", Weight: 1}}},
+			{Name: "gpu-b", Kind: "sglang", Endpoints: []catalog.Endpoint{{URL: "http://10.0.1.7:30000/v1", Weight: 1}}},
+			{Name: "openai", Kind: "openai", APIKeyEnv: "OPENAI_API_KEY", Endpoints: []catalog.Endpoint{{URL: "https://api.openai.com/v1", Weight: 1}}},
+		},
+		Models: []catalog.Model{
+			{
+				Name: "llama-3.1-70b", Aliases: []string{"default", "llama-70b"}, Pool: "gpu-a",
+				Upstream:  "meta-llama/Llama-3.1-70B-Instruct",
+				SLO:       catalog.SLO{TTFTp99: 2 * time.Second, TPOTp99: 80 * time.Millisecond},
+				Price:     catalog.Price{InputPerMillion: 0.60, OutputPerMillion: 0.80},
+				Fallbacks: []string{"gpt-4o-mini"}, FirstTokenTimeout: 30 * time.Second,
+			},
+			{
+				Name: "qwen3-32b", Pool: "gpu-b", Upstream: "Qwen/Qwen3-32B",
+				SLO:       catalog.SLO{TTFTp99: 1500 * time.Millisecond},
+				Price:     catalog.Price{InputPerMillion: 0.20, OutputPerMillion: 0.40},
+				Fallbacks: []string{"llama-70b"},
+			},
+			{Name: "gpt-4o-mini", Pool: "openai", Price: catalog.Price{InputPerMillion: 0.15, OutputPerMillion: 0.60}},
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("full.good.yaml (-want +got):\n%s", diff)
+	}
+}
+
+// TestFullExampleSetsEveryField keeps the annotated example complete: each
+// field of the YAML shape appears in it, but for the admin token, which
+// belongs in the environment and so is shown only in a comment.
+func TestFullExampleSetsEveryField(t *testing.T) {
+	data, err := os.ReadFile("testdata/full.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(map[string]bool)
+	for p := range walkFields(&root).lines {
+		seen[stripIndexes(p)] = true
+	}
+	var missing []string
+	for _, p := range fieldPaths(configType, "") {
+		if !seen[p] && p != "admin.token" {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("full.good.yaml does not set %s", strings.Join(missing, ", "))
+	}
+}
+
+// fieldPaths lists every field path of t, lists written with [].
+func fieldPaths(t reflect.Type, path string) []string {
+	var out []string
+	for t.Kind() == reflect.Slice {
+		t = t.Elem()
+		path += "[]"
+	}
+	if t.Kind() != reflect.Struct || t == reflect.TypeFor[time.Duration]() {
+		return nil
+	}
+	for name, ft := range yamlFields(t) {
+		p := join(path, name)
+		out = append(out, p)
+		out = append(out, fieldPaths(ft, p)...)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func stripIndexes(p string) string {
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] == '[' {
+			j := strings.IndexByte(p[i:], ']')
+			b.WriteString("[]")
+			i += j
+			continue
+		}
+		b.WriteByte(p[i])
+	}
+	return b.String()
+}
+
+func TestParseDefaults(t *testing.T) {
+	c, err := Load("testdata/minimal.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.Pools = []catalog.Pool{{Name: "local", Kind: catalog.KindOpenAI, Endpoints: []catalog.Endpoint{{URL: "http://127.0.0.1:8000/v1", Weight: 1}}}}
+	want.Models = []catalog.Model{{Name: "qwen3-8b", Pool: "local"}}
+	if diff := cmp.Diff(&want, c); diff != "" {
+		t.Errorf("minimal config (-want +got):\n%s", diff)
+	}
+	if got := c.Models[0].UpstreamName(); got != "qwen3-8b" {
+		t.Errorf("UpstreamName() = %q; want the model's own name", got)
+	}
+}
+
+func TestParseDurations(t *testing.T) {
+	tests := []struct {
+		in   string
+		want time.Duration
+	}{
+		{`"500ms"`, 500 * time.Millisecond},
+		{`1s`, time.Second},
+		{`1m30s`, 90 * time.Second},
+		{`2h`, 2 * time.Hour},
+	}
+	for _, tt := range tests {
+		doc := "server:\n  idle_timeout: " + tt.in + "\n" + minimalPoolsAndModels
+		c, err := Parse([]byte(doc))
+		if err != nil {
+			t.Errorf("idle_timeout: %s: %v", tt.in, err)
+			continue
+		}
+		if got := c.Server.IdleTimeout; got != tt.want {
+			t.Errorf("idle_timeout: %s = %v; want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+const minimalPoolsAndModels = `
+pools:
+  - name: p
+    endpoints: [{url: "http://127.0.0.1:1/v1"}]
+models:
+  - name: m
+    pool: p
+`
+
+func TestParseYAMLFeatures(t *testing.T) {
+	// Anchors and merge keys are plain YAML and must keep working, and
+	// a field misspelt inside a merged mapping is still named.
+	doc := `
+pools:
+  - &base
+    name: a
+    kind: vllm
+    endpoints: [{url: "http://10.0.0.1/v1"}]
+  - <<: *base
+    name: b
+models:
+  - {name: m, pool: b}
+`
+	c, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Pools[1]; got.Kind != "vllm" || len(got.Endpoints) != 1 {
+		t.Errorf("merged pool = %+v; want kind vllm and one endpoint", got)
+	}
+
+	bad := strings.Replace(doc, "kind: vllm", "knid: vllm", 1)
+	_, err = Parse([]byte(bad))
+	want := `pools[0].knid: unknown field; did you mean "kind"? (line 5)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("misspelt merged field: got %v; want it to include %q", err, want)
+	}
+}
+
+func TestParseBillionLaughs(t *testing.T) {
+	// Merge keys of aliases of aliases, nine deep and ten wide: a billion
+	// mappings if expanded. Parse must refuse it quickly.
+	var b strings.Builder
+	b.WriteString("x0: &x0 {listen: \":1\"}\n")
+	for i := 1; i <= 9; i++ {
+		fmt.Fprintf(&b, "x%d: &x%d {<<: [%s]}\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*x%d, ", i-1), 10), ", "))
+	}
+	b.WriteString("server: {<<: *x9}\n")
+	_, err := Parse([]byte(b.String()))
+	if err == nil {
+		t.Fatal("Parse accepted a billion laughs")
+	}
+	t.Log(err)
+}
+
+// FuzzParse feeds Parse arbitrary bytes: it must never panic, and a config
+// it accepts must always build a catalog.
+func FuzzParse(f *testing.F) {
+	for _, pattern := range []string{"*.good.yaml", "*.bad.yaml"} {
+		for _, file := range glob(f, pattern) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(data)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err != nil {
+			if _, ok := AsProblems(err); !ok {
+				t.Fatalf("Parse error %v (%T) holds no Problems", err, err)
+			}
+			return
+		}
+		if _, err := c.Catalog(); err != nil {
+			t.Fatalf("Parse accepted a config whose Catalog fails: %v", err)
+		}
+	})
+}
+
+// BenchmarkParse measures a reload's decode and validation of the full
+// example file.
+func BenchmarkParse(b *testing.B) {
+	data, err := os.ReadFile("testdata/full.good.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
