@@ -1,0 +1,90 @@
+// `llmgw sim`: the simulator as a command, its flags mapped onto Config.
+
+package sim
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+)
+
+// DefaultListen is where `llmgw sim` listens without --listen: vLLM's port.
+const DefaultListen = "127.0.0.1:8000"
+
+// Command runs `llmgw sim` with args (the flags after "sim"): it starts the
+// replicas, prints where each listens to stdout, and serves until ctx ends.
+// Setting any of --ttft, --tpot or --prefill-per-token, even to 0, selects
+// fixed timing; --ttft 0 --tpot 0 answers as fast as it can.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: llmgw sim [flags]\n\nRuns simulated vLLM replicas serving the OpenAI API.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	var cfg Config
+	listen := fs.String("listen", DefaultListen, "address of the first replica; the others take the ports after it (port 0: any free ports)")
+	replicas := fs.Int("replicas", 1, "number of replicas")
+	fs.StringVar(&cfg.Model, "model", DefaultModel, "model name served")
+	fs.Float64Var(&cfg.Speed, "speed", 1, "speed factor: 2 runs everything twice as fast")
+	fs.IntVar(&cfg.MaxSeqs, "max-seqs", DefaultMaxSeqs, "most sequences running at once")
+	fs.IntVar(&cfg.MaxBatchedTokens, "max-batched-tokens", DefaultMaxBatchedTokens, "token budget of one step, decodes and prefill chunks")
+	fs.IntVar(&cfg.BlockSize, "block-size", DefaultBlockSize, "tokens per KV-cache block")
+	fs.IntVar(&cfg.NumBlocks, "num-blocks", DefaultNumBlocks, "KV-cache capacity in blocks")
+	fs.IntVar(&cfg.MaxWaiting, "max-waiting", DefaultMaxWaiting, "longest waiting queue; past it requests get 429")
+	fs.IntVar(&cfg.MaxModelLen, "max-model-len", DefaultMaxModelLen, "longest prompt plus max_tokens")
+	fs.DurationVar(&cfg.StepBase, "step-base", DefaultStepBase, "batch timing: fixed cost of a step")
+	fs.DurationVar(&cfg.StepPerToken, "step-per-token", DefaultStepPerToken, "batch timing: added cost of each token in a step")
+	fs.DurationVar(&cfg.TTFT, "ttft", 0, "fixed timing: time to first token before prefill")
+	fs.DurationVar(&cfg.TPOT, "tpot", 0, "fixed timing: time per output token")
+	fs.DurationVar(&cfg.PrefillPerToken, "prefill-per-token", 0, "fixed timing: added time to first token per uncached prompt token")
+	fs.Int64Var(&cfg.Seed, "seed", 0, "varies output text and lengths")
+	f := &cfg.Faults
+	fs.Float64Var(&f.ErrorRate, "error-rate", 0, "fault: share of requests (0-1) answered with an error")
+	fs.IntVar(&f.ErrorStatus, "error-status", 0, "fault: the error's status, 429, 500 or 503 (0: any of them)")
+	fs.IntVar(&f.DieAfterTokens, "die-after", 0, "fault: cut the connection after this many output tokens (0: never)")
+	fs.DurationVar(&f.StallFirstToken, "stall", 0, "fault: hold every request this long before queueing it")
+	fs.BoolVar(&f.Refuse, "refuse", false, "fault: refuse connections")
+	fs.DurationVar(&f.RefuseFor, "refuse-for", 0, "fault: with --refuse, accept connections again after this long")
+	fs.Float64Var(&f.Slow, "slow", 0, "fault: multiply every step's duration by this")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("sim: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("sim: unexpected arguments %q", fs.Args())
+	}
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "ttft", "tpot", "prefill-per-token":
+			cfg.FixedTiming = true
+		}
+	})
+	if *replicas < 1 {
+		return fmt.Errorf("sim: --replicas: must be at least 1, got %d", *replicas)
+	}
+	if err := f.Validate(); err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+
+	rs, err := StartReplicas(ctx, cfg, *replicas, *listen)
+	if err != nil {
+		return err
+	}
+	mode := "batch timing"
+	if cfg.withDefaults().FixedTiming {
+		mode = fmt.Sprintf("fixed timing: ttft %v, tpot %v, prefill %v/token", cfg.TTFT, cfg.TPOT, cfg.PrefillPerToken)
+	}
+	for _, r := range rs {
+		fmt.Fprintf(stdout, "sim: model %s (%s, speed %g) at %s\n", cfg.Model, mode, cfg.Speed, r.URL())
+	}
+	<-ctx.Done()
+	for _, r := range rs {
+		r.Close()
+	}
+	return nil
+}

@@ -1,0 +1,446 @@
+// The two generating endpoints, /v1/chat/completions and /v1/completions:
+// parse the request, size the prompt and the answer, queue the sequence,
+// then stream its tokens as they are produced or send the whole answer.
+
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+)
+
+// commonFields are the request fields both endpoints share.
+type commonFields struct {
+	Model               string `json:"model"`
+	MaxTokens           *int   `json:"max_tokens"`
+	MaxCompletionTokens *int   `json:"max_completion_tokens"`
+	Stream              bool   `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	IgnoreEOS bool   `json:"ignore_eos"`
+	Seed      *int64 `json:"seed"`
+	N         *int   `json:"n"`
+}
+
+type chatRequest struct {
+	commonFields
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+}
+
+type completionRequest struct {
+	commonFields
+	Prompt json.RawMessage `json:"prompt"`
+}
+
+// endpoint says which API a job answers, and so the shape of its chunks.
+type endpoint uint8
+
+const (
+	chatEndpoint endpoint = iota
+	completionEndpoint
+)
+
+// job is one parsed generating request.
+type job struct {
+	endpoint     endpoint
+	id           string
+	modelJSON    []byte // the model's name as a JSON string
+	created      int64
+	prompt       promptInfo
+	gen          generation
+	stream       bool
+	includeUsage bool
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []byte, f Faults) {
+	var req chatRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		openai.WriteError(w, openai.BadRequest("", "The request body is not valid JSON: %v", err))
+		return
+	}
+	if len(req.Messages) == 0 {
+		openai.WriteError(w, openai.BadRequest("messages", "messages must hold at least one message."))
+		return
+	}
+	// A chat template: each message as <|role|>, its text, a newline; then
+	// the assistant's turn.
+	ph := newPromptHasher(s.cfg.BlockSize)
+	for i, m := range req.Messages {
+		text, err := messageText(m.Content)
+		if err != nil {
+			openai.WriteError(w, openai.BadRequest(fmt.Sprintf("messages[%d].content", i), "%v", err))
+			return
+		}
+		ph.addText("<|" + m.Role + "|>\n")
+		ph.addText(text)
+	}
+	ph.addText("<|assistant|>\n")
+	s.generate(w, r, chatEndpoint, req.commonFields, ph.result(), f)
+}
+
+// messageText is a message's text: the string itself, or the text parts
+// of an array of parts. Other parts, such as images, add nothing.
+func messageText(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return "", nil
+	case raw[0] == '"':
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	case raw[0] == '[':
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(raw, &parts); err != nil {
+			return "", fmt.Errorf("content parts: %w", err)
+		}
+		var b []byte
+		for _, p := range parts {
+			if p.Type == "text" {
+				b = append(b, p.Text...)
+				b = append(b, '\n')
+			}
+		}
+		return string(b), nil
+	}
+	return "", fmt.Errorf("content must be a string or an array of parts")
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte, f Faults) {
+	var req completionRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		openai.WriteError(w, openai.BadRequest("", "The request body is not valid JSON: %v", err))
+		return
+	}
+	p, err := completionPrompt(req.Prompt, s.cfg.BlockSize)
+	if err != nil {
+		openai.WriteError(w, openai.BadRequest("prompt", "%v", err))
+		return
+	}
+	s.generate(w, r, completionEndpoint, req.commonFields, p, f)
+}
+
+// completionPrompt reads a completions prompt: a string, or token ids,
+// alone or as a one-element array. Several prompts in one request are not
+// served.
+func completionPrompt(raw json.RawMessage, blockSize int) (promptInfo, error) {
+	raw = bytes.TrimSpace(raw)
+	var one []json.RawMessage
+	if len(raw) > 0 && raw[0] == '[' {
+		if err := json.Unmarshal(raw, &one); err != nil {
+			return promptInfo{}, fmt.Errorf("prompt: %w", err)
+		}
+		if len(one) > 0 && (one[0][0] == '"' || one[0][0] == '[') {
+			if len(one) > 1 {
+				return promptInfo{}, fmt.Errorf("only one prompt a request is served, got %d", len(one))
+			}
+			raw = one[0]
+		}
+	}
+	ph := newPromptHasher(blockSize)
+	switch {
+	case len(raw) > 0 && raw[0] == '"':
+		var text string
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return promptInfo{}, fmt.Errorf("prompt: %w", err)
+		}
+		ph.addText(text)
+	case len(raw) > 0 && raw[0] == '[':
+		var ids []int64
+		if err := json.Unmarshal(raw, &ids); err != nil {
+			return promptInfo{}, fmt.Errorf("prompt must be a string or token ids: %w", err)
+		}
+		for _, id := range ids {
+			ph.addTokenID(id)
+		}
+	default:
+		return promptInfo{}, fmt.Errorf("prompt must be a string or token ids")
+	}
+	p := ph.result()
+	if p.tokens == 0 {
+		return promptInfo{}, fmt.Errorf("prompt must not be empty")
+	}
+	return p, nil
+}
+
+// generate checks what both endpoints share, queues the sequence, and
+// answers.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, ep endpoint, c commonFields, p promptInfo, f Faults) {
+	if c.Model != "" && c.Model != s.cfg.Model {
+		openai.WriteError(w, openai.ModelNotFound(c.Model))
+		return
+	}
+	if c.N != nil && *c.N != 1 {
+		openai.WriteError(w, openai.BadRequest("n", "Only n=1 is served."))
+		return
+	}
+	maxTokens, param := c.MaxCompletionTokens, "max_completion_tokens"
+	if maxTokens == nil {
+		maxTokens, param = c.MaxTokens, "max_tokens"
+	}
+	limit := min(s.cfg.DefaultMaxTokens, s.cfg.MaxModelLen-p.tokens)
+	if maxTokens != nil {
+		if *maxTokens < 1 {
+			openai.WriteError(w, openai.BadRequest(param, "%s must be at least 1, got %d.", param, *maxTokens))
+			return
+		}
+		limit = *maxTokens
+	}
+	if p.tokens+limit > s.cfg.MaxModelLen || limit < 1 {
+		e := openai.BadRequest("messages", "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d in the completion). Please reduce the length of the prompt or completion.",
+			s.cfg.MaxModelLen, p.tokens+max(limit, 0), p.tokens, max(limit, 0))
+		e.Code = "context_length_exceeded"
+		if ep == completionEndpoint {
+			e.Param = "prompt"
+		}
+		openai.WriteError(w, e)
+		return
+	}
+	var reqSeed int64
+	if c.Seed != nil {
+		reqSeed = *c.Seed
+	}
+	gen := planGeneration(p.digest, s.cfg.Seed, reqSeed, limit, c.IgnoreEOS)
+	if need := s.eng.kv.blocksFor(p.tokens + gen.tokens); need > s.cfg.NumBlocks {
+		openai.WriteError(w, openai.BadRequest("max_tokens", "The request needs %d KV-cache blocks; the server has %d.", need, s.cfg.NumBlocks))
+		return
+	}
+
+	sq := newSeq(p, gen.tokens)
+	if err := s.eng.submit(sq); err != nil {
+		if err == errQueueFull {
+			openai.WriteError(w, openai.Overloaded(fmt.Sprintf("The server is overloaded: %d requests are already waiting.", s.cfg.MaxWaiting), 1))
+		} else {
+			openai.WriteError(w, openai.Unavailable("The server is shutting down.", err))
+		}
+		return
+	}
+	j := job{
+		endpoint:     ep,
+		modelJSON:    s.modelJSON,
+		created:      time.Now().Unix(),
+		prompt:       p,
+		gen:          gen,
+		stream:       c.Stream,
+		includeUsage: c.Stream && c.StreamOptions != nil && c.StreamOptions.IncludeUsage,
+	}
+	if ep == chatEndpoint {
+		j.id = s.nextID("chatcmpl-")
+	} else {
+		j.id = s.nextID("cmpl-")
+	}
+	if j.stream {
+		s.stream(w, r, sq, &j, f.DieAfterTokens)
+	} else {
+		s.whole(w, r, sq, &j, f.DieAfterTokens)
+	}
+}
+
+// abort cuts the client's connection without a proper end, taking sq out
+// of the batch first.
+func (s *Server) abort(sq *seq) {
+	s.eng.cancel(sq)
+	panic(http.ErrAbortHandler)
+}
+
+// stream sends sq's tokens as SSE chunks as they are produced, one token a
+// chunk, then the finish chunk, the usage chunk when asked, and [DONE].
+// dieAfter, when positive, cuts the connection after that many tokens.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, sq *seq, j *job, dieAfter int) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	rc.Flush()
+
+	buf := make([]byte, 0, 1024)
+	sent := 0
+	for {
+		select {
+		case <-sq.notify:
+		case <-r.Context().Done():
+			s.eng.cancel(sq)
+			return
+		}
+		if sq.aborted.Load() {
+			panic(http.ErrAbortHandler)
+		}
+		done := sq.finished.Load()
+		n := int(sq.produced.Load())
+		buf = buf[:0]
+		for ; sent < n; sent++ {
+			if dieAfter > 0 && sent == dieAfter {
+				w.Write(buf)
+				rc.Flush()
+				s.abort(sq)
+			}
+			buf = j.appendTokenChunk(buf, sent)
+		}
+		if done {
+			buf = j.appendFinishChunk(buf)
+			if j.includeUsage {
+				buf = j.appendUsageChunk(buf, int(sq.cachedTokens.Load()))
+			}
+			buf = append(buf, "data: [DONE]\n\n"...)
+		}
+		if _, err := w.Write(buf); err != nil {
+			s.eng.cancel(sq)
+			return
+		}
+		rc.Flush()
+		if done {
+			return
+		}
+	}
+}
+
+// whole waits for sq to finish and sends the answer in one body.
+func (s *Server) whole(w http.ResponseWriter, r *http.Request, sq *seq, j *job, dieAfter int) {
+	for {
+		done := sq.finished.Load()
+		if dieAfter > 0 && sq.target > dieAfter && int(sq.produced.Load()) >= dieAfter {
+			s.abort(sq)
+		}
+		if done {
+			break
+		}
+		select {
+		case <-sq.notify:
+		case <-r.Context().Done():
+			s.eng.cancel(sq)
+			return
+		}
+		if sq.aborted.Load() {
+			panic(http.ErrAbortHandler)
+		}
+	}
+	u := j.usage(int(sq.cachedTokens.Load()))
+	text := j.gen.text()
+	if j.endpoint == chatEndpoint {
+		type message struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		}
+		type choice struct {
+			Index        int     `json:"index"`
+			Message      message `json:"message"`
+			Logprobs     *int    `json:"logprobs"`
+			FinishReason string  `json:"finish_reason"`
+		}
+		writeJSON(w, struct {
+			ID      string   `json:"id"`
+			Object  string   `json:"object"`
+			Created int64    `json:"created"`
+			Model   string   `json:"model"`
+			Choices []choice `json:"choices"`
+			Usage   usage    `json:"usage"`
+		}{j.id, "chat.completion", j.created, s.cfg.Model, []choice{{0, message{"assistant", text}, nil, j.gen.reason}}, u})
+		return
+	}
+	type choice struct {
+		Index        int    `json:"index"`
+		Text         string `json:"text"`
+		Logprobs     *int   `json:"logprobs"`
+		FinishReason string `json:"finish_reason"`
+	}
+	writeJSON(w, struct {
+		ID      string   `json:"id"`
+		Object  string   `json:"object"`
+		Created int64    `json:"created"`
+		Model   string   `json:"model"`
+		Choices []choice `json:"choices"`
+		Usage   usage    `json:"usage"`
+	}{j.id, "text_completion", j.created, s.cfg.Model, []choice{{0, text, nil, j.gen.reason}}, u})
+}
+
+// usage is OpenAI's usage object.
+type usage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+func (j *job) usage(cached int) usage {
+	u := usage{PromptTokens: j.prompt.tokens, CompletionTokens: j.gen.tokens, TotalTokens: j.prompt.tokens + j.gen.tokens}
+	u.PromptTokensDetails.CachedTokens = cached
+	return u
+}
+
+// appendChunkHead appends the opening of an SSE chunk up to its choices.
+func (j *job) appendChunkHead(b []byte) []byte {
+	b = append(b, `data: {"id":"`...)
+	b = append(b, j.id...)
+	if j.endpoint == chatEndpoint {
+		b = append(b, `","object":"chat.completion.chunk","created":`...)
+	} else {
+		b = append(b, `","object":"text_completion","created":`...)
+	}
+	b = strconv.AppendInt(b, j.created, 10)
+	b = append(b, `,"model":`...)
+	b = append(b, j.modelJSON...)
+	return append(b, `,"choices":`...)
+}
+
+// appendTokenChunk appends the chunk carrying output token i; the first
+// chat chunk also carries the assistant role.
+func (j *job) appendTokenChunk(b []byte, i int) []byte {
+	b = j.appendChunkHead(b)
+	space, word := j.gen.word(i)
+	switch {
+	case j.endpoint == completionEndpoint:
+		b = append(b, `[{"index":0,"text":"`...)
+	case i == 0:
+		b = append(b, `[{"index":0,"delta":{"role":"assistant","content":"`...)
+	default:
+		b = append(b, `[{"index":0,"delta":{"content":"`...)
+	}
+	if space {
+		b = append(b, ' ')
+	}
+	b = append(b, word...)
+	b = append(b, '"')
+	if j.endpoint == chatEndpoint {
+		b = append(b, '}')
+	}
+	return append(b, `,"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+}
+
+// appendFinishChunk appends the chunk that carries no token and the
+// finish reason.
+func (j *job) appendFinishChunk(b []byte) []byte {
+	b = j.appendChunkHead(b)
+	if j.endpoint == chatEndpoint {
+		b = append(b, `[{"index":0,"delta":{},"logprobs":null,"finish_reason":"`...)
+	} else {
+		b = append(b, `[{"index":0,"text":"","logprobs":null,"finish_reason":"`...)
+	}
+	b = append(b, j.gen.reason...)
+	return append(b, `"}]}`+"\n\n"...)
+}
+
+// appendUsageChunk appends the extra chunk stream_options.include_usage
+// asks for: no choices, and the usage.
+func (j *job) appendUsageChunk(b []byte, cached int) []byte {
+	b = j.appendChunkHead(b)
+	u, _ := json.Marshal(j.usage(cached))
+	b = append(b, `[],"usage":`...)
+	b = append(b, u...)
+	return append(b, "}\n\n"...)
+}
