@@ -48,6 +48,7 @@ type Gateway struct {
 	apiLn, adminLn net.Listener
 	api, admin     *http.Server
 	ready          atomic.Bool // serving, and not draining
+	tempSpool      string      // a spool directory to remove on close
 }
 
 // newGateway builds a gateway from cfg and opens its listeners; Run serves.
@@ -68,7 +69,20 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	if g.store, err = store.Open(ctx, cfg.Store.URL); err != nil {
 		return nil, fmt.Errorf("opening the store: %w", err)
 	}
-	g.ledger = ledger.New(g.store, ledger.Options{SpoolDir: cfg.Store.SpoolDir, Logger: log, Registerer: g.reg})
+	spool := cfg.Store.SpoolDir
+	switch {
+	case spool != "":
+	case cfg.Store.URL == "memory:":
+		// A store in memory never goes away, but a spool directory is
+		// one process's alone: give this one its own.
+		if spool, err = os.MkdirTemp("", "llmgw-spool-"); err != nil {
+			return nil, err
+		}
+		g.tempSpool = spool
+	default:
+		spool = ledger.DefaultSpoolDir(cfg.Store.URL)
+	}
+	g.ledger = ledger.New(g.store, ledger.Options{SpoolDir: spool, Logger: log, Registerer: g.reg})
 
 	opts := router.Options{
 		Server:     cfg.Server,
@@ -119,6 +133,10 @@ func (g *Gateway) newLimiter(ctx context.Context) (limits.Limiter, error) {
 		if err != nil {
 			return nil, fmt.Errorf("limits.redis: %w", err)
 		}
+		// Admission waits on Redis: a failed call must fail fast, to be let
+		// through or refused as limits.on_redis_error says, not be retried
+		// behind the client's back.
+		o.MaxRetries, o.DialerRetries = -1, 1
 		g.redis = limits.NewRedis(redis.NewClient(o), limits.RedisOptions{
 			FailOpen:   g.cfg.Limits.OnRedisError == "open",
 			Registerer: g.reg,
@@ -238,6 +256,9 @@ func (g *Gateway) close() {
 	}
 	if g.store != nil {
 		g.store.Close()
+	}
+	if g.tempSpool != "" {
+		os.RemoveAll(g.tempSpool)
 	}
 }
 

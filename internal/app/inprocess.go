@@ -5,6 +5,8 @@ package app
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 )
@@ -13,12 +15,19 @@ import (
 type GatewayOptions struct {
 	Model     string   // the model name the upstreams serve
 	Upstreams []string // base URLs, ending in /v1
-	// Policy names the routing policy; empty means the default, round robin.
+	// Policy names the routing policy; empty means the default. The one
+	// policy there is now is round-robin.
 	Policy string
-	// Admission turns SLO admission on.
+	// Admission asks for SLO-aware admission, which llmgw does not have
+	// yet: asking for it is an error rather than a run that silently
+	// measures something else.
 	Admission bool
 	Logger    *slog.Logger // nil discards logs
 }
+
+// PolicyRoundRobin is the routing policy llmgw has now: weighted round
+// robin over the endpoints that have not just failed.
+const PolicyRoundRobin = "round-robin"
 
 // InProcess is a gateway running inside the calling program.
 type InProcess struct {
@@ -29,6 +38,12 @@ type InProcess struct {
 
 // StartGateway starts a gateway on loopback ports in front of o.Upstreams.
 func StartGateway(ctx context.Context, o GatewayOptions) (*InProcess, error) {
+	if o.Policy != "" && o.Policy != PolicyRoundRobin {
+		return nil, fmt.Errorf("unknown routing policy %q; llmgw has %q", o.Policy, PolicyRoundRobin)
+	}
+	if o.Admission {
+		return nil, errors.New("llmgw has no SLO-aware admission to turn on; use admission off")
+	}
 	cfg := upstreamConfig(o.Model, o.Upstreams)
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Server.AdminListen = "127.0.0.1:0"

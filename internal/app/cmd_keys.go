@@ -1,0 +1,286 @@
+package app
+
+// `llmgw keys`: create, list and revoke API keys straight in the store, for
+// a first key before any gateway runs and for scripts. Creation goes through
+// keys.Create, as the admin API's does, so both accept the same keys.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
+)
+
+const keysUsage = `Usage:
+  llmgw keys create (--config FILE | --store URL) --tenant PATH [--name NAME] [--models 'glob,glob']
+                    [--rpm N] [--tpm N] [--budget-tokens N] [--budget-usd X] [--period day|month]
+                    [--priority critical|standard|sheddable] [--expires DURATION]
+  llmgw keys list   (--config FILE | --store URL)
+  llmgw keys revoke (--config FILE | --store URL) ID
+
+create prints the new key alone on stdout; it is shown this once.
+`
+
+// KeysCommand runs `llmgw keys create|list|revoke`. Only a created key's
+// plaintext and the list go to stdout; everything else goes to stderr.
+func KeysCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, keysUsage)
+		return errors.New("keys needs a subcommand: create, list or revoke")
+	}
+	switch args[0] {
+	case "create":
+		return keysCreate(ctx, args[1:], stdout, stderr)
+	case "list":
+		return keysList(ctx, args[1:], stdout, stderr)
+	case "revoke":
+		return keysRevoke(ctx, args[1:], stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, keysUsage)
+		return nil
+	}
+	fmt.Fprint(stderr, keysUsage)
+	return fmt.Errorf("keys: unknown subcommand %q; want create, list or revoke", args[0])
+}
+
+// keysStoreFlags are the flags that say which store to open.
+type keysStoreFlags struct {
+	configPath, storeURL string
+}
+
+func newKeysFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *keysStoreFlags) {
+	fs := flag.NewFlagSet("keys "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, keysUsage+"\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	var sf keysStoreFlags
+	fs.StringVar(&sf.configPath, "config", "", "configuration `file` naming the store")
+	fs.StringVar(&sf.storeURL, "store", "", "store `URL`: sqlite:PATH, postgres://... (overrides the config's)")
+	return fs, &sf
+}
+
+// parseKeysFlags parses args with flags and arguments in any order, and returns
+// the arguments.
+func parseKeysFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return rest, nil
+		}
+		rest = append(rest, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func (sf *keysStoreFlags) open(ctx context.Context) (store.Store, error) {
+	st, _, err := openStore(ctx, sf.configPath, sf.storeURL)
+	return st, err
+}
+
+// keysFlagNames maps a keys.Spec field, as a FieldError names it, to its flag.
+var keysFlagNames = map[string]string{
+	"tenant":        "--tenant",
+	"name":          "--name",
+	"models":        "--models",
+	"rpm":           "--rpm",
+	"tpm":           "--tpm",
+	"budget_tokens": "--budget-tokens",
+	"budget_usd":    "--budget-usd",
+	"period":        "--period",
+	"priority":      "--priority",
+	"expires_in":    "--expires",
+}
+
+func keysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, sf := newKeysFlagSet("create", stderr)
+	var (
+		spec   keys.Spec
+		models string
+	)
+	fs.StringVar(&spec.Tenant, "tenant", "", "tenant `path` the key belongs to: org, org/team or org/team/user")
+	fs.StringVar(&spec.Name, "name", "", "a `name` for people to recognise the key by")
+	fs.StringVar(&models, "models", "", "comma-separated `globs` of the models the key may use (default every model)")
+	fs.Int64Var(&spec.RPM, "rpm", 0, "requests a minute (0: no limit)")
+	fs.Int64Var(&spec.TPM, "tpm", 0, "tokens a minute (0: no limit)")
+	fs.Int64Var(&spec.BudgetTokens, "budget-tokens", 0, "tokens a budget period (0: no budget)")
+	fs.Float64Var(&spec.BudgetUSD, "budget-usd", 0, "US dollars a budget period (0: no budget)")
+	fs.StringVar(&spec.Period, "period", "", "budget `period`: day or month (default month)")
+	fs.StringVar(&spec.Priority, "priority", "", "`class`: critical, standard or sheddable (default standard)")
+	fs.StringVar(&spec.ExpiresIn, "expires", "", "lifetime, such as 720h or 90d (default never)")
+	rest, err := parseKeysFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("keys create takes no arguments, got %d", len(rest))
+	}
+	for _, g := range strings.Split(models, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			spec.Models = append(spec.Models, g)
+		}
+	}
+	// Check before opening the store, so a typo creates no database file.
+	if _, err := spec.Validate(); err != nil {
+		return keysFlagError(err)
+	}
+	st, err := sf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	plain, k, err := keys.Create(ctx, st, spec, time.Now())
+	if err != nil {
+		return keysFlagError(err)
+	}
+	fmt.Fprintln(stdout, plain)
+	fmt.Fprintf(stderr, "Created key %s for tenant %s. The key above is shown only this once: store it now.\n", k.ID, k.Tenant)
+	return nil
+}
+
+// keysFlagError words a keys.FieldError with the flag's name instead of the
+// JSON field's.
+func keysFlagError(err error) error {
+	fe, ok := keys.AsFieldError(err)
+	if !ok {
+		return err
+	}
+	field, _, _ := strings.Cut(fe.Field, "[")
+	if name, ok := keysFlagNames[field]; ok {
+		return fmt.Errorf("%s: %s", name, fe.Message)
+	}
+	return err
+}
+
+func keysList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, sf := newKeysFlagSet("list", stderr)
+	rest, err := parseKeysFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("keys list takes no arguments, got %d", len(rest))
+	}
+	st, err := sf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ks, err := st.Keys(ctx)
+	if err != nil {
+		return fmt.Errorf("listing keys: %w", err)
+	}
+	writeKeyTable(stdout, ks, time.Now())
+	return nil
+}
+
+// writeKeyTable writes keys as an aligned table: what each is and may do,
+// and never its secret or hash.
+func writeKeyTable(w io.Writer, ks []tenant.Key, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tTENANT\tMODELS\tRPM\tTPM\tBUDGET\tPRIORITY\tCREATED\tEXPIRES\tSTATUS")
+	for i := range ks {
+		k := &ks[i]
+		models := "*"
+		if len(k.Models) > 0 {
+			models = strings.Join(k.Models, ",")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			k.ID, cellText(k.Name), k.Tenant, models,
+			cellCount(k.Limits.RPM), cellCount(k.Limits.TPM), cellBudget(k.Limits),
+			cellText(k.Priority), k.Created.UTC().Format(keysTableTime), cellTime(k.Expires), keys.Status(k, now))
+	}
+	tw.Flush()
+}
+
+const keysTableTime = "2006-01-02 15:04"
+
+func cellText(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func cellCount(n int64) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func cellTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(keysTableTime)
+}
+
+// cellBudget is a key's budgets in one cell: "1000000 tok/month, $20.00/month".
+func cellBudget(l tenant.Limits) string {
+	period := l.Period
+	if period == "" {
+		period = tenant.PeriodMonth
+	}
+	var parts []string
+	if l.BudgetTokens > 0 {
+		parts = append(parts, fmt.Sprintf("%d tok/%s", l.BudgetTokens, period))
+	}
+	if l.BudgetUSD > 0 {
+		parts = append(parts, fmt.Sprintf("$%.2f/%s", l.BudgetUSD, period))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func keysRevoke(ctx context.Context, args []string, stderr io.Writer) error {
+	fs, sf := newKeysFlagSet("revoke", stderr)
+	rest, err := parseKeysFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return fmt.Errorf("keys revoke takes one key id, got %d arguments", len(rest))
+	}
+	id := rest[0]
+	if !keys.ValidID(id) {
+		// Not repeated: it might be the key itself, pasted by mistake.
+		return errors.New("keys revoke: the argument is not a key id (key_ and 12 characters, as keys list shows)")
+	}
+	st, err := sf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	k, err := st.Key(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("keys revoke: no key %s in the store", id)
+	}
+	if err != nil {
+		return fmt.Errorf("keys revoke: reading key %s: %w", id, err)
+	}
+	if !k.Revoked.IsZero() {
+		fmt.Fprintf(stderr, "Key %s was already revoked at %s.\n", id, k.Revoked.UTC().Format(time.RFC3339))
+		return nil
+	}
+	if err := st.RevokeKey(ctx, id, time.Now().UTC()); err != nil {
+		return fmt.Errorf("keys revoke: %w", err)
+	}
+	fmt.Fprintf(stderr, "Revoked key %s. Running gateways refuse it within a second.\n", id)
+	return nil
+}

@@ -1,0 +1,141 @@
+package app
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/sim"
+)
+
+const reloadConfig = `
+server: {listen: "127.0.0.1:0", admin_listen: "127.0.0.1:0"}
+router: {auth: none}
+store: {url: "memory:"}
+pools:
+  - name: sim
+    endpoints: [{url: %q}]
+models:
+%s`
+
+func writeReloadConfig(t *testing.T, path, upstream, models string) {
+	t.Helper()
+	// Write then rename, as editors and config managers do, so that the
+	// watcher never reads half a file.
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, fmt.Appendf(nil, reloadConfig, upstream, models), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReload(t *testing.T) {
+	ctx := t.Context()
+	rep, err := sim.Start(ctx, sim.Config{Model: "a", FixedTiming: true}, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rep.Close()
+	path := filepath.Join(t.TempDir(), "llmgw.yaml")
+	writeReloadConfig(t, path, rep.URL(), `  - {name: a, pool: sim, slo: {tpot_p99: 50ms}}`)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncWriter{w: new(strings.Builder)}
+	g, err := newGateway(ctx, cfg, path, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+
+	models := func() string {
+		resp, err := http.Get(g.URL() + "/models")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+
+	// A file that does not validate is refused; the old catalog serves on.
+	writeReloadConfig(t, path, rep.URL(), `  - {name: a, pool: sim, slo: {tpot_p99: -1s}}`)
+	if err := g.reload(); err == nil || !strings.Contains(err.Error(), "models[0].slo.tpot_p99: must be positive") {
+		t.Errorf("reload of a bad file: %v", err)
+	}
+	if got := gaugeValue(t, g, "llmgw_config_last_reload_successful"); got != 0 {
+		t.Errorf("last reload successful = %v after a refused reload", got)
+	}
+	if m := models(); !strings.Contains(m, `"id":"a"`) {
+		t.Errorf("models after a refused reload: %s", m)
+	}
+	if !strings.Contains(logs.String(), "configuration reload refused") {
+		t.Errorf("no log line for the refused reload:\n%s", logs.String())
+	}
+
+	// A good file is swapped in by the file watcher alone.
+	writeReloadConfig(t, path, rep.URL(), `  - {name: a, pool: sim}
+  - {name: b, pool: sim}`)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(models(), `"id":"b"`) {
+		if time.Now().After(deadline) {
+			t.Fatal("the watcher did not reload a changed file")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := gaugeValue(t, g, "llmgw_config_last_reload_successful"); got != 1 {
+		t.Errorf("last reload successful = %v after a good reload", got)
+	}
+	// The model lost its SLO in the new file, so it is no longer reported.
+	if n, err := testutil.GatherAndCount(g.reg, "llmgw_model_slo_seconds"); err != nil || n != 0 {
+		t.Errorf("%d SLO series after the SLO was removed (%v)", n, err)
+	}
+}
+
+// gaugeValue reads an unlabelled gauge from the gateway's registry.
+func gaugeValue(t *testing.T, g *Gateway, name string) float64 {
+	t.Helper()
+	mfs, err := g.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// syncWriter lets goroutines share one writer.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Sprint(s.w)
+}

@@ -1,0 +1,210 @@
+// Package admin is llmgw's admin HTTP API: creating, listing and revoking
+// API keys, setting limits on tenant levels, and reading the usage ledger,
+// all over the store. It also holds Self, what a key may read about itself.
+package admin
+
+// The handler: routes, the admin token check, and the JSON helpers every
+// route shares. Errors are OpenAI-style bodies, as on the API listener.
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+)
+
+// Options configure the admin API.
+type Options struct {
+	// Token is the bearer token every admin route demands. Empty means
+	// reads are open (the admin listener is on loopback by default) and
+	// writes are refused.
+	Token string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger gets an audit line per change and the causes of failures;
+	// nil discards them.
+	Logger *slog.Logger
+}
+
+// maxBodyBytes bounds an admin request body: a key spec or a set of
+// limits is a few hundred bytes.
+const maxBodyBytes = 64 << 10
+
+// noTokenMessage is the refusal of a write when no admin token is set.
+const noTokenMessage = "The admin write API is disabled because no admin token is configured: set LLMGW_ADMIN_TOKEN or admin.token in the config."
+
+type api struct {
+	st    store.Store
+	ring  *keys.Keyring // may be nil; told of revocations and tenant changes
+	token [sha256.Size]byte
+	open  bool // no token configured
+	now   func() time.Time
+	log   *slog.Logger
+	mux   *http.ServeMux
+}
+
+// New returns the admin API's handler, serving paths under /admin/. ring,
+// when not nil, is told of each revocation and tenant change so this
+// replica applies them at once; the others see them within the ring's
+// MaxAge.
+func New(st store.Store, ring *keys.Keyring, opts Options) http.Handler {
+	a := &api{st: st, ring: ring, now: opts.Now, log: opts.Logger, mux: http.NewServeMux()}
+	if opts.Token == "" {
+		a.open = true
+	} else {
+		a.token = sha256.Sum256([]byte(opts.Token))
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+
+	m := a.mux
+	m.HandleFunc("POST /admin/keys", a.createKey)
+	m.HandleFunc("GET /admin/keys", a.listKeys)
+	m.HandleFunc("DELETE /admin/keys/{id}", a.revokeKey)
+	m.HandleFunc("POST /admin/keys/{id}/revoke", a.revokeKey)
+	m.HandleFunc("GET /admin/tenants", a.listTenants)
+	m.HandleFunc("PUT /admin/tenants/{path...}", a.setTenant)
+	m.HandleFunc("GET /admin/usage", a.usage)
+	// The same paths with any other method, and everything else.
+	for _, p := range []string{"/admin/keys", "/admin/keys/{id}", "/admin/keys/{id}/revoke", "/admin/tenants", "/admin/tenants/{path...}", "/admin/usage"} {
+		m.HandleFunc(p, methodNotAllowed)
+	}
+	m.HandleFunc("/", notFound)
+	return a
+}
+
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	write := r.Method != http.MethodGet && r.Method != http.MethodHead
+	switch {
+	case a.open && write:
+		openai.WriteError(w, openai.Forbidden(noTokenMessage))
+		return
+	case !a.open && !a.authorized(r):
+		openai.WriteError(w, openai.Unauthorized("The admin API needs the admin token: send Authorization: Bearer <token>."))
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
+// authorized reports whether r carries the admin token as a bearer token
+// (the scheme in any case). Both sides are
+// hashed first so the comparison takes the same time whatever the length
+// of what was sent.
+func (a *api) authorized(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	if len(h) < len("Bearer ") || !strings.EqualFold(h[:len("Bearer ")], "Bearer ") {
+		return false
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(h[len("Bearer "):])))
+	return subtle.ConstantTimeCompare(sum[:], a.token[:]) == 1
+}
+
+func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	openai.WriteError(w, openai.MethodNotAllowed(r.Method))
+}
+
+// notFound answers an unknown admin URL without repeating it: a key pasted
+// into a URL must not come back in the body.
+func notFound(w http.ResponseWriter, r *http.Request) {
+	openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url", Message: "Unknown admin URL."})
+}
+
+// internal answers a failure of the store or of llmgw itself: the cause
+// goes to the log, a plain message to the client.
+func (a *api) internal(w http.ResponseWriter, what string, err error) {
+	a.log.Error("admin: "+what, "err", err)
+	openai.WriteError(w, openai.Internal(err))
+}
+
+// decode reads a JSON body into v strictly: unknown fields, a second value
+// or more than maxBodyBytes are 400s, naming the field where one is at
+// fault.
+func decode(w http.ResponseWriter, r *http.Request, v any) *openai.Error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if dec.Decode(&struct{}{}) != io.EOF {
+			return openai.BadRequest("", "The request body must be one JSON object.")
+		}
+		return nil
+	}
+	var (
+		typeErr *json.UnmarshalTypeError
+		tooBig  *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &tooBig):
+		return openai.TooLarge(maxBodyBytes)
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return openai.BadRequest(typeErr.Field, "%s: must be a JSON %s.", typeErr.Field, jsonKind(typeErr.Type.Kind().String()))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return openai.BadRequest(field, "%s: unknown field.", field)
+	case errors.Is(err, io.EOF):
+		return openai.BadRequest("", "The request body is empty; want a JSON object.")
+	}
+	return openai.BadRequest("", "The request body is not valid JSON.")
+}
+
+// jsonKind names a Go kind as JSON calls it.
+func jsonKind(kind string) string {
+	switch {
+	case strings.HasPrefix(kind, "int"), strings.HasPrefix(kind, "uint"), strings.HasPrefix(kind, "float"):
+		return "number"
+	case kind == "slice":
+		return "array"
+	case kind == "struct", kind == "map":
+		return "object"
+	case kind == "bool":
+		return "boolean"
+	}
+	return kind
+}
+
+// fieldError turns a keys.FieldError into a 400 naming the field.
+func fieldError(err error) (*openai.Error, bool) {
+	fe, ok := keys.AsFieldError(err)
+	if !ok {
+		return nil, false
+	}
+	return openai.BadRequest(fe.Field, "%s: %s.", fe.Field, fe.Message), true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		openai.WriteError(w, openai.Internal(fmt.Errorf("admin: encoding response: %w", err)))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// list is the shape of every listing, as OpenAI lists things.
+type list[T any] struct {
+	Object string `json:"object"` // always "list"
+	Data   []T    `json:"data"`
+}
+
+func newList[T any](data []T) list[T] {
+	if data == nil {
+		data = []T{}
+	}
+	return list[T]{Object: "list", Data: data}
+}

@@ -1,0 +1,244 @@
+// The in-memory store: everything in maps behind one mutex, gone when the
+// process ends. For tests, and for a gateway that needs no persistence.
+
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
+)
+
+var _ Store = (*Memory)(nil)
+
+// Memory is a Store held in memory. Its zero value is not usable; call
+// NewMemory.
+type Memory struct {
+	mu     sync.Mutex                     // protects everything below
+	keys   map[string]tenant.Key          // key: key ID
+	order  []string                       // key IDs in the order created
+	limits map[string]tenant.TenantLimits // key: tenant path
+	usage  map[string]usage.Record        // key: record ID
+	closed bool
+}
+
+// NewMemory returns an empty in-memory store.
+func NewMemory() *Memory {
+	return &Memory{
+		keys:   map[string]tenant.Key{},
+		limits: map[string]tenant.TenantLimits{},
+		usage:  map[string]usage.Record{},
+	}
+}
+
+func (m *Memory) check(ctx context.Context) error {
+	if m.closed {
+		return fmt.Errorf("memory store: %w", errClosed)
+	}
+	return ctx.Err()
+}
+
+// CreateKey adds k; an ID already present gives ErrExists.
+func (m *Memory) CreateKey(ctx context.Context, k tenant.Key) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return err
+	}
+	if err := checkKey(k); err != nil {
+		return err
+	}
+	if _, ok := m.keys[k.ID]; ok {
+		return fmt.Errorf("create key %q: %w", k.ID, ErrExists)
+	}
+	k.Models = slices.Clone(k.Models)
+	m.keys[k.ID] = k
+	m.order = append(m.order, k.ID)
+	return nil
+}
+
+// Key returns the key with the given ID, or ErrNotFound.
+func (m *Memory) Key(ctx context.Context, id string) (tenant.Key, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return tenant.Key{}, err
+	}
+	k, ok := m.keys[id]
+	if !ok {
+		return tenant.Key{}, fmt.Errorf("key %q: %w", id, ErrNotFound)
+	}
+	k.Models = slices.Clone(k.Models)
+	return k, nil
+}
+
+// Keys lists every key, oldest first; keys created at the same time are
+// in ID order, as in the SQL stores.
+func (m *Memory) Keys(ctx context.Context) ([]tenant.Key, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]tenant.Key, 0, len(m.order))
+	for _, id := range m.order {
+		k := m.keys[id]
+		k.Models = slices.Clone(k.Models)
+		out = append(out, k)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].Created.Equal(out[j].Created) {
+			return out[i].Created.Before(out[j].Created)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+// RevokeKey sets the key's revocation time, or gives ErrNotFound.
+func (m *Memory) RevokeKey(ctx context.Context, id string, at time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return err
+	}
+	k, ok := m.keys[id]
+	if !ok {
+		return fmt.Errorf("revoke key %q: %w", id, ErrNotFound)
+	}
+	k.Revoked = at
+	m.keys[id] = k
+	return nil
+}
+
+// SetTenantLimits sets l on its path, or removes the path's limits when
+// l limits nothing.
+func (m *Memory) SetTenantLimits(ctx context.Context, l tenant.TenantLimits) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return err
+	}
+	if l.IsZero() {
+		delete(m.limits, l.Path)
+		return nil
+	}
+	m.limits[l.Path] = l
+	return nil
+}
+
+// TenantLimits lists every tenant level's limits in path order.
+func (m *Memory) TenantLimits(ctx context.Context) ([]tenant.TenantLimits, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]tenant.TenantLimits, 0, len(m.limits))
+	for _, l := range m.limits {
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+// AddUsage stores the records whose IDs are new.
+func (m *Memory) AddUsage(ctx context.Context, recs []usage.Record) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if _, ok := m.usage[r.ID]; !ok {
+			m.usage[r.ID] = r
+		}
+	}
+	return nil
+}
+
+// Usage sums the records q selects, with the same semantics as the SQL
+// stores.
+func (m *Memory) Usage(ctx context.Context, q usage.Query) ([]usage.Row, error) {
+	if _, err := groupColumn(q.By); err != nil {
+		return nil, err
+	}
+	until := q.Until
+	if until.IsZero() {
+		until = time.Now()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return nil, err
+	}
+	groups := map[string]*usage.Row{} // key: group value
+	if q.By == "" {
+		groups[""] = &usage.Row{}
+	}
+	for _, r := range m.usage {
+		if !r.Time.Before(until) || (!q.Since.IsZero() && r.Time.Before(q.Since)) {
+			continue
+		}
+		if q.TenantPrefix != "" && r.Tenant != q.TenantPrefix && !strings.HasPrefix(r.Tenant, q.TenantPrefix+"/") {
+			continue
+		}
+		if q.KeyID != "" && r.KeyID != q.KeyID {
+			continue
+		}
+		var g string
+		switch q.By {
+		case usage.ByModel:
+			g = r.Model
+		case usage.ByTenant:
+			g = r.Tenant
+		case usage.ByKey:
+			g = r.KeyID
+		}
+		row := groups[g]
+		if row == nil {
+			row = &usage.Row{Group: g}
+			groups[g] = row
+		}
+		row.Requests++
+		if r.Status >= 400 {
+			row.Errors++
+		}
+		row.PromptTokens += r.PromptTokens
+		row.CompletionTokens += r.CompletionTokens
+		row.CachedTokens += r.CachedTokens
+		row.CostUSD += r.CostUSD
+	}
+	out := make([]usage.Row, 0, len(groups))
+	for _, row := range groups {
+		out = append(out, *row)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out, nil
+}
+
+// Ping reports an error only once the store is closed.
+func (m *Memory) Ping(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.check(ctx)
+}
+
+// Close ends the store; later calls fail.
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	return nil
+}
+
+// errClosed is returned by a Memory store's methods after Close.
+var errClosed = errors.New("store is closed")

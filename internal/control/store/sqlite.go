@@ -1,0 +1,338 @@
+// The SQLite store, the default: one file beside the gateway, pure Go
+// (modernc.org/sqlite, no cgo), in WAL mode so readers never wait for the
+// ledger's writer.
+
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+var _ Store = (*SQLite)(nil)
+
+// sqliteBusyTimeout is how long a writer waits for another writer's lock
+// (another process on the same file, or another connection of this one)
+// before SQLITE_BUSY. A ledger batch commits in milliseconds, so ten
+// seconds is only reached when something is stuck.
+const sqliteBusyTimeout = 10 * time.Second
+
+// sqliteParams are set on every connection. _txlock=immediate takes the
+// write lock when a transaction begins rather than at its first write, so
+// two writers queue on the busy timeout instead of one failing with
+// SQLITE_BUSY when it cannot upgrade a read lock.
+var sqliteParams = fmt.Sprintf("_txlock=immediate&_busy_timeout=%d&_journal_mode=WAL&_foreign_keys=1&_pragma=cache_size(-65536)", sqliteBusyTimeout.Milliseconds())
+
+// SQLite is a Store in a SQLite database.
+type SQLite struct {
+	db *sql.DB
+}
+
+// OpenSQLite opens, creating it if missing, the SQLite database at path
+// and applies any pending migrations. ":memory:" is a private database
+// on one connection that is gone on Close.
+func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
+	if path == "" {
+		return nil, fmt.Errorf("sqlite store: path is empty; want sqlite:PATH")
+	}
+	if strings.ContainsRune(path, '?') {
+		return nil, fmt.Errorf("sqlite store: path %q may not contain '?'", path)
+	}
+	db, err := sql.Open("sqlite", path+"?"+sqliteParams)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	if path == ":memory:" {
+		// Every connection to :memory: is a database of its own, so there
+		// must be exactly one, and it must never be closed while idle.
+		db.SetMaxOpenConns(1)
+		db.SetMaxIdleConns(1)
+		db.SetConnMaxIdleTime(0)
+		db.SetConnMaxLifetime(0)
+	}
+	s := &SQLite{db: db}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// migrate applies, in one transaction, the migrations newer than the
+// version recorded. The immediate transaction holds the write lock, so
+// two processes opening the same file apply them once.
+func (s *SQLite) migrate(ctx context.Context) error {
+	ms, err := loadMigrations("sqlite")
+	if err != nil {
+		return err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY,
+		applied INTEGER NOT NULL
+	)`); err != nil {
+		return fmt.Errorf("migrate: create schema_migrations: %w", err)
+	}
+	var have int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+		return fmt.Errorf("migrate: read version: %w", err)
+	}
+	for _, m := range ms {
+		if m.version <= have {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			return fmt.Errorf("migrate: apply %s: %w", m.name, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied) VALUES (?, ?)`, m.version, time.Now().UnixNano()); err != nil {
+			return fmt.Errorf("migrate: record %s: %w", m.name, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate: commit: %w", err)
+	}
+	return nil
+}
+
+// nanos is t as SQLite stores it; NULL for the zero time.
+func nanos(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixNano(), Valid: true}
+}
+
+// fromNanos is the inverse of nanos, in UTC.
+func fromNanos(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64).UTC()
+}
+
+// CreateKey adds k; an ID already present gives ErrExists.
+func (s *SQLite) CreateKey(ctx context.Context, k tenant.Key) error {
+	if err := checkKey(k); err != nil {
+		return err
+	}
+	models, err := json.Marshal(nonNil(k.Models))
+	if err != nil {
+		return fmt.Errorf("create key %q: %w", k.ID, err)
+	}
+	res, err := s.db.ExecContext(ctx, `INSERT INTO keys
+		(id, name, tenant, hash, models, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+		k.ID, k.Name, k.Tenant, k.Hash, string(models),
+		k.Limits.RPM, k.Limits.TPM, k.Limits.BudgetTokens, k.Limits.BudgetUSD, k.Limits.Period,
+		k.Priority, k.Created.UnixNano(), nanos(k.Expires), nanos(k.Revoked))
+	if err != nil {
+		return fmt.Errorf("create key %q: %w", k.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("create key %q: %w", k.ID, err)
+	} else if n == 0 {
+		return fmt.Errorf("create key %q: %w", k.ID, ErrExists)
+	}
+	return nil
+}
+
+const sqliteKeyColumns = `id, name, tenant, hash, models, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked`
+
+// scanSQLiteKey reads one row of sqliteKeyColumns.
+func scanSQLiteKey(row interface{ Scan(...any) error }) (tenant.Key, error) {
+	var (
+		k                         tenant.Key
+		models                    string
+		created, expires, revoked sql.NullInt64
+	)
+	if err := row.Scan(&k.ID, &k.Name, &k.Tenant, &k.Hash, &models,
+		&k.Limits.RPM, &k.Limits.TPM, &k.Limits.BudgetTokens, &k.Limits.BudgetUSD, &k.Limits.Period,
+		&k.Priority, &created, &expires, &revoked); err != nil {
+		return tenant.Key{}, err
+	}
+	if err := json.Unmarshal([]byte(models), &k.Models); err != nil {
+		return tenant.Key{}, fmt.Errorf("key %q: models: %w", k.ID, err)
+	}
+	if len(k.Models) == 0 {
+		k.Models = nil
+	}
+	k.Created, k.Expires, k.Revoked = fromNanos(created), fromNanos(expires), fromNanos(revoked)
+	return k, nil
+}
+
+// Key returns the key with the given ID, or ErrNotFound.
+func (s *SQLite) Key(ctx context.Context, id string) (tenant.Key, error) {
+	k, err := scanSQLiteKey(s.db.QueryRowContext(ctx, `SELECT `+sqliteKeyColumns+` FROM keys WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return tenant.Key{}, fmt.Errorf("key %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return tenant.Key{}, fmt.Errorf("key %q: %w", id, err)
+	}
+	return k, nil
+}
+
+// Keys lists every key, oldest first, then by ID.
+func (s *SQLite) Keys(ctx context.Context) ([]tenant.Key, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+sqliteKeyColumns+` FROM keys ORDER BY created, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	defer rows.Close()
+	var out []tenant.Key
+	for rows.Next() {
+		k, err := scanSQLiteKey(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list keys: %w", err)
+		}
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	return out, nil
+}
+
+// RevokeKey sets the key's revocation time, or gives ErrNotFound.
+func (s *SQLite) RevokeKey(ctx context.Context, id string, at time.Time) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE keys SET revoked = ? WHERE id = ?`, nanos(at), id)
+	if err != nil {
+		return fmt.Errorf("revoke key %q: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("revoke key %q: %w", id, err)
+	} else if n == 0 {
+		return fmt.Errorf("revoke key %q: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// SetTenantLimits sets l on its path, replacing what was there, or removes
+// the path's limits when l limits nothing.
+func (s *SQLite) SetTenantLimits(ctx context.Context, l tenant.TenantLimits) error {
+	var err error
+	if l.IsZero() {
+		_, err = s.db.ExecContext(ctx, `DELETE FROM tenant_limits WHERE path = ?`, l.Path)
+	} else {
+		_, err = s.db.ExecContext(ctx, `INSERT INTO tenant_limits (path, rpm, tpm, budget_tokens, budget_usd, period)
+			VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (path) DO UPDATE SET rpm = excluded.rpm, tpm = excluded.tpm,
+				budget_tokens = excluded.budget_tokens, budget_usd = excluded.budget_usd, period = excluded.period`,
+			l.Path, l.RPM, l.TPM, l.BudgetTokens, l.BudgetUSD, l.Period)
+	}
+	if err != nil {
+		return fmt.Errorf("set tenant limits %q: %w", l.Path, err)
+	}
+	return nil
+}
+
+// TenantLimits lists every tenant level's limits in path order.
+func (s *SQLite) TenantLimits(ctx context.Context) ([]tenant.TenantLimits, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT path, rpm, tpm, budget_tokens, budget_usd, period FROM tenant_limits ORDER BY path`)
+	if err != nil {
+		return nil, fmt.Errorf("list tenant limits: %w", err)
+	}
+	defer rows.Close()
+	var out []tenant.TenantLimits
+	for rows.Next() {
+		var l tenant.TenantLimits
+		if err := rows.Scan(&l.Path, &l.RPM, &l.TPM, &l.BudgetTokens, &l.BudgetUSD, &l.Period); err != nil {
+			return nil, fmt.Errorf("list tenant limits: %w", err)
+		}
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list tenant limits: %w", err)
+	}
+	return out, nil
+}
+
+// AddUsage writes recs in one transaction, skipping IDs already stored.
+func (s *SQLite) AddUsage(ctx context.Context, recs []usage.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("add usage: %w", err)
+	}
+	defer tx.Rollback()
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO usage
+		(id, time, key_id, tenant, model, pool, endpoint, prompt_tokens, completion_tokens, cached_tokens,
+		 estimated, cost_usd, status, ttft_ns, duration_ns, streamed)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`)
+	if err != nil {
+		return fmt.Errorf("add usage: %w", err)
+	}
+	defer stmt.Close()
+	for _, r := range recs {
+		if _, err := stmt.ExecContext(ctx, r.ID, r.Time.UnixNano(), r.KeyID, r.Tenant, r.Model, r.Pool, r.Endpoint,
+			r.PromptTokens, r.CompletionTokens, r.CachedTokens, r.Estimated, r.CostUSD, r.Status,
+			int64(r.TTFT), int64(r.Duration), r.Streamed); err != nil {
+			return fmt.Errorf("add usage %q: %w", r.ID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("add usage: commit: %w", err)
+	}
+	return nil
+}
+
+// Usage sums the records q selects.
+func (s *SQLite) Usage(ctx context.Context, q usage.Query) ([]usage.Row, error) {
+	query, args, err := usageSQL(q, time.Now(), sqliteDialect)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("usage: %w", err)
+	}
+	defer rows.Close()
+	return scanUsageRows(rows)
+}
+
+// Ping reports whether the database answers.
+func (s *SQLite) Ping(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite store: %w", err)
+	}
+	return nil
+}
+
+// Close closes the database.
+func (s *SQLite) Close() error { return s.db.Close() }
+
+// nonNil is s, or an empty slice for nil, so it is stored as [] not null.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// checkKey refuses a key the stores cannot keep: one without an ID, or
+// without a creation time to list it by.
+func checkKey(k tenant.Key) error {
+	if k.ID == "" {
+		return fmt.Errorf("create key: id is empty")
+	}
+	if k.Created.IsZero() {
+		return fmt.Errorf("create key %q: created time is zero", k.ID)
+	}
+	return nil
+}
