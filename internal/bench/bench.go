@@ -1,0 +1,465 @@
+// Package bench is `llmgw bench`: a seeded, open-loop workload driver that
+// every performance figure of llmgw is measured with. It generates a
+// workload (chat sessions, bursts, mixed tenants and classes, a flat
+// overhead load, or a replayed production trace), sends it on schedule to a
+// gateway or backend, or to simulated replicas it starts itself, streams
+// every answer, and reports TTFT, TPOT, inter-token latency, end-to-end
+// latency, goodput against SLOs and the prefix hit rate, overall, per class
+// and per tenant.
+package bench
+
+// bench.go is the command: flags, the sweep over rates, and the outputs.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/tokenize"
+)
+
+// Defaults of the command. A full run is a minute of arrivals at 10
+// requests a second; --quick is about ten seconds, short enough that a
+// whole quick run, target start and drain included, ends within 40.
+const (
+	defaultRate      = 10
+	defaultDuration  = 60 * time.Second
+	quickDuration    = 10 * time.Second
+	quickSweepBudget = 20 * time.Second // arrivals of all of a quick sweep's runs together
+	minQuickRun      = 2 * time.Second
+	defaultDrain     = 60 * time.Second
+	quickDrain       = 5 * time.Second
+	quickSweepDrain  = 2 * time.Second
+	defaultSLOTTFT   = 2 * time.Second
+	defaultSLOTPOT   = 100 * time.Millisecond
+	defaultModel     = "sim-8b" // the simulated replica's model
+	maxSweepRuns     = 100
+	// apiKeyEnv is read when --api-key is not given, so a key need not
+	// appear on a command line.
+	apiKeyEnv = "LLMGW_API_KEY"
+)
+
+// options are the parsed flags.
+type options struct {
+	workload, tracePath    string
+	rate                   float64
+	rates                  []float64 // from --sweep
+	duration, drain        time.Duration
+	durationSet, drainSet  bool
+	seed                   uint64
+	quick                  bool
+	jsonPath, plotPath     string
+	targetURL              string
+	spawn                  int
+	direct                 bool
+	policy, admission      string
+	timeScale, lengthScale float64
+	model                  string
+	concurrencyCap         int
+	apiKey                 string
+	keys                   map[string]string // by tenant
+	slo                    SLO
+	simSpeed               float64
+	simInstant             bool
+}
+
+// Command runs `llmgw bench` with args (the flags after "bench"): the
+// table goes to stdout, progress and diagnostics to stderr.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	texts := NewTexts(tokenize.Count)
+	out := &Output{
+		Workload: o.workload, Seed: o.seed, Model: o.model, Quick: o.quick,
+		DurationS: o.duration.Seconds(), Direct: o.direct, Target: redactURL(o.targetURL),
+	}
+	if o.workload == WorkloadTrace {
+		out.Trace, out.TimeScale, out.LenScale = o.tracePath, o.timeScale, o.lengthScale
+	}
+	if o.spawn > 0 {
+		out.Target = fmt.Sprintf("spawn-sim:%d", o.spawn)
+		if !o.direct {
+			out.Policy, out.Admission = o.policy, o.admission
+		}
+	}
+	rates := o.rates
+	if rates == nil {
+		rates = []float64{o.rate}
+	}
+	var all []Result
+	var single []Result
+	for i, rate := range rates {
+		label := fmt.Sprintf("%s rate %g", o.workload, rate)
+		if o.workload == WorkloadTrace {
+			label = "trace " + o.tracePath
+		}
+		if len(rates) > 1 {
+			label = fmt.Sprintf("[%d/%d] %s", i+1, len(rates), label)
+		}
+		results, err := runOnce(ctx, o, texts, rate, label, stderr)
+		if err != nil {
+			return err
+		}
+		writeErrors(stderr, results)
+		all = append(all, results...)
+		if len(rates) > 1 {
+			out.Runs = append(out.Runs, Run{Rate: rate, Report: Summarise(results)})
+		} else {
+			single = results
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	out.Report = Summarise(all)
+	if len(rates) == 1 && o.workload != WorkloadTrace {
+		out.Rate = rates[0]
+	}
+	if o.jsonPath != "" {
+		if err := WriteJSON(o.jsonPath, out); err != nil {
+			return err
+		}
+	}
+	if o.plotPath != "" {
+		if err := WritePlot(o.plotPath, out, single); err != nil {
+			return err
+		}
+	}
+	if err := WriteTable(stdout, out); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// runOnce generates the workload at rate, starts the target, sends the
+// workload and stops the target.
+func runOnce(ctx context.Context, o *options, texts *Texts, rate float64, label string, stderr io.Writer) ([]Result, error) {
+	reqs, err := Generate(Spec{
+		Workload: o.workload, Rate: rate, Duration: o.duration, Seed: o.seed, Quick: o.quick, SLO: o.slo,
+		TracePath: o.tracePath, TimeScale: o.timeScale, LengthScale: o.lengthScale,
+	}, texts)
+	if err != nil {
+		return nil, err
+	}
+	if len(reqs) == 0 {
+		return nil, fmt.Errorf("the %s workload at rate %g over %v has no requests; raise --rate or --duration", o.workload, rate, o.duration)
+	}
+	tgt, err := openTarget(ctx, o, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer tgt.Close()
+	d := &Driver{
+		Client: newClient(), URL: tgt.URL + "/chat/completions", Model: o.model,
+		APIKey: o.apiKey, Keys: o.keys, Cap: o.concurrencyCap, Drain: o.drain,
+		Progress: NewProgress(len(reqs)),
+	}
+	defer d.Client.CloseIdleConnections()
+	showCtx, stopShow := context.WithCancel(ctx)
+	shown := make(chan struct{})
+	go func() { d.Progress.Show(showCtx, stderr, label); close(shown) }()
+	results := d.Run(ctx, reqs)
+	stopShow()
+	<-shown
+	return results, nil
+}
+
+// newClient is an HTTP client for many concurrent streams to one host:
+// connections are kept for reuse, no body is compressed, and requests are
+// bounded by their contexts rather than a client timeout.
+func newClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 0
+	tr.MaxIdleConnsPerHost = 4096
+	tr.DisableCompression = true
+	tr.ForceAttemptHTTP2 = false
+	return &http.Client{Transport: tr}
+}
+
+const usageText = `usage: llmgw bench --workload chat|burst|mixed|flat|trace [--trace FILE]
+        [--rate R | --sweep A:B:STEP] [--duration D] [--seed N] [--quick]
+        [--json FILE] [--plot FILE] (--target URL | --spawn-sim N [--direct])
+        [--policy NAME] [--admission on|off] [--time-scale X] [--length-scale X]
+        [--model NAME] [--concurrency-cap N] [--api-key KEY] [--api-keys FILE]
+
+Sends a seeded, open-loop workload and reports latency, goodput and prefix
+hits. --rate is requests a second averaged over the run, for every workload
+(chat starts sessions at rate / mean turns). Latencies in the table are
+milliseconds; the --json file has seconds.
+
+`
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("llmgw bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageText)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.workload, "workload", WorkloadChat, "workload: chat, burst, mixed, flat or trace")
+	fs.StringVar(&o.tracePath, "trace", "", "trace `file` to replay with --workload trace: Mooncake .jsonl or Azure .csv")
+	fs.Float64Var(&o.rate, "rate", defaultRate, "offered load in requests a second, averaged over the run")
+	sweep := fs.String("sweep", "", "run once per rate `A:B:STEP` from A to B, instead of --rate")
+	fs.DurationVar(&o.duration, "duration", defaultDuration, "how long arrivals go on per run (10s with --quick; the whole trace for trace unless set)")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the workload: the same seed sends the same requests")
+	fs.BoolVar(&o.quick, "quick", false, "a short representative run, under 40 seconds end to end")
+	fs.StringVar(&o.jsonPath, "json", "", "write the figures as JSON to `file`")
+	fs.StringVar(&o.plotPath, "plot", "", "write an SVG plot to `file` (.svg; .png is refused)")
+	fs.StringVar(&o.targetURL, "target", "", "base `URL` of a gateway or backend, with or without /v1")
+	fs.IntVar(&o.spawn, "spawn-sim", 0, "start `N` simulated replicas in-process behind an in-process gateway")
+	fs.BoolVar(&o.direct, "direct", false, "with --spawn-sim, send straight to the first replica, without the gateway")
+	fs.StringVar(&o.policy, "policy", "", "with --spawn-sim, the gateway's routing policy")
+	fs.StringVar(&o.admission, "admission", "off", "with --spawn-sim, the gateway's SLO-aware admission: on or off")
+	fs.Float64Var(&o.timeScale, "time-scale", 1, "trace replay: >1 sends faster (inter-arrival times divided by X)")
+	fs.Float64Var(&o.lengthScale, "length-scale", 1, "trace replay: >1 shortens requests (token counts divided by X, a block becomes 512/X tokens)")
+	fs.StringVar(&o.model, "model", defaultModel, "model `name` sent in every request")
+	fs.IntVar(&o.concurrencyCap, "concurrency-cap", 0, "most requests in flight; arrivals past it are dropped and counted (0: no cap)")
+	fs.StringVar(&o.apiKey, "api-key", "", "bearer `key` for every request (default $"+apiKeyEnv+")")
+	keysPath := fs.String("api-keys", "", "`file` of tenant=key lines: each tenant's requests use its key")
+	fs.DurationVar(&o.slo.TTFT, "slo-ttft", defaultSLOTTFT, "TTFT objective of workloads without classes (0: none)")
+	fs.DurationVar(&o.slo.TPOT, "slo-tpot", defaultSLOTPOT, "TPOT objective of workloads without classes (0: none)")
+	fs.DurationVar(&o.drain, "drain", defaultDrain, "after the last arrival, how long requests in flight may finish before they are cut as errors (5s with --quick)")
+	fs.Float64Var(&o.simSpeed, "sim-speed", 1, "with --spawn-sim, the replicas' speed: 2 is twice as fast")
+	fs.BoolVar(&o.simInstant, "sim-instant", false, "with --spawn-sim, replicas answer as fast as they can (for overhead)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.durationSet, o.drainSet = set["duration"], set["drain"]
+
+	switch o.workload {
+	case WorkloadChat, WorkloadBurst, WorkloadMixed, WorkloadFlat:
+		if o.tracePath != "" {
+			return nil, fmt.Errorf("--trace needs --workload trace")
+		}
+	case WorkloadTrace:
+		if o.tracePath == "" {
+			return nil, fmt.Errorf("--workload trace needs --trace FILE")
+		}
+		if set["rate"] || set["sweep"] {
+			return nil, fmt.Errorf("--rate and --sweep do not apply to a trace: its timestamps set the arrivals; use --time-scale")
+		}
+	default:
+		return nil, fmt.Errorf("--workload: unknown workload %q: want chat, burst, mixed, flat or trace", o.workload)
+	}
+	if o.workload != WorkloadTrace && (set["time-scale"] || set["length-scale"]) {
+		return nil, fmt.Errorf("--time-scale and --length-scale apply only to --workload trace")
+	}
+	if !(o.timeScale > 0) || !(o.lengthScale > 0) || math.IsInf(o.timeScale, 0) || math.IsInf(o.lengthScale, 0) {
+		return nil, fmt.Errorf("--time-scale and --length-scale must be positive")
+	}
+	if !(o.rate > 0) || math.IsInf(o.rate, 0) {
+		return nil, fmt.Errorf("--rate must be a positive number of requests a second, got %v", o.rate)
+	}
+	if *sweep != "" {
+		if set["rate"] {
+			return nil, fmt.Errorf("give --rate or --sweep, not both")
+		}
+		rates, err := parseSweep(*sweep)
+		if err != nil {
+			return nil, fmt.Errorf("--sweep: %w", err)
+		}
+		o.rates = rates
+	}
+	if o.duration < 0 || (o.durationSet && o.duration == 0 && o.workload != WorkloadTrace) {
+		return nil, fmt.Errorf("--duration must be positive, got %v", o.duration)
+	}
+	if o.drain < 0 {
+		return nil, fmt.Errorf("--drain must not be negative, got %v", o.drain)
+	}
+	if o.slo.TTFT < 0 || o.slo.TPOT < 0 {
+		return nil, fmt.Errorf("--slo-ttft and --slo-tpot must not be negative")
+	}
+	if o.concurrencyCap < 0 {
+		return nil, fmt.Errorf("--concurrency-cap must not be negative, got %d", o.concurrencyCap)
+	}
+	if o.model == "" {
+		return nil, fmt.Errorf("--model must not be empty")
+	}
+	if o.plotPath != "" && strings.ToLower(filepath.Ext(o.plotPath)) != ".svg" {
+		return nil, fmt.Errorf("%w, got %q", ErrPlotFormat, o.plotPath)
+	}
+	if err := o.checkTarget(set); err != nil {
+		return nil, err
+	}
+	o.applyQuick()
+	if o.apiKey == "" {
+		o.apiKey = os.Getenv(apiKeyEnv)
+	}
+	if *keysPath != "" {
+		keys, err := readKeys(*keysPath)
+		if err != nil {
+			return nil, err
+		}
+		o.keys = keys
+	}
+	return o, nil
+}
+
+// checkTarget checks that exactly one target is named and that the
+// spawn-only flags come with --spawn-sim.
+func (o *options) checkTarget(set map[string]bool) error {
+	switch {
+	case o.targetURL == "" && o.spawn == 0:
+		return fmt.Errorf("name a target: --target URL or --spawn-sim N")
+	case o.targetURL != "" && o.spawn != 0:
+		return fmt.Errorf("give --target or --spawn-sim, not both")
+	case o.spawn < 0:
+		return fmt.Errorf("--spawn-sim must be a positive number of replicas, got %d", o.spawn)
+	}
+	if o.targetURL != "" {
+		for _, f := range []string{"direct", "policy", "admission", "sim-speed", "sim-instant"} {
+			if set[f] {
+				return fmt.Errorf("--%s applies only with --spawn-sim", f)
+			}
+		}
+		u, err := normaliseURL(o.targetURL)
+		if err != nil {
+			return err
+		}
+		o.targetURL = u
+	}
+	if o.admission != "on" && o.admission != "off" {
+		return fmt.Errorf("--admission must be on or off, got %q", o.admission)
+	}
+	if !(o.simSpeed > 0) || math.IsInf(o.simSpeed, 0) {
+		return fmt.Errorf("--sim-speed must be positive, got %v", o.simSpeed)
+	}
+	if o.direct && (o.policy != "" || set["admission"]) {
+		return fmt.Errorf("--direct bypasses the gateway: --policy and --admission do not apply")
+	}
+	return nil
+}
+
+// applyQuick shortens the run for --quick where the flags left the
+// defaults: a single run's arrivals to quickDuration, a sweep's to a share
+// of quickSweepBudget each, and the drain.
+func (o *options) applyQuick() {
+	if !o.quick {
+		if o.workload == WorkloadTrace && !o.durationSet {
+			o.duration = 0 // the whole trace
+		}
+		return
+	}
+	if !o.durationSet {
+		o.duration = quickDuration
+		if n := len(o.rates); n > 1 {
+			o.duration = max(minQuickRun, quickSweepBudget/time.Duration(n))
+		}
+	}
+	if !o.drainSet {
+		o.drain = quickDrain
+		if len(o.rates) > 1 {
+			o.drain = quickSweepDrain
+		}
+	}
+}
+
+// parseSweep reads A:B:STEP as the rates A, A+STEP, ... up to B.
+func parseSweep(s string) ([]float64, error) {
+	parts := strings.Split(s, ":")
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("want A:B:STEP, got %q", s)
+	}
+	var v [3]float64
+	for i, p := range parts {
+		f, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || !(f > 0) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("want positive numbers A:B:STEP, got %q", s)
+		}
+		v[i] = f
+	}
+	from, to, step := v[0], v[1], v[2]
+	if to < from {
+		return nil, fmt.Errorf("B must not be below A in %q", s)
+	}
+	var rates []float64
+	// Rates are computed from the index, not summed, so 0.1 steps do not
+	// drift; the epsilon keeps B itself when it lies on the grid.
+	for i := 0; ; i++ {
+		r := from + float64(i)*step
+		if r > to*(1+1e-9) {
+			break
+		}
+		if len(rates) == maxSweepRuns {
+			return nil, fmt.Errorf("%q makes more than %d runs", s, maxSweepRuns)
+		}
+		rates = append(rates, math.Round(r*1e9)/1e9)
+	}
+	return rates, nil
+}
+
+// normaliseURL makes a target base URL end in /v1, without a trailing
+// slash.
+func normaliseURL(raw string) (string, error) {
+	u := strings.TrimRight(strings.TrimSpace(raw), "/")
+	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return "", fmt.Errorf("--target must be an http:// or https:// URL, got %q", raw)
+	}
+	u = strings.TrimSuffix(u, "/chat/completions")
+	if !strings.HasSuffix(u, "/v1") {
+		u += "/v1"
+	}
+	return u, nil
+}
+
+// readKeys reads tenant=key lines; blank lines and lines starting with #
+// are skipped. Errors name the line, never the key.
+func readKeys(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--api-keys: %w", err)
+	}
+	defer f.Close()
+	keys := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || text[0] == '#' {
+			continue
+		}
+		tenant, key, ok := strings.Cut(text, "=")
+		tenant, key = strings.TrimSpace(tenant), strings.TrimSpace(key)
+		if !ok || tenant == "" || key == "" {
+			return nil, fmt.Errorf("--api-keys %s line %d: want tenant=key", path, line)
+		}
+		if _, dup := keys[tenant]; dup {
+			return nil, fmt.Errorf("--api-keys %s line %d: tenant %q given twice", path, line, tenant)
+		}
+		keys[tenant] = key
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--api-keys: %w", err)
+	}
+	return keys, nil
+}
+
+// redactURL is a URL fit for a report: a password in it is masked.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}

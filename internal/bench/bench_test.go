@@ -1,0 +1,322 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// runCommand runs the command and returns its stdout.
+func runCommand(t *testing.T, args ...string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if err := Command(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("bench %v: %v\nstderr:\n%s", args, err, stderr.String())
+	}
+	return stdout.String()
+}
+
+// statsFields are the fields every figures object must have: the ones
+// scripts read.
+var statsFields = []string{"requests", "errors", "rejected", "goodput", "ttft_p50_s", "ttft_p99_s", "tpot_p99_s", "itl_p99_s", "prefix_hit_rate"}
+
+func checkFields(t *testing.T, where string, obj map[string]any) {
+	t.Helper()
+	for _, f := range statsFields {
+		if _, ok := obj[f]; !ok {
+			t.Errorf("%s: no %q field", where, f)
+		}
+	}
+}
+
+func readJSON(t *testing.T, path string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestCommandJSON(t *testing.T) {
+	f := &fakeServer{}
+	srv := f.start(t)
+	dir := t.TempDir()
+	jsonPath, plotPath := filepath.Join(dir, "out.json"), filepath.Join(dir, "out.svg")
+	table := runCommand(t, "--workload", "mixed", "--rate", "40", "--duration", "1s", "--seed", "3",
+		"--target", srv.URL+"/", "--json", jsonPath, "--plot", plotPath, "--slo-ttft", "0")
+	out := readJSON(t, jsonPath)
+	checkFields(t, "top level", out)
+	for _, group := range []string{"by_class", "by_tenant"} {
+		m, ok := out[group].(map[string]any)
+		if !ok || len(m) == 0 {
+			t.Fatalf("%s missing or empty: %v", group, out[group])
+		}
+		for k, v := range m {
+			checkFields(t, group+"."+k, v.(map[string]any))
+		}
+	}
+	classes := slices.Sorted(func(yield func(string) bool) {
+		for k := range out["by_class"].(map[string]any) {
+			yield(k)
+		}
+	})
+	if diff := cmp.Diff([]string{"critical", "sheddable", "standard"}, classes); diff != "" {
+		t.Errorf("classes (-want +got):\n%s", diff)
+	}
+	seen := f.requests()
+	if got := out["requests"].(float64); int(got) != len(seen) || got < 20 {
+		t.Errorf("report says %v requests, server saw %d", got, len(seen))
+	}
+	if out["errors"].(float64) != 0 || out["rejected"].(float64) != 0 {
+		t.Errorf("errors %v, rejected %v against a healthy server", out["errors"], out["rejected"])
+	}
+	// The fake server reports half of every prompt as cached.
+	if hit := out["prefix_hit_rate"].(float64); hit < 0.45 || hit > 0.5 {
+		t.Errorf("prefix hit rate %v, want about 0.5", hit)
+	}
+	for _, r := range seen {
+		if r.Model != defaultModel || !r.Stream || !r.IncludeUsage || !r.IgnoreEOS || r.MaxTokens <= 0 || r.Tenant == "" || r.Class == "" {
+			t.Fatalf("server saw %+v", r)
+		}
+	}
+	for _, want := range []string{"class", "critical", "tenant", "acme/search", "goodput"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	checkSVG(t, plotPath)
+}
+
+func checkSVG(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := xml.NewDecoder(bytes.NewReader(b))
+	lines := 0
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("plot is not well-formed XML: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "polyline" {
+			lines++
+		}
+	}
+	if lines == 0 {
+		t.Error("plot has no lines")
+	}
+}
+
+func TestCommandSweep(t *testing.T) {
+	srv := (&fakeServer{}).start(t)
+	dir := t.TempDir()
+	jsonPath, plotPath := filepath.Join(dir, "sweep.json"), filepath.Join(dir, "sweep.svg")
+	table := runCommand(t, "--workload", "flat", "--sweep", "20:60:20", "--duration", "500ms",
+		"--target", srv.URL+"/v1", "--json", jsonPath, "--plot", plotPath)
+	out := readJSON(t, jsonPath)
+	checkFields(t, "top level", out)
+	runs, ok := out["runs"].([]any)
+	if !ok {
+		t.Fatalf("no runs array: %v", out["runs"])
+	}
+	var rates, counts []float64
+	total := 0.0
+	for i, r := range runs {
+		run := r.(map[string]any)
+		checkFields(t, "runs["+string(rune('0'+i))+"]", run)
+		rates = append(rates, run["rate"].(float64))
+		counts = append(counts, run["requests"].(float64))
+		total += run["requests"].(float64)
+	}
+	if diff := cmp.Diff([]float64{20, 40, 60}, rates); diff != "" {
+		t.Errorf("rates (-want +got):\n%s", diff)
+	}
+	// Flat sends rate × duration requests exactly.
+	if diff := cmp.Diff([]float64{10, 20, 30}, counts); diff != "" {
+		t.Errorf("requests per run (-want +got):\n%s", diff)
+	}
+	if out["requests"].(float64) != total {
+		t.Errorf("top-level requests %v, want the runs' sum %v", out["requests"], total)
+	}
+	if strings.Count(table, "\n") != 4 {
+		t.Errorf("sweep table should have a header and three rows:\n%s", table)
+	}
+	checkSVG(t, plotPath)
+}
+
+func TestCommandTrace(t *testing.T) {
+	f := &fakeServer{}
+	srv := f.start(t)
+	runCommand(t, "--workload", "trace", "--trace", "testdata/mooncake-tiny.jsonl", "--time-scale", "20", "--length-scale", "8", "--target", srv.URL)
+	var got []int
+	for _, r := range f.requests() {
+		got = append(got, r.PromptTokens)
+	}
+	slices.Sort(got)
+	if diff := cmp.Diff([]int{38, 88, 150, 192}, got); diff != "" {
+		t.Errorf("prompt tokens the server counted (-want +got):\n%s", diff)
+	}
+}
+
+func TestCommandAPIKeysFile(t *testing.T) {
+	f := &fakeServer{}
+	srv := f.start(t)
+	keys := filepath.Join(t.TempDir(), "keys")
+	os.WriteFile(keys, []byte("# tenants\nacme/search = sk-search\n\nacme/chat=sk-chat\nbeta/batch=sk-batch\n"), 0o600)
+	runCommand(t, "--workload", "mixed", "--rate", "30", "--duration", "1s", "--target", srv.URL, "--api-keys", keys)
+	want := map[string]string{"acme/search": "Bearer sk-search", "acme/chat": "Bearer sk-chat", "beta/batch": "Bearer sk-batch"}
+	for _, r := range f.requests() {
+		if r.Auth != want[r.Tenant] {
+			t.Fatalf("tenant %s sent the wrong key", r.Tenant)
+		}
+	}
+}
+
+func TestCommandRejectsBadFlags(t *testing.T) {
+	dir := t.TempDir()
+	badKeys := filepath.Join(dir, "keys")
+	os.WriteFile(badKeys, []byte("acme/search=sk-secret-1\nsk-secret-2\n"), 0o600)
+	tests := []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"--workload", "chat"}, "name a target"},
+		{[]string{"--target", "http://x", "--spawn-sim", "2"}, "not both"},
+		{[]string{"--target", "ftp://x"}, "http:// or https://"},
+		{[]string{"--workload", "nope", "--target", "http://x"}, `unknown workload "nope"`},
+		{[]string{"--workload", "trace", "--target", "http://x"}, "needs --trace"},
+		{[]string{"--workload", "trace", "--trace", "t.csv", "--rate", "3", "--target", "http://x"}, "do not apply to a trace"},
+		{[]string{"--trace", "t.csv", "--target", "http://x"}, "needs --workload trace"},
+		{[]string{"--time-scale", "2", "--target", "http://x"}, "only to --workload trace"},
+		{[]string{"--rate", "0", "--target", "http://x"}, "--rate must be a positive number"},
+		{[]string{"--rate", "2", "--sweep", "1:2:1", "--target", "http://x"}, "not both"},
+		{[]string{"--sweep", "5:1:1", "--target", "http://x"}, "B must not be below A"},
+		{[]string{"--sweep", "1:5", "--target", "http://x"}, "want A:B:STEP"},
+		{[]string{"--policy", "p2c", "--target", "http://x"}, "--policy applies only with --spawn-sim"},
+		{[]string{"--spawn-sim", "2", "--admission", "maybe"}, "on or off"},
+		{[]string{"--spawn-sim", "1", "--direct", "--policy", "p2c"}, "--direct bypasses the gateway"},
+		{[]string{"--plot", "out.png", "--target", "http://x"}, "SVG only"},
+		{[]string{"--duration", "0s", "--target", "http://x"}, "--duration must be positive"},
+		{[]string{"--api-keys", badKeys, "--target", "http://x"}, "line 2: want tenant=key"},
+		{[]string{"--target", "http://x", "extra"}, `unexpected argument "extra"`},
+	}
+	for _, tt := range tests {
+		var stderr bytes.Buffer
+		err := Command(context.Background(), tt.args, io.Discard, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("bench %v: error %v, want one containing %q", tt.args, err, tt.wantErr)
+			continue
+		}
+		if strings.Contains(err.Error()+stderr.String(), "sk-secret") {
+			t.Errorf("bench %v: error or stderr shows a key: %v", tt.args, err)
+		}
+	}
+	if err := Command(context.Background(), []string{"-h"}, io.Discard, io.Discard); err != nil {
+		t.Errorf("-h: %v, want nil", err)
+	}
+	if !errors.Is(WritePlot("x.png", &Output{}, nil), ErrPlotFormat) {
+		t.Error("WritePlot(x.png) did not refuse")
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	if got := redactURL("http://user:sk-secret@127.0.0.1:8080/v1"); strings.Contains(got, "sk-secret") {
+		t.Errorf("redactURL kept the password: %s", got)
+	}
+	if got := redactURL("http://127.0.0.1:8080/v1"); got != "http://127.0.0.1:8080/v1" {
+		t.Errorf("redactURL changed a plain URL: %s", got)
+	}
+}
+
+func TestParseSweep(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []float64
+	}{
+		{"1:5:1", []float64{1, 2, 3, 4, 5}},
+		{"10:40:15", []float64{10, 25, 40}},
+		{"0.1:0.5:0.1", []float64{0.1, 0.2, 0.3, 0.4, 0.5}},
+		{"2:9:3", []float64{2, 5, 8}},
+		{"4:4:1", []float64{4}},
+	}
+	for _, tt := range tests {
+		got, err := parseSweep(tt.in)
+		if err != nil {
+			t.Errorf("parseSweep(%q): %v", tt.in, err)
+			continue
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("parseSweep(%q) (-want +got):\n%s", tt.in, diff)
+		}
+	}
+	for _, bad := range []string{"", "1:2", "a:2:1", "1:2:0", "-1:2:1", "1:1000:1"} {
+		if _, err := parseSweep(bad); err == nil {
+			t.Errorf("parseSweep(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestNormaliseURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://127.0.0.1:8080":                  "http://127.0.0.1:8080/v1",
+		"http://127.0.0.1:8080/":                 "http://127.0.0.1:8080/v1",
+		"http://127.0.0.1:8080/v1":               "http://127.0.0.1:8080/v1",
+		"http://127.0.0.1:8080/v1/":              "http://127.0.0.1:8080/v1",
+		"https://gw.example/v1/chat/completions": "https://gw.example/v1",
+		"http://10.0.0.7:8000/openai":            "http://10.0.0.7:8000/openai/v1",
+	} {
+		got, err := normaliseURL(in)
+		if err != nil || got != want {
+			t.Errorf("normaliseURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+// TestCommandSpawnSim runs against simulated replicas started in-process:
+// straight to one replica, and through the gateway in front of two.
+func TestCommandSpawnSim(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{
+		{"direct", []string{"--spawn-sim", "1", "--direct"}},
+		{"gateway", []string{"--spawn-sim", "2", "--admission", "off"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			jsonPath := filepath.Join(t.TempDir(), "out.json")
+			runCommand(t, append([]string{"--workload", "flat", "--rate", "50", "--duration", "1s", "--sim-instant", "--json", jsonPath}, tt.args...)...)
+			out := readJSON(t, jsonPath)
+			if out["requests"].(float64) != 50 || out["ok"].(float64) != 50 {
+				t.Errorf("requests %v, ok %v; want 50 and 50", out["requests"], out["ok"])
+			}
+			// Every flat request is the same prompt: after the first, the
+			// replica's prefix cache holds it.
+			if hit := out["prefix_hit_rate"].(float64); hit <= 0 {
+				t.Errorf("prefix hit rate %v, want above 0", hit)
+			}
+			if got := out["completion_tokens"].(float64); got != 50*flatAnswerTokens {
+				t.Errorf("completion tokens %v, want %v: ignore_eos must make every answer max_tokens long", got, 50*flatAnswerTokens)
+			}
+		})
+	}
+}

@@ -1,0 +1,174 @@
+package bench
+
+// From results to figures: exact percentiles over sorted samples, goodput
+// (the share of requests that met their SLO, with rejections, drops and
+// errors counted as misses), the prefix hit rate, and the same figures per
+// class and per tenant.
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Stats are the figures of a set of requests. Latencies are in seconds,
+// and 0 when there is no sample to take them from.
+type Stats struct {
+	Requests int `json:"requests"` // every request scheduled, sent or not
+	OK       int `json:"ok"`
+	Errors   int `json:"errors"`
+	Rejected int `json:"rejected"` // answered 429
+	Dropped  int `json:"dropped"`  // not sent: concurrency cap or cancelled run
+	// Goodput is the share of Requests that completed within both parts of
+	// their SLO, 0 to 1.
+	Goodput float64 `json:"goodput"`
+
+	TTFTp50 float64 `json:"ttft_p50_s"`
+	TTFTp90 float64 `json:"ttft_p90_s"`
+	TTFTp99 float64 `json:"ttft_p99_s"`
+	TPOTp50 float64 `json:"tpot_p50_s"`
+	TPOTp90 float64 `json:"tpot_p90_s"`
+	TPOTp99 float64 `json:"tpot_p99_s"`
+	// ITL is every gap between two token events of a stream.
+	ITLp50 float64 `json:"itl_p50_s"`
+	ITLp90 float64 `json:"itl_p90_s"`
+	ITLp99 float64 `json:"itl_p99_s"`
+	E2Ep50 float64 `json:"e2e_p50_s"`
+	E2Ep90 float64 `json:"e2e_p90_s"`
+	E2Ep99 float64 `json:"e2e_p99_s"`
+
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	CachedTokens     int64 `json:"cached_tokens"`
+	// PrefixHitRate is cached over prompt tokens, as the server reported
+	// them in the usage chunks.
+	PrefixHitRate float64 `json:"prefix_hit_rate"`
+
+	// WallSeconds is from the run's start to its last request's end.
+	WallSeconds float64 `json:"wall_s"`
+	// AchievedRate is completed requests a second of wall time.
+	AchievedRate float64 `json:"achieved_rate"`
+	// OutputTokensPerS is output tokens of completed requests a second of
+	// wall time.
+	OutputTokensPerS float64 `json:"output_tokens_per_s"`
+	// Lag is how late the driver sent requests against their schedule:
+	// near zero when the driver kept up.
+	LagP50 float64 `json:"schedule_lag_p50_s"`
+	LagP99 float64 `json:"schedule_lag_p99_s"`
+	LagMax float64 `json:"schedule_lag_max_s"`
+}
+
+// Report is the figures of a run overall, per class and per tenant.
+type Report struct {
+	Stats
+	ByClass  map[string]Stats `json:"by_class"`
+	ByTenant map[string]Stats `json:"by_tenant"`
+}
+
+// Percentile is the p-th quantile (0 < p ≤ 1) of sorted samples by nearest
+// rank: the smallest sample with at least p of them at or below it. It is
+// 0 for no samples.
+func Percentile[T float32 | float64](sorted []T, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return float64(sorted[min(max(i, 0), len(sorted)-1)])
+}
+
+// Summarise computes the report of a run's results.
+func Summarise(results []Result) Report {
+	wall := wallTime(results)
+	rep := Report{Stats: summarise(results, wall), ByClass: map[string]Stats{}, ByTenant: map[string]Stats{}}
+	for key, group := range groupBy(results, func(r *Result) string { return r.Class }) {
+		rep.ByClass[key] = summarise(group, wall)
+	}
+	for key, group := range groupBy(results, func(r *Result) string { return r.Tenant }) {
+		rep.ByTenant[key] = summarise(group, wall)
+	}
+	return rep
+}
+
+// wallTime is from the run's start to the end of its last request.
+func wallTime(results []Result) time.Duration {
+	var wall time.Duration
+	for i := range results {
+		wall = max(wall, results[i].Start+results[i].E2E)
+	}
+	return wall
+}
+
+func groupBy(results []Result, key func(*Result) string) map[string][]Result {
+	g := map[string][]Result{}
+	for i := range results {
+		k := key(&results[i])
+		if k == "" {
+			k = "-"
+		}
+		g[k] = append(g[k], results[i])
+	}
+	return g
+}
+
+// summarise is the figures of results, with rates over wall.
+func summarise(results []Result, wall time.Duration) Stats {
+	var s Stats
+	var ttft, tpot, e2e, lag []float64
+	var gaps []float32
+	met := 0
+	for i := range results {
+		r := &results[i]
+		s.Requests++
+		switch r.Outcome {
+		case OutcomeOK:
+			s.OK++
+		case OutcomeRejected:
+			s.Rejected++
+		case OutcomeError:
+			s.Errors++
+		case OutcomeDropped:
+			s.Dropped++
+			continue
+		}
+		lag = append(lag, r.Lag.Seconds())
+		s.PromptTokens += r.PromptTokens
+		s.CachedTokens += r.CachedTokens
+		if r.Outcome != OutcomeOK {
+			continue
+		}
+		if r.MetSLO() {
+			met++
+		}
+		s.CompletionTokens += r.OutputTokens()
+		e2e = append(e2e, r.E2E.Seconds())
+		if r.Tokens > 0 {
+			ttft = append(ttft, r.TTFT.Seconds())
+		}
+		if d, ok := r.TPOT(); ok {
+			tpot = append(tpot, d.Seconds())
+		}
+		gaps = append(gaps, r.Gaps...)
+	}
+	if s.Requests > 0 {
+		s.Goodput = float64(met) / float64(s.Requests)
+	}
+	if s.PromptTokens > 0 {
+		s.PrefixHitRate = float64(s.CachedTokens) / float64(s.PromptTokens)
+	}
+	slices.Sort(ttft)
+	slices.Sort(tpot)
+	slices.Sort(e2e)
+	slices.Sort(lag)
+	slices.Sort(gaps)
+	s.TTFTp50, s.TTFTp90, s.TTFTp99 = Percentile(ttft, .5), Percentile(ttft, .9), Percentile(ttft, .99)
+	s.TPOTp50, s.TPOTp90, s.TPOTp99 = Percentile(tpot, .5), Percentile(tpot, .9), Percentile(tpot, .99)
+	s.ITLp50, s.ITLp90, s.ITLp99 = Percentile(gaps, .5), Percentile(gaps, .9), Percentile(gaps, .99)
+	s.E2Ep50, s.E2Ep90, s.E2Ep99 = Percentile(e2e, .5), Percentile(e2e, .9), Percentile(e2e, .99)
+	s.LagP50, s.LagP99, s.LagMax = Percentile(lag, .5), Percentile(lag, .99), Percentile(lag, 1)
+	if w := wall.Seconds(); w > 0 {
+		s.WallSeconds = w
+		s.AchievedRate = float64(s.OK) / w
+		s.OutputTokensPerS = float64(s.CompletionTokens) / w
+	}
+	return s
+}

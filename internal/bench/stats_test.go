@@ -1,0 +1,136 @@
+package bench
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func TestPercentile(t *testing.T) {
+	ten := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	hundred := make([]float64, 100)
+	for i := range hundred {
+		hundred[i] = float64(i + 1)
+	}
+	tests := []struct {
+		name   string
+		sorted []float64
+		p      float64
+		want   float64
+	}{
+		{"none", nil, .5, 0},
+		{"one", []float64{7}, .99, 7},
+		{"p50 of ten", ten, .5, 5},
+		{"p90 of ten", ten, .9, 9},
+		{"p99 of ten", ten, .99, 10},
+		{"p100 of ten", ten, 1, 10},
+		{"p1 of ten", ten, .01, 1},
+		{"p50 of hundred", hundred, .5, 50},
+		{"p99 of hundred", hundred, .99, 99},
+		{"p99 of two", []float64{1, 2}, .99, 2},
+	}
+	for _, tt := range tests {
+		if got := Percentile(tt.sorted, tt.p); got != tt.want {
+			t.Errorf("%s: Percentile(p=%v) = %v, want %v", tt.name, tt.p, got, tt.want)
+		}
+	}
+}
+
+func ms32(d ...int) []float32 {
+	out := make([]float32, len(d))
+	for i, v := range d {
+		out[i] = float32(v) / 1000
+	}
+	return out
+}
+
+func TestSummarise(t *testing.T) {
+	slo := SLO{TTFT: 100 * time.Millisecond, TPOT: 20 * time.Millisecond}
+	ms := time.Millisecond
+	results := []Result{
+		// Meets both: TTFT 50ms, 5 tokens over 40ms → TPOT 10ms.
+		{Tenant: "a", Class: "critical", SLO: slo, Outcome: OutcomeOK, Start: 0, TTFT: 50 * ms, LastToken: 90 * ms, E2E: 100 * ms,
+			Tokens: 5, Gaps: ms32(10, 10, 10, 10), PromptTokens: 100, CompletionTokens: 5, CachedTokens: 50},
+		// Misses TTFT: 150ms.
+		{Tenant: "a", Class: "critical", SLO: slo, Outcome: OutcomeOK, Start: 100 * ms, TTFT: 150 * ms, LastToken: 160 * ms, E2E: 200 * ms,
+			Tokens: 2, Gaps: ms32(10), PromptTokens: 100, CompletionTokens: 2, CachedTokens: 0},
+		// Misses TPOT: 3 tokens over 60ms → 30ms.
+		{Tenant: "b", Class: "standard", SLO: slo, Outcome: OutcomeOK, Start: 200 * ms, TTFT: 40 * ms, LastToken: 100 * ms, E2E: 300 * ms,
+			Tokens: 3, Gaps: ms32(30, 30), PromptTokens: 200, CompletionTokens: 3, CachedTokens: 150},
+		// One token: no TPOT, meets the SLO on TTFT alone.
+		{Tenant: "b", Class: "standard", SLO: slo, Outcome: OutcomeOK, Start: 300 * ms, TTFT: 20 * ms, LastToken: 20 * ms, E2E: 400 * ms,
+			Tokens: 1, PromptTokens: 100, CompletionTokens: 1},
+		{Tenant: "b", Class: "standard", SLO: slo, Outcome: OutcomeRejected, Status: 429, Start: 400 * ms, E2E: ms},
+		{Tenant: "b", Class: "sheddable", SLO: slo, Outcome: OutcomeError, Status: 502, Start: 500 * ms, E2E: 1500 * ms, PromptTokens: 0},
+		{Tenant: "b", Class: "sheddable", SLO: slo, Outcome: OutcomeDropped},
+		// No SLO at all: met whenever completed.
+		{Tenant: "c", Class: "standard", Outcome: OutcomeOK, Start: 600 * ms, TTFT: 5 * time.Second, LastToken: 6 * time.Second, E2E: 6 * time.Second,
+			Tokens: 2, Gaps: ms32(1000), PromptTokens: 0, CompletionTokens: 2},
+	}
+	rep := Summarise(results)
+	wall := 6.6 // the last request started at 0.6s and took 6s
+	want := Stats{
+		Requests: 8, OK: 5, Errors: 1, Rejected: 1, Dropped: 1,
+		Goodput: 3.0 / 8,
+		// TTFT samples sorted: 0.02 0.04 0.05 0.15 5.
+		TTFTp50: 0.05, TTFTp90: 5, TTFTp99: 5,
+		// TPOT samples: 0.01 (req 1), 0.01 (req 2: 10ms/1), 0.03, 1 (req 8).
+		TPOTp50: 0.01, TPOTp90: 1, TPOTp99: 1,
+		// Gaps: 10×5, 30×2, 1000: eight samples.
+		ITLp50: 0.01, ITLp90: 1, ITLp99: 1,
+		// E2E of completed: 0.1 0.2 0.3 0.4 6.
+		E2Ep50: 0.3, E2Ep90: 6, E2Ep99: 6,
+		PromptTokens: 500, CompletionTokens: 13, CachedTokens: 200,
+		PrefixHitRate:    200.0 / 500,
+		WallSeconds:      wall,
+		AchievedRate:     5 / wall,
+		OutputTokensPerS: 13 / wall,
+	}
+	approx := cmpopts.EquateApprox(0, 1e-6)
+	if diff := cmp.Diff(want, rep.Stats, approx); diff != "" {
+		t.Errorf("overall (-want +got):\n%s", diff)
+	}
+	goodput := func(m map[string]Stats) map[string]float64 {
+		out := map[string]float64{}
+		for k, s := range m {
+			out[k] = s.Goodput
+		}
+		return out
+	}
+	if diff := cmp.Diff(map[string]float64{"critical": 0.5, "standard": 2.0 / 4, "sheddable": 0}, goodput(rep.ByClass), approx); diff != "" {
+		t.Errorf("goodput by class (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]float64{"a": 0.5, "b": 1.0 / 5, "c": 1}, goodput(rep.ByTenant), approx); diff != "" {
+		t.Errorf("goodput by tenant (-want +got):\n%s", diff)
+	}
+	if got := rep.ByTenant["a"].PrefixHitRate; math.Abs(got-50.0/200) > 1e-9 {
+		t.Errorf("tenant a prefix hit rate %v, want 0.25", got)
+	}
+}
+
+func TestMetSLO(t *testing.T) {
+	slo := SLO{TTFT: time.Second, TPOT: 50 * time.Millisecond}
+	tests := []struct {
+		name string
+		r    Result
+		want bool
+	}{
+		{"within both", Result{SLO: slo, Outcome: OutcomeOK, Tokens: 3, TTFT: time.Second, LastToken: 1100 * time.Millisecond}, true},
+		{"ttft just over", Result{SLO: slo, Outcome: OutcomeOK, Tokens: 3, TTFT: time.Second + 1, LastToken: 1100 * time.Millisecond}, false},
+		{"tpot over", Result{SLO: slo, Outcome: OutcomeOK, Tokens: 3, TTFT: 0, LastToken: 101*time.Millisecond + 1}, false},
+		{"usage says more tokens than events", Result{SLO: slo, Outcome: OutcomeOK, Tokens: 2, CompletionTokens: 5, TTFT: 0, LastToken: 200 * time.Millisecond}, true},
+		{"no token with a ttft slo", Result{SLO: slo, Outcome: OutcomeOK}, false},
+		{"no token, no slo", Result{Outcome: OutcomeOK}, true},
+		{"rejected", Result{Outcome: OutcomeRejected}, false},
+		{"error", Result{Outcome: OutcomeError, Tokens: 3}, false},
+		{"dropped", Result{Outcome: OutcomeDropped}, false},
+	}
+	for _, tt := range tests {
+		if got := tt.r.MetSLO(); got != tt.want {
+			t.Errorf("%s: MetSLO() = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
