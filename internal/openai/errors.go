@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Error is a failure as a client sees it, with the cause the log gets kept
@@ -47,11 +48,16 @@ func BadRequest(param, format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Message: fmt.Sprintf(format, args...)}
 }
 
+// ModelNotFound is the 404 for a model that does not exist or that the
+// key may not use. It names the model, as OpenAI does, unless the name
+// looks like something pasted by mistake — an API key, a long blob — which
+// is never echoed.
 func ModelNotFound(model string) *Error {
-	return &Error{
-		Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_found", Param: "model",
-		Message: fmt.Sprintf("The model %q does not exist or you do not have access to it.", model),
+	msg := fmt.Sprintf("The model %q does not exist or you do not have access to it.", model)
+	if strings.HasPrefix(model, "sk-") || len(model) > 128 {
+		msg = "The requested model does not exist or you do not have access to it."
 	}
+	return &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_found", Param: "model", Message: msg}
 }
 
 func Unauthorized(msg string) *Error {

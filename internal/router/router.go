@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,9 +44,12 @@ type Options struct {
 	// Recorder takes usage records; nil drops them.
 	Recorder Recorder
 	// Self answers a key's questions about its own usage; nil answers 404.
-	Self SelfUsage
+	Self       SelfUsage
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
+	// Transport carries upstream calls; nil means llmgw's own, tuned for
+	// many long-lived streams.
+	Transport http.RoundTripper
 }
 
 // Router serves the OpenAI API. Build it with New, give it a catalog with
@@ -78,7 +82,7 @@ func New(opts Options) (*Router, error) {
 	r := &Router{
 		opts:  opts,
 		log:   opts.Logger,
-		proxy: proxy.New(opts.Server.ConnectTimeout),
+		proxy: proxy.New(opts.Server.ConnectTimeout, opts.Transport),
 		m:     newMetrics(opts.Router.TenantLabel),
 		ids:   newRequestIDs(),
 	}
@@ -194,4 +198,3 @@ func newRequestIDs() requestIDs {
 func (g *requestIDs) next() string {
 	return g.prefix + formatCounter(g.n.Add(1))
 }
-

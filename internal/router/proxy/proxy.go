@@ -88,8 +88,12 @@ type Proxy struct {
 // a completion of 100k tokens is well under 2 MiB of JSON.
 const MaxResponseBytes = 64 << 20
 
-// New is a Proxy whose connections time out dialling after connect.
-func New(connect time.Duration) *Proxy {
+// New is a Proxy that sends calls through rt, or when rt is nil through a
+// transport of its own whose connections time out dialling after connect.
+func New(connect time.Duration, rt http.RoundTripper) *Proxy {
+	if rt != nil {
+		return &Proxy{client: &http.Client{Transport: rt}}
+	}
 	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
 	t := &http.Transport{
 		Proxy:       http.ProxyFromEnvironment,

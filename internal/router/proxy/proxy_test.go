@@ -54,7 +54,7 @@ func relayThrough(t *testing.T, upstream http.Handler, c Call) (string, Outcome)
 	t.Helper()
 	up := httptest.NewServer(upstream)
 	defer up.Close()
-	p := New(time.Second)
+	p := New(time.Second, nil)
 	defer p.CloseIdle()
 	outcomes := make(chan Outcome, 1)
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -198,7 +198,7 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 		close(upstreamDone)
 	}})
 	defer up.Close()
-	p := New(time.Second)
+	p := New(time.Second, nil)
 	outcomes := make(chan Outcome, 1)
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		outcomes <- p.Do(r.Context(), w, &Call{URL: up.URL, Body: []byte(`{}`), Stream: true, Start: time.Now()})
