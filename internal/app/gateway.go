@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -164,6 +165,11 @@ func (g *Gateway) adminMux() http.Handler {
 		}
 		w.Write([]byte("ready\n"))
 	})
+	// Profiles, for finding where a gateway spends its CPU; on the admin
+	// listener, which is loopback unless the operator says otherwise.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	token := g.cfg.Admin.Token
 	if token == "" {
 		token = os.Getenv("LLMGW_ADMIN_TOKEN")

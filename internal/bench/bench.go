@@ -72,6 +72,7 @@ type options struct {
 	slo                    SLO
 	simSpeed               float64
 	simInstant             bool
+	outputTokens           int
 }
 
 // Command runs `llmgw bench` with args (the flags after "bench"): the
@@ -152,7 +153,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 func runOnce(ctx context.Context, o *options, texts *Texts, rate float64, label string, stderr io.Writer) ([]Result, error) {
 	reqs, err := Generate(Spec{
 		Workload: o.workload, Rate: rate, Duration: o.duration, Seed: o.seed, Quick: o.quick, SLO: o.slo,
-		TracePath: o.tracePath, TimeScale: o.timeScale, LengthScale: o.lengthScale,
+		TracePath: o.tracePath, TimeScale: o.timeScale, LengthScale: o.lengthScale, OutputTokens: o.outputTokens,
 	}, texts)
 	if err != nil {
 		return nil, err
@@ -237,6 +238,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.slo.TPOT, "slo-tpot", defaultSLOTPOT, "TPOT objective of workloads without classes (0: none)")
 	fs.DurationVar(&o.drain, "drain", defaultDrain, "after the last arrival, how long requests in flight may finish before they are cut as errors (5s with --quick)")
 	fs.Float64Var(&o.simSpeed, "sim-speed", 1, "with --spawn-sim, the replicas' speed: 2 is twice as fast")
+	fs.IntVar(&o.outputTokens, "output-tokens", 0, "with --workload flat, every answer's length in tokens (default 16)")
 	fs.BoolVar(&o.simInstant, "sim-instant", false, "with --spawn-sim, replicas answer as fast as they can (for overhead)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -348,6 +350,9 @@ func (o *options) checkTarget(set map[string]bool) error {
 	}
 	if o.direct && (o.policy != "" || set["admission"]) {
 		return fmt.Errorf("--direct bypasses the gateway: --policy and --admission do not apply")
+	}
+	if set["output-tokens"] && (o.workload != WorkloadFlat || o.outputTokens <= 0) {
+		return fmt.Errorf("--output-tokens takes a positive length, and applies only to --workload flat")
 	}
 	return nil
 }

@@ -78,6 +78,10 @@ type Spec struct {
 	TracePath   string
 	TimeScale   float64 // >1 replays faster: inter-arrival times are divided by it; zero means 1
 	LengthScale float64 // >1 shortens requests: token counts are divided by it; zero means 1
+
+	// OutputTokens, for flat, is every answer's length; zero means
+	// flatAnswerTokens.
+	OutputTokens int
 }
 
 // Default class names and tenants of the workloads without classes.
@@ -324,6 +328,10 @@ const (
 // measuring overhead.
 func flat(s Spec, texts *Texts) []Request {
 	prompt := texts.Block(1<<60, flatPromptTokens)
+	answer := flatAnswerTokens
+	if s.OutputTokens > 0 {
+		answer = s.OutputTokens
+	}
 	var reqs []Request
 	for i := 0; ; i++ {
 		at := time.Duration(float64(i) * float64(time.Second) / s.Rate)
@@ -333,7 +341,7 @@ func flat(s Spec, texts *Texts) []Request {
 		reqs = append(reqs, Request{
 			At: at, Tenant: defaultTenant, Class: defaultClass,
 			Prompt:       []Message{{Role: "user", Content: []string{prompt}}},
-			PromptTokens: flatPromptTokens, MaxTokens: flatAnswerTokens, IgnoreEOS: true, SLO: s.SLO,
+			PromptTokens: flatPromptTokens, MaxTokens: answer, IgnoreEOS: true, SLO: s.SLO,
 		})
 	}
 	return reqs

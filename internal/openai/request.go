@@ -6,6 +6,7 @@ package openai
 // so a body that needs no change reaches the backend byte for byte.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,17 +90,15 @@ func (r *Request) field(key, v []byte, at span) error {
 		if v[0] != '"' {
 			return BadRequest("model", "model must be a string.")
 		}
-		err = json.Unmarshal(v, &r.Model)
+		r.Model, err = decodeString(v)
 		r.model = at
 	case "stream":
-		if string(v) != "null" {
-			err = json.Unmarshal(v, &r.Stream)
-		}
+		r.Stream, err = decodeBool(v)
 	case "stream_options":
-		var o struct {
-			IncludeUsage bool `json:"include_usage"`
-		}
 		if string(v) != "null" {
+			var o struct {
+				IncludeUsage bool `json:"include_usage"`
+			}
 			err = json.Unmarshal(v, &o)
 			r.IncludeUsage = o.IncludeUsage
 			r.streamOptions = at
@@ -107,7 +106,10 @@ func (r *Request) field(key, v []byte, at span) error {
 	case "max_tokens", "max_completion_tokens":
 		var n int64
 		if string(v) != "null" {
-			err = json.Unmarshal(v, &n)
+			n, err = strconv.ParseInt(string(v), 10, 64)
+		}
+		if err != nil {
+			return BadRequest(string(key), "%s must be an integer, got %.20s.", key, v)
 		}
 		if n < 0 {
 			return BadRequest(string(key), "%s must be a non-negative integer.", key)
@@ -117,7 +119,7 @@ func (r *Request) field(key, v []byte, at span) error {
 		}
 	case "user":
 		if string(v) != "null" {
-			err = json.Unmarshal(v, &r.User)
+			r.User, err = decodeString(v)
 		}
 	default:
 		return nil
@@ -126,6 +128,29 @@ func (r *Request) field(key, v []byte, at span) error {
 		return BadRequest(string(key), "%s has the wrong type: %v", key, typeError(err))
 	}
 	return nil
+}
+
+// decodeString decodes a JSON string, without reflection when it holds no
+// escapes, as model names never do.
+func decodeString(v []byte) (string, error) {
+	if len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v[1:len(v)-1], '\\') < 0 {
+		return string(v[1 : len(v)-1]), nil
+	}
+	var s string
+	err := json.Unmarshal(v, &s)
+	return s, err
+}
+
+// decodeBool decodes a JSON boolean or null (false).
+func decodeBool(v []byte) (bool, error) {
+	switch string(v) {
+	case "true":
+		return true, nil
+	case "false", "null":
+		return false, nil
+	}
+	var b bool
+	return b, json.Unmarshal(v, &b)
 }
 
 func typeError(err error) string {
@@ -261,14 +286,17 @@ func (u *Usage) CachedTokens() int64 {
 	return u.PromptTokensDetails.CachedTokens
 }
 
-// UsageOf reads the top-level usage of a JSON response or stream chunk; nil
-// when there is none.
+// UsageOf reads the usage object of a JSON response or stream chunk; nil
+// when there is none. It decodes that object alone, not the whole body.
 func UsageOf(body []byte) (*Usage, error) {
-	var v struct {
-		Usage *Usage `json:"usage"`
+	i := valueAt(body, `"usage"`)
+	if i < 0 || body[i] != '{' {
+		return nil, nil
 	}
-	if err := json.Unmarshal(body, &v); err != nil {
+	end := skipValue(body, i)
+	u := new(Usage)
+	if err := json.Unmarshal(body[i:end], u); err != nil {
 		return nil, fmt.Errorf("reading usage: %w", err)
 	}
-	return v.Usage, nil
+	return u, nil
 }

@@ -45,7 +45,7 @@ func TestParseRequestErrors(t *testing.T) {
 		{`{"model":3}`, "model", "must be a string"},
 		{`{"model":"m","stream":"yes"}`, "stream", "wrong type"},
 		{`{"model":"m","max_tokens":-1}`, "max_tokens", "non-negative"},
-		{`{"model":"m","max_tokens":1.5}`, "max_tokens", "wrong type"},
+		{`{"model":"m","max_tokens":1.5}`, "max_tokens", "must be an integer"},
 	}
 	for _, tt := range tests {
 		_, err := ParseRequest([]byte(tt.body))

@@ -27,10 +27,7 @@ type dispatchResult struct {
 var errNoEndpoint = errors.New("no endpoint left to try")
 
 func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parsedRequest, s *snapshot) dispatchResult {
-	res := dispatchResult{outcome: proxy.Outcome{
-		Status: http.StatusServiceUnavailable,
-		Err:    openai.Unavailable("No endpoint of the model's pool is available.", errNoEndpoint),
-	}}
+	var res dispatchResult
 	gap := r.m.token.gap.WithLabelValues(req.model.Name)
 	for m := req.model; m != nil; m = r.nextFallback(s, req.model, m) {
 		p := s.pools[m.Pool]
@@ -77,6 +74,12 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 			if !o.Retryable() {
 				return res
 			}
+		}
+	}
+	if res.pool == "" {
+		res.outcome = proxy.Outcome{
+			Status: http.StatusServiceUnavailable,
+			Err:    openai.Unavailable("No endpoint of the model's pool is available.", errNoEndpoint),
 		}
 	}
 	return res

@@ -13,6 +13,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -81,7 +82,11 @@ type Call struct {
 
 // Proxy sends calls upstream. It is safe for concurrent use.
 type Proxy struct {
-	client *http.Client
+	// rt carries the calls. It is used directly, not through an
+	// http.Client: a call to an inference server never follows a redirect
+	// or keeps cookies, and the client's copying of headers for those is
+	// work on every request.
+	rt http.RoundTripper
 }
 
 // MaxResponseBytes bounds a plain (not streamed) answer read into memory;
@@ -92,7 +97,7 @@ const MaxResponseBytes = 64 << 20
 // transport of its own whose connections time out dialling after connect.
 func New(connect time.Duration, rt http.RoundTripper) *Proxy {
 	if rt != nil {
-		return &Proxy{client: &http.Client{Transport: rt}}
+		return &Proxy{rt: rt}
 	}
 	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
 	t := &http.Transport{
@@ -106,12 +111,21 @@ func New(connect time.Duration, rt http.RoundTripper) *Proxy {
 		// Bodies are already compressed as little as they need to be, and a
 		// gzip layer would hold back streamed events.
 		DisableCompression: true,
+		// Each open stream keeps its connection's buffers. A request's
+		// headers and a small body fit in 2 KiB, and a larger body is
+		// written straight through; a streamed event is a few hundred bytes.
+		WriteBufferSize: 2 << 10,
+		ReadBufferSize:  2 << 10,
 	}
-	return &Proxy{client: &http.Client{Transport: t}}
+	return &Proxy{rt: t}
 }
 
 // CloseIdle closes idle upstream connections.
-func (p *Proxy) CloseIdle() { p.client.CloseIdleConnections() }
+func (p *Proxy) CloseIdle() {
+	if t, ok := p.rt.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
+}
 
 var (
 	errFirstByte = errors.New("no first byte from upstream in time")
@@ -187,7 +201,7 @@ func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome 
 	if c.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.APIKey)
 	}
-	resp, err := p.client.Do(req)
+	resp, err := p.rt.RoundTrip(req)
 	if err != nil {
 		return failed(ctx, "connect", err)
 	}
@@ -282,7 +296,7 @@ func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, r
 	}
 	h := w.Header()
 	h.Set("Content-Type", resp.Header.Get("Content-Type"))
-	h.Set("Content-Length", fmt.Sprint(len(body)))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	if _, err := w.Write(body); err != nil {
 		o.Status, o.Err = openai.StatusClientClosed, err

@@ -21,7 +21,7 @@ import (
 // relayBufSize is the read buffer of one relayed stream. A chunk of one
 // token is 150–400 bytes; a longer line is read in pieces, so this bounds
 // memory per open stream, not the size of an event.
-const relayBufSize = 2 << 10
+const relayBufSize = 1 << 10
 
 var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, relayBufSize) }}
 
