@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Gateway overhead on plain (not streamed) requests: a zero-latency
-# `llmgw sim` hit directly and through `llmgw serve`, with the same load
-# tool (wrk) at the same concurrency, one after the other in one run.
-# Prints req/s and latency percentiles of both, what the gateway added,
-# and the gateway's CPU time per request (process CPU time / requests).
+# Gateway overhead on plain (not streamed) requests, all in one run with
+# the same load tool (wrk) at the same concurrency:
+#   direct   a zero-latency `llmgw sim`, hit directly;
+#   core     through `llmgw serve --upstream`: no keys, no limits;
+#   keys     with API keys, limits on the key and its org (process-local),
+#            and the usage ledger in SQLite;
+#   redis    the same with the limits in Redis (needs REDIS_URL, default
+#            redis://127.0.0.1:6379/0; skipped when redis-cli is missing).
+# Prints req/s and latency percentiles, what the gateway added, its CPU
+# time per request (process CPU time / requests) and, for redis, the Redis
+# commands each request cost.
 #
 #   scripts/overhead.sh [DURATION_SECONDS] [CONCURRENCY]
 #
@@ -12,52 +18,103 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${1:-20}
 conns=${2:-50}
+redis_url=${REDIS_URL:-redis://127.0.0.1:6379/0}
 command -v wrk >/dev/null || { echo "overhead.sh needs wrk: apt-get install wrk" >&2; exit 1; }
 
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 go build -o "$work/llmgw" ./cmd/llmgw
+gw=$work/llmgw
 
-"$work/llmgw" sim --listen 127.0.0.1:19100 --model m --ttft 0 --tpot 0 >"$work/sim.log" 2>&1 &
-env ${GWENV:-} "$work/llmgw" serve --upstream http://127.0.0.1:19100/v1 --model m \
-	--listen 127.0.0.1:19180 --admin-listen 127.0.0.1:19181 --log-level warn >"$work/gw.log" 2>&1 &
-gw=$!
-for _ in $(seq 50); do curl -sf 127.0.0.1:19181/readyz >/dev/null && break; sleep 0.1; done
+"$gw" sim --listen 127.0.0.1:19100 --model m --ttft 0 --tpot 0 >"$work/sim.log" 2>&1 &
 
-cat >"$work/post.lua" <<'LUA'
+# keyed_config FILE LIMITS_YAML: a gateway with keys, in front of the sim.
+keyed_config() {
+	cat >"$1" <<YAML
+server: {listen: "127.0.0.1:19180", admin_listen: "127.0.0.1:19181"}
+router: {auth: keys}
+store: {url: "sqlite:$work/gw.db", spool_dir: "$work/spool"}
+$2
+tenants:
+  - {path: bench, rpm: 100000000, tpm: 1000000000000}
+pools:
+  - {name: sim, endpoints: [{url: "http://127.0.0.1:19100/v1"}]}
+models:
+  - {name: m, pool: sim, price: {input_per_million: 0.5, output_per_million: 1.5}}
+YAML
+}
+keyed_config "$work/keys.yaml" ""
+keyed_config "$work/redis.yaml" "limits: {redis: \"$redis_url\"}"
+key=$("$gw" keys create --store "sqlite:$work/gw.db" --tenant bench/overhead/wrk --rpm 100000000 --tpm 1000000000000 2>/dev/null)
+
+cat >"$work/post.lua" <<LUA
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $key"
 wrk.body = '{"model":"m","messages":[{"role":"user","content":"Write a haiku about gateways."}],"max_tokens":16}'
 LUA
 
-# cpu_ticks PID: user + system time of a process, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
+redis_calls() { redis-cli -u "$redis_url" INFO commandstats | awk -F'[:=,]' '/^cmdstat_(evalsha|eval):/ {n += $3} END {print n + 0}'; }
+redis_commands() { redis-cli -u "$redis_url" INFO stats | awk -F: '/^total_commands_processed/ {print $2 + 0}'; }
 
-run() { # run NAME URL
-	wrk -t2 -c"$conns" -d"${duration}s" --latency -s "$work/post.lua" "$2" >"$work/$1.txt"
+# start_gateway ARGS...: runs llmgw serve and waits until it is ready.
+start_gateway() {
+	"$gw" serve --listen 127.0.0.1:19180 --admin-listen 127.0.0.1:19181 --log-level warn "$@" >"$work/gw.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 100); do curl -sf 127.0.0.1:19181/readyz >/dev/null && return; sleep 0.1; done
+	cat "$work/gw.log" >&2
+	exit 1
 }
-# A short warm-up of both paths, so that connections and caches are open.
-wrk -t2 -c"$conns" -d2s -s "$work/post.lua" http://127.0.0.1:19100/v1/chat/completions >/dev/null
-wrk -t2 -c"$conns" -d2s -s "$work/post.lua" http://127.0.0.1:19180/v1/chat/completions >/dev/null
+stop_gateway() { kill "$pid"; wait "$pid" 2>/dev/null || true; }
 
-run direct http://127.0.0.1:19100/v1/chat/completions
-before=$(cpu_ticks $gw)
-run gateway http://127.0.0.1:19180/v1/chat/completions
-after=$(cpu_ticks $gw)
-
-# field FILE PATTERN: wrk's value after PATTERN, in milliseconds.
 ms() { awk -v p="$2" '$1 == p { v = $2; if (v ~ /us$/) { sub(/us/, "", v); v /= 1000 } else if (v ~ /ms$/) { sub(/ms/, "", v) } else if (v ~ /s$/) { sub(/s/, "", v); v *= 1000 } print v }' "$1"; }
 rps() { awk '/^Requests\/sec/ {print $2}' "$1"; }
 reqs() { awk '/requests in/ {print $1}' "$1"; }
 
+# measure NAME URL [PID]: a warm-up, then the measured run.
+measure() {
+	wrk -t2 -c"$conns" -d2s -s "$work/post.lua" "$2" >/dev/null
+	local before=0 after=0
+	[ -n "${3:-}" ] && before=$(cpu_ticks "$3")
+	[ "$1" = redis ] && c0=$(redis_calls) t0=$(redis_commands)
+	wrk -t2 -c"$conns" -d"${duration}s" --latency -s "$work/post.lua" "$2" >"$work/$1.txt"
+	[ "$1" = redis ] && c1=$(redis_calls) t1=$(redis_commands)
+	[ -n "${3:-}" ] && after=$(cpu_ticks "$3")
+	echo $((after - before)) >"$work/$1.cpu"
+	grep -q "Non-2xx" "$work/$1.txt" && { echo "$1: some answers were not 200:" >&2; cat "$work/$1.txt" >&2; exit 1; }
+	return 0
+}
+
+url=http://127.0.0.1:19180/v1/chat/completions
+measure direct http://127.0.0.1:19100/v1/chat/completions
+start_gateway --upstream http://127.0.0.1:19100/v1 --model m
+measure core "$url" "$pid"
+stop_gateway
+start_gateway --config "$work/keys.yaml"
+measure keys "$url" "$pid"
+stop_gateway
+runs=(direct core keys)
+if command -v redis-cli >/dev/null && redis-cli -u "$redis_url" PING >/dev/null 2>&1; then
+	start_gateway --config "$work/redis.yaml"
+	measure redis "$url" "$pid"
+	stop_gateway
+	runs+=(redis)
+fi
+
+printf '| run | req/s | p50 ms | p99 ms | added p50 ms | added p99 ms | gateway CPU µs/request |\n|---|---|---|---|---|---|---|\n'
 d50=$(ms "$work/direct.txt" 50%) d99=$(ms "$work/direct.txt" 99%)
-g50=$(ms "$work/gateway.txt" 50%) g99=$(ms "$work/gateway.txt" 99%)
-n=$(reqs "$work/gateway.txt")
-printf '| path | req/s | p50 ms | p99 ms |\n|---|---|---|---|\n'
-printf '| sim direct | %s | %s | %s |\n' "$(rps "$work/direct.txt")" "$d50" "$d99"
-printf '| through llmgw | %s | %s | %s |\n' "$(rps "$work/gateway.txt")" "$g50" "$g99"
-awk -v d50="$d50" -v d99="$d99" -v g50="$g50" -v g99="$g99" -v t=$((after - before)) -v hz="$hz" -v n="$n" 'BEGIN {
-	printf "\nadded latency: p50 %.2f ms, p99 %.2f ms\n", g50 - d50, g99 - d99
-	printf "gateway CPU: %.1f s for %d requests = %.1f µs per request\n", t / hz, n, t / hz / n * 1e6
-}'
+for r in "${runs[@]}"; do
+	f=$work/$r.txt
+	awk -v r="$r" -v rps="$(rps "$f")" -v p50="$(ms "$f" 50%)" -v p99="$(ms "$f" 99%)" -v d50="$d50" -v d99="$d99" \
+		-v t="$(cat "$work/$r.cpu")" -v hz="$hz" -v n="$(reqs "$f")" 'BEGIN {
+		if (r == "direct") printf "| %s | %s | %.2f | %.2f | | | |\n", r, rps, p50, p99
+		else printf "| %s | %s | %.2f | %.2f | %.2f | %.2f | %.1f |\n", r, rps, p50, p99, p50 - d50, p99 - d99, t / hz / n * 1e6
+	}'
+done
+if [ -n "${c1:-}" ]; then
+	awk -v c=$((c1 - c0)) -v t=$((t1 - t0)) -v n="$(reqs "$work/redis.txt")" 'BEGIN {
+		printf "\nredis: %.3f script calls (EVALSHA: admission, and settlements in batches) per request; %.1f commands run inside them per request\n", c / n, t / n
+	}'
+fi

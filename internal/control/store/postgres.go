@@ -137,27 +137,7 @@ func (s *Postgres) CreateKey(ctx context.Context, k tenant.Key) error {
 const pgKeyColumns = `id, name, tenant, hash, models::text, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked`
 
 // scanPgKey reads one row of pgKeyColumns.
-func scanPgKey(row pgx.Row) (tenant.Key, error) {
-	var (
-		k                tenant.Key
-		models           string
-		created          time.Time
-		expires, revoked *time.Time
-	)
-	if err := row.Scan(&k.ID, &k.Name, &k.Tenant, &k.Hash, &models,
-		&k.Limits.RPM, &k.Limits.TPM, &k.Limits.BudgetTokens, &k.Limits.BudgetUSD, &k.Limits.Period,
-		&k.Priority, &created, &expires, &revoked); err != nil {
-		return tenant.Key{}, err
-	}
-	if err := json.Unmarshal([]byte(models), &k.Models); err != nil {
-		return tenant.Key{}, fmt.Errorf("key %q: models: %w", k.ID, err)
-	}
-	if len(k.Models) == 0 {
-		k.Models = nil
-	}
-	k.Created, k.Expires, k.Revoked = created.UTC(), fromPgTime(expires), fromPgTime(revoked)
-	return k, nil
-}
+func scanPgKey(r row) (tenant.Key, error) { return scanKey(r, fromPgTime) }
 
 // Key returns the key with the given ID, or ErrNotFound.
 func (s *Postgres) Key(ctx context.Context, id string) (tenant.Key, error) {
@@ -178,18 +158,7 @@ func (s *Postgres) Keys(ctx context.Context) ([]tenant.Key, error) {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
 	defer rows.Close()
-	var out []tenant.Key
-	for rows.Next() {
-		k, err := scanPgKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list keys: %w", err)
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list keys: %w", err)
-	}
-	return out, nil
+	return scanAll(rows, "list keys", scanPgKey)
 }
 
 // RevokeKey sets the key's revocation time, or gives ErrNotFound.
@@ -225,23 +194,12 @@ func (s *Postgres) SetTenantLimits(ctx context.Context, l tenant.TenantLimits) e
 
 // TenantLimits lists every tenant level's limits in path order.
 func (s *Postgres) TenantLimits(ctx context.Context) ([]tenant.TenantLimits, error) {
-	rows, err := s.pool.Query(ctx, `SELECT path, rpm, tpm, budget_tokens, budget_usd, period FROM tenant_limits ORDER BY path`)
+	rows, err := s.pool.Query(ctx, tenantLimitsQuery)
 	if err != nil {
 		return nil, fmt.Errorf("list tenant limits: %w", err)
 	}
 	defer rows.Close()
-	var out []tenant.TenantLimits
-	for rows.Next() {
-		var l tenant.TenantLimits
-		if err := rows.Scan(&l.Path, &l.RPM, &l.TPM, &l.BudgetTokens, &l.BudgetUSD, &l.Period); err != nil {
-			return nil, fmt.Errorf("list tenant limits: %w", err)
-		}
-		out = append(out, l)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list tenant limits: %w", err)
-	}
-	return out, nil
+	return scanAll(rows, "list tenant limits", scanTenantLimits)
 }
 
 // AddUsage writes recs as one statement, one array per column unnested

@@ -1,13 +1,16 @@
-// The usage aggregate as SQL, shared by SQLite and Postgres: which rows a
-// usage.Query selects and how they are grouped and summed.
+// What SQLite and Postgres share: the usage aggregate as SQL (which rows a
+// usage.Query selects and how they are grouped and summed), and reading
+// keys and tenant limits back from rows.
 
 package store
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
 )
 
@@ -137,6 +140,61 @@ type rowScanner interface {
 	Next() bool
 	Scan(dest ...any) error
 	Err() error
+}
+
+// row is one row to scan: what sql.Row, pgx.Row and both Rows share.
+type row interface {
+	Scan(dest ...any) error
+}
+
+// scanAll reads every row with scan; what names the listing in errors.
+func scanAll[T any](rows rowScanner, what string, scan func(row) (T, error)) ([]T, error) {
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+// scanKey reads a row of the keys table's columns in their usual order.
+// Each dialect stores times its own way: T is how they are scanned, and
+// toTime reads one back (zero for none).
+func scanKey[T any](r row, toTime func(T) time.Time) (tenant.Key, error) {
+	var (
+		k                         tenant.Key
+		models                    string
+		created, expires, revoked T
+	)
+	if err := r.Scan(&k.ID, &k.Name, &k.Tenant, &k.Hash, &models,
+		&k.Limits.RPM, &k.Limits.TPM, &k.Limits.BudgetTokens, &k.Limits.BudgetUSD, &k.Limits.Period,
+		&k.Priority, &created, &expires, &revoked); err != nil {
+		return tenant.Key{}, err
+	}
+	if err := json.Unmarshal([]byte(models), &k.Models); err != nil {
+		return tenant.Key{}, fmt.Errorf("key %q: models: %w", k.ID, err)
+	}
+	if len(k.Models) == 0 {
+		k.Models = nil
+	}
+	k.Created, k.Expires, k.Revoked = toTime(created), toTime(expires), toTime(revoked)
+	return k, nil
+}
+
+// tenantLimitsQuery lists every tenant level's limits in path order, in
+// both dialects.
+const tenantLimitsQuery = `SELECT path, rpm, tpm, budget_tokens, budget_usd, period FROM tenant_limits ORDER BY path`
+
+func scanTenantLimits(r row) (tenant.TenantLimits, error) {
+	var l tenant.TenantLimits
+	err := r.Scan(&l.Path, &l.RPM, &l.TPM, &l.BudgetTokens, &l.BudgetUSD, &l.Period)
+	return l, err
 }
 
 // scanUsageRows reads the rows usageSQL selects. A total over no records

@@ -153,26 +153,7 @@ func (s *SQLite) CreateKey(ctx context.Context, k tenant.Key) error {
 const sqliteKeyColumns = `id, name, tenant, hash, models, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked`
 
 // scanSQLiteKey reads one row of sqliteKeyColumns.
-func scanSQLiteKey(row interface{ Scan(...any) error }) (tenant.Key, error) {
-	var (
-		k                         tenant.Key
-		models                    string
-		created, expires, revoked sql.NullInt64
-	)
-	if err := row.Scan(&k.ID, &k.Name, &k.Tenant, &k.Hash, &models,
-		&k.Limits.RPM, &k.Limits.TPM, &k.Limits.BudgetTokens, &k.Limits.BudgetUSD, &k.Limits.Period,
-		&k.Priority, &created, &expires, &revoked); err != nil {
-		return tenant.Key{}, err
-	}
-	if err := json.Unmarshal([]byte(models), &k.Models); err != nil {
-		return tenant.Key{}, fmt.Errorf("key %q: models: %w", k.ID, err)
-	}
-	if len(k.Models) == 0 {
-		k.Models = nil
-	}
-	k.Created, k.Expires, k.Revoked = fromNanos(created), fromNanos(expires), fromNanos(revoked)
-	return k, nil
-}
+func scanSQLiteKey(r row) (tenant.Key, error) { return scanKey(r, fromNanos) }
 
 // Key returns the key with the given ID, or ErrNotFound.
 func (s *SQLite) Key(ctx context.Context, id string) (tenant.Key, error) {
@@ -193,18 +174,7 @@ func (s *SQLite) Keys(ctx context.Context) ([]tenant.Key, error) {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
 	defer rows.Close()
-	var out []tenant.Key
-	for rows.Next() {
-		k, err := scanSQLiteKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list keys: %w", err)
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list keys: %w", err)
-	}
-	return out, nil
+	return scanAll(rows, "list keys", scanSQLiteKey)
 }
 
 // RevokeKey sets the key's revocation time, or gives ErrNotFound.
@@ -242,23 +212,12 @@ func (s *SQLite) SetTenantLimits(ctx context.Context, l tenant.TenantLimits) err
 
 // TenantLimits lists every tenant level's limits in path order.
 func (s *SQLite) TenantLimits(ctx context.Context) ([]tenant.TenantLimits, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT path, rpm, tpm, budget_tokens, budget_usd, period FROM tenant_limits ORDER BY path`)
+	rows, err := s.db.QueryContext(ctx, tenantLimitsQuery)
 	if err != nil {
 		return nil, fmt.Errorf("list tenant limits: %w", err)
 	}
 	defer rows.Close()
-	var out []tenant.TenantLimits
-	for rows.Next() {
-		var l tenant.TenantLimits
-		if err := rows.Scan(&l.Path, &l.RPM, &l.TPM, &l.BudgetTokens, &l.BudgetUSD, &l.Period); err != nil {
-			return nil, fmt.Errorf("list tenant limits: %w", err)
-		}
-		out = append(out, l)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list tenant limits: %w", err)
-	}
-	return out, nil
+	return scanAll(rows, "list tenant limits", scanTenantLimits)
 }
 
 // AddUsage writes recs in one transaction, skipping IDs already stored.
