@@ -123,16 +123,18 @@ func TestAuthentication(t *testing.T) {
 		t.Fatalf("good key: %d %s", resp.StatusCode, body)
 	}
 
-	// x-api-key works as well as a bearer token.
+	// x-api-key works as well as a bearer token, and the key is shown only
+	// the models it may use.
 	req, _ := http.NewRequest(http.MethodGet, g.URL()+"/models", nil)
 	req.Header.Set("x-api-key", key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	list, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Errorf("x-api-key: %d", resp.StatusCode)
+	if resp.StatusCode != 200 || !strings.Contains(string(list), `"id":"chat"`) || strings.Contains(string(list), "secret") {
+		t.Errorf("models for a key limited to ch*: %d %s", resp.StatusCode, list)
 	}
 
 	// A model outside the key's globs answers as one that does not exist.

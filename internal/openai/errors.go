@@ -50,14 +50,20 @@ func BadRequest(param, format string, args ...any) *Error {
 
 // ModelNotFound is the 404 for a model that does not exist or that the
 // key may not use. It names the model, as OpenAI does, unless the name
-// looks like something pasted by mistake — an API key, a long blob — which
-// is never echoed.
+// may be a secret pasted by mistake (see Shown).
 func ModelNotFound(model string) *Error {
 	msg := fmt.Sprintf("The model %q does not exist or you do not have access to it.", model)
-	if strings.HasPrefix(model, "sk-") || len(model) > 128 {
+	if !Shown(model) {
 		msg = "The requested model does not exist or you do not have access to it."
 	}
 	return &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_found", Param: "model", Message: msg}
+}
+
+// Shown reports whether a client-sent name may be repeated in an answer
+// or a log: not when it looks like an API key (sk-...) or is too long to
+// be a name, which is how a pasted secret usually looks.
+func Shown(name string) bool {
+	return !strings.HasPrefix(name, "sk-") && len(name) <= 128
 }
 
 func Unauthorized(msg string) *Error {

@@ -5,10 +5,12 @@ package router
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 )
 
 // codeLabels are the code label's values, made once.
@@ -42,6 +44,9 @@ func (r *Router) account(req *parsedRequest, res dispatchResult) {
 		}
 	}
 	r.observeTokens(req, res, took)
+	if r.log.Enabled(context.Background(), slog.LevelDebug) {
+		r.logRequest(req, res, took)
+	}
 
 	if req.model == nil {
 		return // refused before it was known what it asked for: nothing to bill
@@ -81,4 +86,29 @@ func (r *Router) account(req *parsedRequest, res dispatchResult) {
 		rec.KeyID, rec.Tenant = req.key.ID, req.key.Tenant
 	}
 	r.opts.Recorder.Record(rec)
+}
+
+// logRequest writes one line per request: an access log, at debug level.
+// It names the key by its id, never the key itself.
+func (r *Router) logRequest(req *parsedRequest, res dispatchResult, took time.Duration) {
+	o := res.outcome
+	model := req.Model
+	if !openai.Shown(model) {
+		model = "(not shown)"
+	}
+	attrs := []slog.Attr{
+		slog.String("id", req.id), slog.String("model", model), slog.String("pool", res.pool),
+		slog.String("endpoint", res.endpoint), slog.Int("status", o.Status), slog.Bool("stream", req.Stream),
+		slog.Duration("ttft", o.TTFT), slog.Duration("duration", took),
+	}
+	if u := o.Usage; u != nil {
+		attrs = append(attrs, slog.Int64("prompt_tokens", u.PromptTokens), slog.Int64("completion_tokens", u.CompletionTokens), slog.Bool("estimated", o.Estimated))
+	}
+	if req.key != nil {
+		attrs = append(attrs, slog.String("key_id", req.key.ID), slog.String("tenant", req.key.Tenant))
+	}
+	if o.Err != nil {
+		attrs = append(attrs, slog.String("err", o.Err.Error()))
+	}
+	r.log.LogAttrs(context.Background(), slog.LevelDebug, "request", attrs...)
 }

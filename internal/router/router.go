@@ -111,7 +111,7 @@ func (r *Router) SetCatalog(c *catalog.Catalog) {
 		}
 		s.pools[p.Name] = newPool(p, prev)
 	}
-	s.models = renderModels(c)
+	s.models = renderModels(c, nil)
 	r.snap.Store(s)
 	r.m.token.setSLOs(c.Models())
 }
@@ -137,7 +137,9 @@ func (r *Router) ReloadFailed(failed bool) {
 // CloseIdle closes idle upstream connections.
 func (r *Router) CloseIdle() { r.proxy.CloseIdle() }
 
-func renderModels(c *catalog.Catalog) []byte {
+// renderModels is the /v1/models answer: every model and alias, or with
+// allow those of the models it allows.
+func renderModels(c *catalog.Catalog, allow func(names ...string) bool) []byte {
 	type entry struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
@@ -149,7 +151,11 @@ func renderModels(c *catalog.Catalog) []byte {
 		Data   []entry `json:"data"`
 	}{Object: "list", Data: []entry{}}
 	for _, m := range c.Models() {
-		for _, n := range append([]string{m.Name}, m.Aliases...) {
+		names := append([]string{m.Name}, m.Aliases...)
+		if allow != nil && !allow(names...) {
+			continue
+		}
+		for _, n := range names {
 			list.Data = append(list.Data, entry{ID: n, Object: "model", OwnedBy: "llmgw"})
 		}
 	}

@@ -81,14 +81,21 @@ func (r *Router) serveModels(w http.ResponseWriter, hr *http.Request) {
 		openai.WriteError(w, openai.Unavailable("No catalog is loaded yet.", nil))
 		return
 	}
+	models := s.models
 	if r.opts.Auth != nil {
-		if _, err := r.authenticate(hr); err != nil {
+		key, err := r.authenticate(hr)
+		if err != nil {
 			openai.WriteError(w, err)
 			return
 		}
+		// A key sees only the models it may use, as one it may not use
+		// answers like one that does not exist.
+		if len(key.Models) > 0 {
+			models = renderModels(s.cat, key.Allows)
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(s.models)
+	w.Write(models)
 }
 
 func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api) {

@@ -27,8 +27,18 @@ type Memory struct {
 	order  []string                       // key IDs in the order created
 	limits map[string]tenant.TenantLimits // key: tenant path
 	usage  map[string]usage.Record        // key: record ID
+	// recent holds the IDs in usage in the order written, as a ring whose
+	// next slot to overwrite is next, so the oldest record can be dropped.
+	recent []string
+	next   int
 	closed bool
 }
+
+// MemoryUsageKept is how many usage records a Memory store keeps: the
+// latest 100,000, about 25 MiB. Older ones are dropped, so a long-running
+// demo or a gateway with no store of its own does not grow without bound;
+// a ledger that must keep everything wants SQLite or Postgres.
+const MemoryUsageKept = 100_000
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
@@ -158,9 +168,17 @@ func (m *Memory) AddUsage(ctx context.Context, recs []usage.Record) error {
 		return err
 	}
 	for _, r := range recs {
-		if _, ok := m.usage[r.ID]; !ok {
-			m.usage[r.ID] = r
+		if _, ok := m.usage[r.ID]; ok {
+			continue
 		}
+		if len(m.recent) < MemoryUsageKept {
+			m.recent = append(m.recent, r.ID)
+		} else {
+			delete(m.usage, m.recent[m.next])
+			m.recent[m.next] = r.ID
+			m.next = (m.next + 1) % MemoryUsageKept
+		}
+		m.usage[r.ID] = r
 	}
 	return nil
 }

@@ -392,3 +392,38 @@ func testUsageConcurrent(t *testing.T, s Store) {
 		t.Errorf("total after concurrent writes (-want +got):\n%s", diff)
 	}
 }
+
+// TestMemoryKeepsTheLatestRecords checks that the memory store is bounded:
+// past MemoryUsageKept records the oldest go, and the latest stay.
+func TestMemoryKeepsTheLatestRecords(t *testing.T) {
+	ctx := t.Context()
+	m := NewMemory()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	batch := make([]usage.Record, 0, 1000)
+	total := MemoryUsageKept + 2500
+	for i := range total {
+		batch = append(batch, usage.Record{ID: fmt.Sprintf("r%07d", i), Time: at.Add(time.Duration(i) * time.Second), Model: "m", Status: 200, PromptTokens: 1})
+		if len(batch) == cap(batch) || i == total-1 {
+			if err := m.AddUsage(ctx, batch); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	rows, err := m.Usage(ctx, usage.Query{Until: at.Add(time.Duration(total) * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows[0].Requests != MemoryUsageKept {
+		t.Errorf("kept %d records, want %d", rows[0].Requests, MemoryUsageKept)
+	}
+	// The 2,500 oldest are gone; the newest is there.
+	rows, _ = m.Usage(ctx, usage.Query{Until: at.Add(2500 * time.Second)})
+	if rows[0].Requests != 0 {
+		t.Errorf("%d of the oldest records are still kept", rows[0].Requests)
+	}
+	rows, _ = m.Usage(ctx, usage.Query{Since: at.Add(time.Duration(total-1) * time.Second), Until: at.Add(time.Duration(total) * time.Second)})
+	if rows[0].Requests != 1 {
+		t.Errorf("the newest record is missing")
+	}
+}
