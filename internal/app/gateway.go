@@ -224,9 +224,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if g.keyring != nil {
 		grp.Go(func() error { return g.keyring.Run(gctx) })
 	}
-	if g.configPath != "" {
-		grp.Go(func() error { return g.watchConfig(gctx) })
-	}
+	grp.Go(func() error { return g.watchConfig(gctx) })
 	g.ready.Store(true)
 
 	<-gctx.Done()

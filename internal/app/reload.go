@@ -12,10 +12,22 @@ import (
 )
 
 // watchConfig reloads on SIGHUP and on changes to the file until ctx ends.
+// A gateway configured by flags alone has nothing to reload: SIGHUP is then
+// noted in the log rather than ending the process, as it would by default.
 func (g *Gateway) watchConfig(ctx context.Context) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	if g.configPath == "" {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-hup:
+				g.log.Info("SIGHUP: nothing to reload, the configuration came from flags")
+			}
+		}
+	}
 	changed := make(chan struct{}, 1)
 	go func() {
 		err := config.Watch(ctx, g.configPath, func() {
