@@ -117,7 +117,7 @@ func New(connect time.Duration, rt http.RoundTripper) *Proxy {
 		WriteBufferSize: 2 << 10,
 		ReadBufferSize:  2 << 10,
 	}
-	return &Proxy{rt: t}
+	return &Proxy{rt: newH1Transport(d, t.IdleConnTimeout, t)}
 }
 
 // CloseIdle closes idle upstream connections.

@@ -1,0 +1,293 @@
+package proxy
+
+// An HTTP/1.1 client for plain-HTTP upstreams, the self-hosted inference
+// servers a gateway sits next to. It writes the request and reads the answer
+// on the calling goroutine: no goroutines per connection, and only two small
+// buffers, where net/http's transport keeps a reader and a writer goroutine
+// for every open connection — which, on a gateway holding thousands of
+// streams, is most of its memory and a good share of its CPU. HTTPS and
+// proxied endpoints go through net/http's transport, which does those well.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	// connBufSize is each connection's read and write buffer: a request's
+	// headers and a small body, or a few streamed events.
+	connBufSize = 2 << 10
+	// maxIdlePerHost bounds the idle connections kept for one endpoint;
+	// as many as the streams a gateway holds to it.
+	maxIdlePerHost = 4096
+	// staleCheckAfter is how long a connection may sit idle before it is
+	// checked for a close by the server before reuse. Inference servers
+	// keep idle connections for 5 s (uvicorn) or longer.
+	staleCheckAfter = time.Second
+)
+
+// h1Transport is the http.RoundTripper for http:// upstreams.
+type h1Transport struct {
+	dialer      *net.Dialer
+	idleTimeout time.Duration     // an idle connection older than this is closed, not reused
+	fallback    http.RoundTripper // https, and proxied requests
+	proxyEnv    bool              // whether HTTP_PROXY is set, so some http:// calls may go through a proxy
+
+	mu   sync.Mutex
+	idle map[string][]*h1Conn // key: host:port; most recently used last
+}
+
+func newH1Transport(dialer *net.Dialer, idleTimeout time.Duration, fallback http.RoundTripper) *h1Transport {
+	return &h1Transport{
+		dialer: dialer, idleTimeout: idleTimeout, fallback: fallback,
+		proxyEnv: os.Getenv("HTTP_PROXY") != "" || os.Getenv("http_proxy") != "",
+		idle:     make(map[string][]*h1Conn),
+	}
+}
+
+// h1Conn is one upstream connection.
+type h1Conn struct {
+	net.Conn
+	host  string
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	since time.Time // when it went idle
+}
+
+// errStale is a reused connection that the server had closed.
+var errStale = errors.New("connection closed by the server while idle")
+
+// aLongTimeAgo is a deadline that has passed: setting it interrupts a
+// blocked read or write at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != "http" || t.proxyEnv && usesProxy(req) {
+		return t.fallback.RoundTrip(req)
+	}
+	ctx := req.Context()
+	host := req.URL.Host
+	if req.URL.Port() == "" {
+		host = net.JoinHostPort(req.URL.Hostname(), "80")
+	}
+	for attempt := 0; ; attempt++ {
+		c, reused, err := t.conn(ctx, host)
+		if err != nil {
+			closeBody(req)
+			return nil, err
+		}
+		resp, err := t.send(ctx, c, reused, req)
+		if err == nil {
+			return resp, nil
+		}
+		// A reused connection the server closed between requests fails
+		// before any answer: the request never reached it, so it goes
+		// again on a fresh connection, once.
+		if reused && attempt == 0 && ctx.Err() == nil && errors.Is(err, errStale) && req.GetBody != nil {
+			if req.Body, err = req.GetBody(); err == nil {
+				continue
+			}
+		}
+		closeBody(req)
+		return nil, err
+	}
+}
+
+func usesProxy(req *http.Request) bool {
+	u, err := http.ProxyFromEnvironment(req)
+	return err != nil || u != nil
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// conn is an idle connection to host that still looks alive, or a new one.
+func (t *h1Transport) conn(ctx context.Context, host string) (c *h1Conn, reused bool, err error) {
+	now := time.Now()
+	for {
+		t.mu.Lock()
+		list := t.idle[host]
+		if len(list) == 0 {
+			t.mu.Unlock()
+			break
+		}
+		c = list[len(list)-1]
+		list[len(list)-1] = nil
+		t.idle[host] = list[:len(list)-1]
+		t.mu.Unlock()
+		idle := now.Sub(c.since)
+		if idle < t.idleTimeout && (idle < staleCheckAfter || c.alive()) {
+			return c, true, nil
+		}
+		c.Close()
+	}
+	nc, err := t.dialer.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return nil, false, err
+	}
+	return &h1Conn{Conn: nc, host: host, br: bufio.NewReaderSize(nc, connBufSize), bw: bufio.NewWriterSize(nc, connBufSize)}, false, nil
+}
+
+// alive reports whether an idle connection is still open: a read that
+// would block, rather than one that finds the end, says it is.
+func (c *h1Conn) alive() bool {
+	c.SetReadDeadline(aLongTimeAgo)
+	_, err := c.br.Peek(1)
+	c.SetReadDeadline(time.Time{})
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// put keeps c for reuse, or closes it when the pool is full.
+func (t *h1Transport) put(c *h1Conn) {
+	c.since = time.Now()
+	t.mu.Lock()
+	if list := t.idle[c.host]; len(list) < maxIdlePerHost {
+		t.idle[c.host] = append(list, c)
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Unlock()
+	c.Close()
+}
+
+// CloseIdleConnections closes every idle connection.
+func (t *h1Transport) CloseIdleConnections() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = make(map[string][]*h1Conn)
+	t.mu.Unlock()
+	for _, list := range idle {
+		for _, c := range list {
+			c.Close()
+		}
+	}
+	if f, ok := t.fallback.(interface{ CloseIdleConnections() }); ok {
+		f.CloseIdleConnections()
+	}
+}
+
+// send writes req on c and reads the answer's head. The answer's body reads
+// from c, which goes back to the pool when the body has been read to its
+// end.
+func (t *h1Transport) send(ctx context.Context, c *h1Conn, reused bool, req *http.Request) (*http.Response, error) {
+	// A context that ends interrupts whatever c is blocked in.
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(aLongTimeAgo) })
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		c.Close()
+		if cerr := context.Cause(ctx); cerr != nil {
+			return nil, cerr
+		}
+		return nil, err
+	}
+	if err := writeRequest(c.bw, req); err != nil {
+		return fail(err)
+	}
+	if _, err := c.br.Peek(1); err != nil {
+		if reused && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
+			// Nothing came back on a reused connection: the server had
+			// closed it.
+			err = fmt.Errorf("%w: %w", errStale, err)
+		}
+		return fail(err)
+	}
+	resp, err := http.ReadResponse(c.br, req)
+	if err != nil {
+		return fail(err)
+	}
+	resp.Body = &h1Body{body: resp.Body, c: c, t: t, stop: stop, reuse: !resp.Close}
+	return resp, nil
+}
+
+// writeRequest writes req as HTTP/1.1 with a known length, as llmgw's calls
+// always have, and flushes.
+func writeRequest(w *bufio.Writer, req *http.Request) error {
+	if req.ContentLength < 0 || req.Body != nil && req.ContentLength == 0 && req.Body != http.NoBody {
+		return errors.New("proxy: a request body of unknown length")
+	}
+	w.WriteString(req.Method)
+	w.WriteByte(' ')
+	w.WriteString(req.URL.RequestURI())
+	w.WriteString(" HTTP/1.1\r\nHost: ")
+	w.WriteString(req.URL.Host)
+	w.WriteString("\r\nContent-Length: ")
+	w.WriteString(strconv.FormatInt(req.ContentLength, 10))
+	w.WriteString("\r\n")
+	for k, vs := range req.Header {
+		for _, v := range vs {
+			w.WriteString(k)
+			w.WriteString(": ")
+			w.WriteString(v)
+			w.WriteString("\r\n")
+		}
+	}
+	w.WriteString("\r\n")
+	if req.Body != nil {
+		n, err := io.Copy(w, req.Body)
+		req.Body.Close()
+		if err != nil {
+			return err
+		}
+		if n != req.ContentLength {
+			return fmt.Errorf("proxy: request body was %d bytes, not the %d announced", n, req.ContentLength)
+		}
+	}
+	return w.Flush()
+}
+
+// h1Body is an answer's body. Read to its end, it returns its connection
+// to the pool; closed early, it closes the connection, whose rest of the
+// answer is unread.
+type h1Body struct {
+	body  io.ReadCloser
+	c     *h1Conn
+	t     *h1Transport
+	stop  func() bool
+	reuse bool
+
+	mu   sync.Mutex // protects done: Close may come from another goroutine
+	done bool
+}
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	n, err := b.body.Read(p)
+	if err == io.EOF {
+		b.finish(b.reuse)
+	}
+	return n, err
+}
+
+func (b *h1Body) Close() error {
+	b.finish(false)
+	return nil
+}
+
+// finish releases the connection once: back to the pool when reuse holds
+// and the context did not end mid-answer, closed otherwise.
+func (b *h1Body) finish(reuse bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done {
+		return
+	}
+	b.done = true
+	if b.stop() && reuse && b.c.br.Buffered() == 0 {
+		b.t.put(b.c)
+		return
+	}
+	b.c.Close()
+}
