@@ -287,16 +287,64 @@ func (u *Usage) CachedTokens() int64 {
 }
 
 // UsageOf reads the usage object of a JSON response or stream chunk; nil
-// when there is none. It decodes that object alone, not the whole body.
+// when there is none. It reads that object alone, not the whole body, and
+// its four counts without reflection; anything unusual in it goes to the
+// JSON decoder.
 func UsageOf(body []byte) (*Usage, error) {
 	i := valueAt(body, `"usage"`)
 	if i < 0 || body[i] != '{' {
 		return nil, nil
 	}
-	end := skipValue(body, i)
+	obj := body[i:skipValue(body, i)]
 	u := new(Usage)
-	if err := json.Unmarshal(body[i:end], u); err != nil {
+	if scanUsage(obj, u) {
+		return u, nil
+	}
+	*u = Usage{}
+	if err := json.Unmarshal(obj, u); err != nil {
 		return nil, fmt.Errorf("reading usage: %w", err)
 	}
 	return u, nil
+}
+
+// endsNumber reports whether c may follow a number in JSON.
+func endsNumber(c byte) bool {
+	return c == ',' || c == '}' || c == ']' || c == ' ' || c == '\t' || c == '\r' || c == '\n'
+}
+
+// scanUsage reads usage's counts from obj, reporting false if a count is
+// not a plain integer.
+func scanUsage(obj []byte, u *Usage) bool {
+	count := func(in []byte, key string) (int64, bool) {
+		j := valueAt(in, key)
+		if j < 0 {
+			return 0, true
+		}
+		end := j
+		for end < len(in) && in[end] >= '0' && in[end] <= '9' {
+			end++
+		}
+		if end == len(in) || end == j || !endsNumber(in[end]) {
+			return 0, false // not a plain integer: 1e3, 2.0, "5", null
+		}
+		n, err := strconv.ParseInt(string(in[j:end]), 10, 64)
+		return n, err == nil
+	}
+	var ok [3]bool
+	u.PromptTokens, ok[0] = count(obj, `"prompt_tokens"`)
+	u.CompletionTokens, ok[1] = count(obj, `"completion_tokens"`)
+	u.TotalTokens, ok[2] = count(obj, `"total_tokens"`)
+	if !ok[0] || !ok[1] || !ok[2] {
+		return false
+	}
+	if d := valueAt(obj, `"prompt_tokens_details"`); d >= 0 && obj[d] == '{' {
+		cached, ok := count(obj[d:skipValue(obj, d)], `"cached_tokens"`)
+		if !ok {
+			return false
+		}
+		u.PromptTokensDetails = &struct {
+			CachedTokens int64 `json:"cached_tokens"`
+		}{cached}
+	}
+	return true
 }
