@@ -89,9 +89,10 @@ type Proxy struct {
 	rt http.RoundTripper
 }
 
-// MaxResponseBytes bounds a plain (not streamed) answer read into memory;
-// a completion of 100k tokens is well under 2 MiB of JSON.
-const MaxResponseBytes = 64 << 20
+// maxResponseBytes bounds a plain (not streamed) answer read into memory;
+// a completion of 100k tokens is well under 2 MiB of JSON, a batch of
+// embeddings can be tens. A larger answer is a 502.
+var maxResponseBytes int64 = 64 << 20
 
 // New is a Proxy that sends calls through rt, or when rt is nil through a
 // transport of its own whose connections time out dialling after connect.
@@ -281,7 +282,12 @@ func (p *Proxy) upstreamError(ctx context.Context, w http.ResponseWriter, c *Cal
 // copyPlain relays a whole (not streamed) answer.
 func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, resp *http.Response) Outcome {
 	ttft := time.Since(c.Start)
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	if err == nil && int64(len(body)) > maxResponseBytes {
+		// Cut to the limit it would no longer be the answer: refuse it
+		// rather than pass on a part as the whole.
+		err = fmt.Errorf("upstream answer is larger than %d bytes", maxResponseBytes)
+	}
 	if err != nil {
 		o := failed(ctx, "stream_broken", err)
 		o.TTFT = ttft

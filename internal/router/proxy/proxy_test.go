@@ -281,3 +281,16 @@ func TestLongLine(t *testing.T) {
 		t.Errorf("a line longer than the buffer was not relayed whole (outcome %+v)", o)
 	}
 }
+
+func TestPlainAnswerOverTheLimitIsRefused(t *testing.T) {
+	defer func(n int64) { maxResponseBytes = n }(maxResponseBytes)
+	maxResponseBytes = 100
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[{"message":{"content":"`+strings.Repeat("x", 200)+`"}}]}`)
+	})
+	got, o := relayThrough(t, up, Call{Body: []byte(`{"model":"m"}`)})
+	if o.Status != http.StatusBadGateway || o.Wrote || strings.Contains(got, "xxx") {
+		t.Errorf("an answer over the limit: status %d wrote %v, client got %q", o.Status, o.Wrote, got)
+	}
+}
