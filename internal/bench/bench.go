@@ -103,7 +103,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if rates == nil {
 		rates = []float64{o.rate}
 	}
-	var all []Result
+	var all [][]Result // each run's results
 	var single []Result
 	for i, rate := range rates {
 		label := fmt.Sprintf("%s rate %g", o.workload, rate)
@@ -118,7 +118,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		writeErrors(stderr, results)
-		all = append(all, results...)
+		all = append(all, results)
 		if len(rates) > 1 {
 			out.Runs = append(out.Runs, Run{Rate: rate, Report: Summarise(results)})
 		} else {
@@ -128,7 +128,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			break
 		}
 	}
-	out.Report = Summarise(all)
+	out.Report = SummariseRuns(all...)
 	if len(rates) == 1 && o.workload != WorkloadTrace {
 		out.Rate = rates[0]
 	}

@@ -78,7 +78,23 @@ func Percentile[T float32 | float64](sorted []T, p float64) float64 {
 
 // Summarise computes the report of a run's results.
 func Summarise(results []Result) Report {
-	wall := wallTime(results)
+	return summariseOver(results, wallTime(results))
+}
+
+// SummariseRuns is the report of several runs taken together, as a sweep's
+// top level: their requests pooled, and rates over the sum of the runs' wall
+// times, since the runs went one after another.
+func SummariseRuns(runs ...[]Result) Report {
+	var all []Result
+	var wall time.Duration
+	for _, r := range runs {
+		all = append(all, r...)
+		wall += wallTime(r)
+	}
+	return summariseOver(all, wall)
+}
+
+func summariseOver(results []Result, wall time.Duration) Report {
 	rep := Report{Stats: summarise(results, wall), ByClass: map[string]Stats{}, ByTenant: map[string]Stats{}}
 	for key, group := range groupBy(results, func(r *Result) string { return r.Class }) {
 		rep.ByClass[key] = summarise(group, wall)

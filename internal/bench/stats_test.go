@@ -134,3 +134,22 @@ func TestMetSLO(t *testing.T) {
 		}
 	}
 }
+
+// TestSummariseRunsRatesOverEveryRun checks that a sweep's pooled figures
+// divide by the time all its runs took, not by the longest run's.
+func TestSummariseRunsRatesOverEveryRun(t *testing.T) {
+	run := func(n int) []Result {
+		var rs []Result
+		for i := range n {
+			rs = append(rs, Result{Outcome: OutcomeOK, Start: time.Duration(i) * time.Second / time.Duration(n), E2E: time.Second / time.Duration(n)})
+		}
+		return rs
+	}
+	a, b := run(10), run(20) // 10 and 20 requests, each run 1 s of wall time
+	if got := Summarise(a).AchievedRate; got != 10 {
+		t.Errorf("one run: %v req/s, want 10", got)
+	}
+	if got := SummariseRuns(a, b).AchievedRate; got != 15 {
+		t.Errorf("two runs of 1 s: %v req/s, want 30 requests / 2 s = 15", got)
+	}
+}
