@@ -176,16 +176,8 @@ func (s *Postgres) RevokeKey(ctx context.Context, id string, at time.Time) error
 // SetTenantLimits sets l on its path, replacing what was there, or removes
 // the path's limits when l limits nothing.
 func (s *Postgres) SetTenantLimits(ctx context.Context, l tenant.TenantLimits) error {
-	var err error
-	if l.IsZero() {
-		_, err = s.pool.Exec(ctx, `DELETE FROM tenant_limits WHERE path = $1`, l.Path)
-	} else {
-		_, err = s.pool.Exec(ctx, `INSERT INTO tenant_limits (path, rpm, tpm, budget_tokens, budget_usd, period)
-			VALUES ($1, $2, $3, $4, $5, $6)
-			ON CONFLICT (path) DO UPDATE SET rpm = excluded.rpm, tpm = excluded.tpm,
-				budget_tokens = excluded.budget_tokens, budget_usd = excluded.budget_usd, period = excluded.period`,
-			l.Path, l.RPM, l.TPM, l.BudgetTokens, l.BudgetUSD, l.Period)
-	}
+	query, args := setTenantLimitsSQL(l, postgresDialect)
+	_, err := s.pool.Exec(ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("set tenant limits %q: %w", l.Path, err)
 	}

@@ -48,7 +48,7 @@ func (q *sqlQuery) arg(v any) {
 	q.b.WriteString(q.placeholder(len(q.args)))
 }
 
-// sqlDialect is how SQLite and Postgres differ in the aggregate.
+// sqlDialect is how SQLite and Postgres differ in the statements they share.
 type sqlDialect struct {
 	// placeholder renders the n-th argument, counting from 1.
 	placeholder func(n int) string
@@ -190,6 +190,20 @@ func scanKey[T any](r row, toTime func(T) time.Time) (tenant.Key, error) {
 // tenantLimitsQuery lists every tenant level's limits in path order, in
 // both dialects.
 const tenantLimitsQuery = `SELECT path, rpm, tpm, budget_tokens, budget_usd, period FROM tenant_limits ORDER BY path`
+
+// setTenantLimitsSQL is the statement that sets l on its path, replacing
+// what was there, or removes the path's limits when l limits nothing.
+func setTenantLimitsSQL(l tenant.TenantLimits, d sqlDialect) (string, []any) {
+	p := d.placeholder
+	if l.IsZero() {
+		return `DELETE FROM tenant_limits WHERE path = ` + p(1), []any{l.Path}
+	}
+	return `INSERT INTO tenant_limits (path, rpm, tpm, budget_tokens, budget_usd, period)
+		VALUES (` + p(1) + `, ` + p(2) + `, ` + p(3) + `, ` + p(4) + `, ` + p(5) + `, ` + p(6) + `)
+		ON CONFLICT (path) DO UPDATE SET rpm = excluded.rpm, tpm = excluded.tpm,
+			budget_tokens = excluded.budget_tokens, budget_usd = excluded.budget_usd, period = excluded.period`,
+		[]any{l.Path, l.RPM, l.TPM, l.BudgetTokens, l.BudgetUSD, l.Period}
+}
 
 func scanTenantLimits(r row) (tenant.TenantLimits, error) {
 	var l tenant.TenantLimits

@@ -194,16 +194,8 @@ func (s *SQLite) RevokeKey(ctx context.Context, id string, at time.Time) error {
 // SetTenantLimits sets l on its path, replacing what was there, or removes
 // the path's limits when l limits nothing.
 func (s *SQLite) SetTenantLimits(ctx context.Context, l tenant.TenantLimits) error {
-	var err error
-	if l.IsZero() {
-		_, err = s.db.ExecContext(ctx, `DELETE FROM tenant_limits WHERE path = ?`, l.Path)
-	} else {
-		_, err = s.db.ExecContext(ctx, `INSERT INTO tenant_limits (path, rpm, tpm, budget_tokens, budget_usd, period)
-			VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (path) DO UPDATE SET rpm = excluded.rpm, tpm = excluded.tpm,
-				budget_tokens = excluded.budget_tokens, budget_usd = excluded.budget_usd, period = excluded.period`,
-			l.Path, l.RPM, l.TPM, l.BudgetTokens, l.BudgetUSD, l.Period)
-	}
+	query, args := setTenantLimitsSQL(l, sqliteDialect)
+	_, err := s.db.ExecContext(ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("set tenant limits %q: %w", l.Path, err)
 	}
