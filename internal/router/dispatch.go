@@ -60,9 +60,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 				tried |= 1 << i
 			}
 			call.URL = ep.url + req.api.upstreamPath
-			ep.inflight.Add(1)
 			o := r.proxy.Do(ctx, w, &call)
-			ep.inflight.Add(-1)
 			res = dispatchResult{outcome: o, pool: p.name, endpoint: ep.url, model: m}
 			if o.Reason != "" {
 				ep.failed(time.Now())

@@ -30,8 +30,7 @@ type pool struct {
 // its URL.
 type endpoint struct {
 	url         string // base URL, no trailing slash
-	failedUntil atomic.Int64
-	inflight    atomic.Int64
+	failedUntil atomic.Int64 // unix nanoseconds until which it is passed over
 }
 
 // newPool builds a pool from its catalog entry, keeping prev's endpoint
