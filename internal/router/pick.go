@@ -29,7 +29,7 @@ type pool struct {
 // endpoint is one server of a pool. It outlives catalog reloads that keep
 // its URL.
 type endpoint struct {
-	url         string // base URL, no trailing slash
+	url         string       // base URL, no trailing slash
 	failedUntil atomic.Int64 // unix nanoseconds until which it is passed over
 }
 
