@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,6 +189,52 @@ func TestStreamWithNoEventInTimeIsRetryable(t *testing.T) {
 	_, o := relayThrough(t, script{stall}, Call{Stream: true, FirstByte: 50 * time.Millisecond, Idle: time.Hour})
 	if o.Wrote || o.Reason != "first_byte_timeout" || !o.Retryable() {
 		t.Errorf("outcome %+v", o)
+	}
+}
+
+// flushCounter counts the flushes of a response.
+type flushCounter struct {
+	http.ResponseWriter
+	n atomic.Int32
+}
+
+func (f *flushCounter) Flush() {
+	f.n.Add(1)
+	f.ResponseWriter.(http.Flusher).Flush()
+}
+
+// Events that reach the gateway together leave in one write, and none is
+// held while the upstream is silent.
+func TestRelayFlushesBeforeEveryWait(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(script{sse(roleChunk, tokA, tokB), func(http.ResponseWriter, *http.Request) { <-release }, sse(finish) + "data: [DONE]\n\n"})
+	defer up.Close()
+	p := New(time.Second, nil)
+	defer p.CloseIdle()
+	fc := make(chan *flushCounter, 1)
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f := &flushCounter{ResponseWriter: w}
+		fc <- f
+		p.Do(r.Context(), f, &Call{URL: up.URL, Body: []byte(`{}`), Stream: true, Start: time.Now()})
+	}))
+	defer gw.Close()
+	resp, err := http.Post(gw.URL, "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first := sse(roleChunk, tokA, tokB)
+	buf := make([]byte, len(first))
+	if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != first {
+		t.Fatalf("while the upstream waits the client read %q, %v; want the three events sent so far", buf, err)
+	}
+	if n := (<-fc).n.Load(); n != 1 {
+		t.Errorf("three events that arrived together took %d flushes, want 1", n)
+	}
+	close(release)
+	rest, _ := io.ReadAll(resp.Body)
+	if want := sse(finish) + "data: [DONE]\n\n"; string(rest) != want {
+		t.Errorf("then read %q, want %q", rest, want)
 	}
 }
 

@@ -1,7 +1,9 @@
 package proxy
 
 // The SSE relay: each event from the upstream reaches the client as soon as
-// it is read, flushed on its own, with no coalescing. On the way it times
+// it is read. Nothing waits for company: the relay flushes whenever its next
+// read could block, so an event is held back only while the events that
+// arrived with it are written, and those leave in the same write. On the way it times
 // every token, picks up the usage chunk (and drops it when only the gateway
 // wanted it), and makes sure a stream that breaks never ends looking whole.
 
@@ -32,6 +34,7 @@ type streamWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	started bool  // headers sent
+	pending bool  // written but not yet flushed
 	err     error // the first write error: the client is gone
 
 	keepAlive time.Duration // zero: no keep-alive comments
@@ -64,7 +67,8 @@ func (s *streamWriter) startLocked() {
 	s.started = true
 }
 
-// event writes one event, its optional type line and its data, and flushes.
+// event writes one event, its optional type line and its data, into the
+// response's buffer; flush sends it.
 func (s *streamWriter) event(kind, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -76,10 +80,18 @@ func (s *streamWriter) event(kind, data []byte) error {
 		s.write("event: ", kind, "\n")
 	}
 	s.write("data: ", data, "\n\n")
-	s.flushLocked()
+	s.pending = true
 	if s.ka != nil {
 		s.ka.Reset(s.keepAlive)
 	}
+	return s.err
+}
+
+// flush sends what event wrote.
+func (s *streamWriter) flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flushLocked()
 	return s.err
 }
 
@@ -97,9 +109,10 @@ func (s *streamWriter) write(prefix string, b []byte, suffix string) {
 }
 
 func (s *streamWriter) flushLocked() {
-	if s.err == nil {
+	if s.err == nil && s.pending {
 		s.err = s.rc.Flush()
 	}
+	s.pending = false
 }
 
 // comment sends a keep-alive comment and arms the next. Once it has sent
@@ -113,6 +126,7 @@ func (s *streamWriter) comment() {
 	}
 	s.startLocked()
 	_, s.err = io.WriteString(s.w, ": keep-alive\n\n")
+	s.pending = true
 	s.flushLocked()
 	s.ka.Reset(s.keepAlive)
 }
@@ -144,6 +158,13 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 		readErr, clientErr error
 	)
 	for clientErr == nil {
+		if !lineBuffered(br) {
+			// The next read may wait on the upstream: what is written
+			// goes out first.
+			if clientErr = sw.flush(); clientErr != nil {
+				break
+			}
+		}
 		line, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			long = append(long[:0], line...)
@@ -208,6 +229,9 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 		clientErr = sw.event(k, data)
 	}
 	dog.stop()
+	if clientErr == nil {
+		clientErr = sw.flush()
+	}
 
 	if events > 0 {
 		o.Decode = last.Sub(first)
@@ -225,7 +249,8 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 	} else if !sawDone {
 		if errors.Is(readErr, io.EOF) && sawFinish {
 			// The answer is whole; the backend only left out the terminator.
-			clientErr = sw.event(nil, openai.Done)
+			sw.event(nil, openai.Done)
+			sw.flush()
 		} else {
 			o.Reason, o.Err = "stream_broken", openai.BadGateway(readErr)
 		}
@@ -238,9 +263,17 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 			// The client has part of an answer: end with an error event
 			// and no [DONE], so that it cannot take the part for the whole.
 			sw.event(nil, e.Body())
+			sw.flush()
 		}
 	}
 	return o
+}
+
+// lineBuffered reports whether br holds a whole line, which it can then
+// return without reading.
+func lineBuffered(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	return bytes.IndexByte(b, '\n') >= 0
 }
 
 func isErrorEvent(data []byte) bool {
