@@ -256,4 +256,11 @@ func TestSQLiteConcurrentWriters(t *testing.T) {
 	if mode != "wal" {
 		t.Errorf("journal_mode: got %q, want wal", mode)
 	}
+	var pageSize int
+	if err := a.db.QueryRowContext(t.Context(), `PRAGMA page_size`).Scan(&pageSize); err != nil {
+		t.Fatal(err)
+	}
+	if pageSize != 16384 {
+		t.Errorf("page_size of a new database: got %d, want 16384", pageSize)
+	}
 }
