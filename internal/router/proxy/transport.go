@@ -24,8 +24,9 @@ import (
 )
 
 const (
-	// connBufSize is each connection's read and write buffer: a request's
-	// headers and a small body, or a few streamed events.
+	// connBufSize is each connection's read buffer, which holds a few
+	// streamed events, and the size of the buffers requests are written
+	// through: a request's headers and a small body.
 	connBufSize = 2 << 10
 	// maxIdlePerHost bounds the idle connections kept for one endpoint;
 	// as many as the streams a gateway holds to it.
@@ -60,9 +61,13 @@ type h1Conn struct {
 	net.Conn
 	host  string
 	br    *bufio.Reader
-	bw    *bufio.Writer
 	since time.Time // when it went idle
 }
+
+// writers are the buffers requests are written through. A connection
+// needs one only while it writes a request, not for the seconds its
+// stream lasts, so they are shared.
+var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, connBufSize) }}
 
 // errStale is a reused connection that the server had closed.
 var errStale = errors.New("connection closed by the server while idle")
@@ -138,7 +143,7 @@ func (t *h1Transport) conn(ctx context.Context, host string) (c *h1Conn, reused 
 	if err != nil {
 		return nil, false, err
 	}
-	return &h1Conn{Conn: nc, host: host, br: bufio.NewReaderSize(nc, connBufSize), bw: bufio.NewWriterSize(nc, connBufSize)}, false, nil
+	return &h1Conn{Conn: nc, host: host, br: bufio.NewReaderSize(nc, connBufSize)}, false, nil
 }
 
 // alive reports whether an idle connection is still open: a read that
@@ -194,7 +199,12 @@ func (t *h1Transport) send(ctx context.Context, c *h1Conn, reused bool, req *htt
 		}
 		return nil, err
 	}
-	if err := writeRequest(c.bw, req); err != nil {
+	bw := writers.Get().(*bufio.Writer)
+	bw.Reset(c)
+	err := writeRequest(bw, req)
+	bw.Reset(nil)
+	writers.Put(bw)
+	if err != nil {
 		return fail(err)
 	}
 	if _, err := c.br.Peek(1); err != nil {
