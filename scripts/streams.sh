@@ -7,6 +7,8 @@
 # the memory each open stream holds and the CPU time per relayed token.
 #
 #   scripts/streams.sh [STREAMS...]        (default: 100 1000)
+#
+# LLMGW=path runs a binary already built, to compare two builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 counts=("${@:-100 1000}")
@@ -15,7 +17,7 @@ duration=20s
 
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
-go build -o "$work/llmgw" ./cmd/llmgw
+if [ -n "${LLMGW:-}" ]; then cp "$LLMGW" "$work/llmgw"; else go build -o "$work/llmgw" ./cmd/llmgw; fi
 ulimit -n 65536 2>/dev/null || true
 
 "$work/llmgw" sim --listen 127.0.0.1:19200 --model m --ttft 100ms --tpot 20ms --max-seqs 5000 >"$work/sim.log" 2>&1 &

@@ -200,25 +200,27 @@ func BenchmarkUsageAggregate(b *testing.B) {
 	}
 }
 
-// BenchmarkAddUsage times writing one ledger batch of 256 new records.
+// BenchmarkAddUsage times writing one ledger batch of new records, at the
+// ledger's default batch size and at a quarter of it.
 func BenchmarkAddUsage(b *testing.B) {
-	const batch = 256
 	for _, st := range benchStores {
-		b.Run(st.name, func(b *testing.B) {
-			s := st.open(b)
-			recs := make([]usage.Record, batch)
-			n := 0
-			for b.Loop() {
-				for i := range recs {
-					recs[i] = rec(fmt.Sprintf("r%09d", n), time.Duration(n)*time.Millisecond,
-						fmt.Sprintf("k%d", n%100), fmt.Sprintf("org%d/team%d", n%10, n%7), "m", 200, 100, 10, 0, 0.001)
-					n++
+		for _, batch := range []int{256, 1024} {
+			b.Run(fmt.Sprintf("%s/batch-%d", st.name, batch), func(b *testing.B) {
+				s := st.open(b)
+				recs := make([]usage.Record, batch)
+				n := 0
+				for b.Loop() {
+					for i := range recs {
+						recs[i] = rec(fmt.Sprintf("r%09d", n), time.Duration(n)*time.Millisecond,
+							fmt.Sprintf("k%d", n%100), fmt.Sprintf("org%d/team%d", n%10, n%7), "m", 200, 100, 10, 0, 0.001)
+						n++
+					}
+					if err := s.AddUsage(b.Context(), recs); err != nil {
+						b.Fatal(err)
+					}
 				}
-				if err := s.AddUsage(b.Context(), recs); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
-		})
+				b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
+			})
+		}
 	}
 }
