@@ -320,3 +320,21 @@ func TestCommandSpawnSim(t *testing.T) {
 		})
 	}
 }
+
+func TestPlotTitle(t *testing.T) {
+	tests := []struct {
+		out  Output
+		want string
+	}{
+		{Output{Workload: "chat", Rate: 24, Seed: 1, Target: "spawn-sim:4"}, "llmgw bench chat at 24 req/s, seed 1, spawn-sim:4"},
+		{Output{Workload: "chat", Seed: 1, Target: "http://gw/v1", Runs: []Run{{Rate: 1}, {Rate: 2}}}, "llmgw bench chat, seed 1, http://gw/v1"},
+		{Output{Workload: "trace", Trace: "../shared/traces/mooncake.jsonl", TimeScale: 10, LenScale: 16, Seed: 7, Target: "spawn-sim:1", Direct: true},
+			"llmgw bench trace mooncake.jsonl, gaps ÷10, lengths ÷16, seed 7, spawn-sim:1 direct"},
+		{Output{Workload: "trace", Trace: "azure.csv", TimeScale: 1, LenScale: 1, Target: "spawn-sim:4"}, "llmgw bench trace azure.csv, seed 0, spawn-sim:4"},
+	}
+	for _, tt := range tests {
+		if got := plotTitle(&tt.out); got != tt.want {
+			t.Errorf("plotTitle(%+v)\n got %q\nwant %q", tt.out, got, tt.want)
+		}
+	}
+}

@@ -75,8 +75,7 @@ func sweepPlot(out *Output) []byte {
 		itl99 = append(itl99, r.ITLp99*1000)
 		good = append(good, r.Goodput)
 	}
-	title := fmt.Sprintf("llmgw bench %s, seed %d, %s", out.Workload, out.Seed, out.Target)
-	return render(title, []panel{
+	return render(plotTitle(out), []panel{
 		{title: "time to first token", xLabel: "offered rate (req/s)", yLabel: "seconds", lines: []series{
 			{name: "TTFT p50", x: rates, y: ttft50}, {name: "TTFT p99", x: rates, y: ttft99}}},
 		{title: "time per output token", xLabel: "offered rate (req/s)", yLabel: "milliseconds", lines: []series{
@@ -104,13 +103,36 @@ func cdfPlot(out *Output, results []Result) []byte {
 			itl = append(itl, float64(g)*1000)
 		}
 	}
-	title := fmt.Sprintf("llmgw bench %s at %g req/s, seed %d, %s", out.Workload, out.Rate, out.Seed, out.Target)
-	return render(title, []panel{
+	return render(plotTitle(out), []panel{
 		{title: "latency CDF", xLabel: "seconds", yLabel: "share ≤ x", yMin: 0, yMax: 1, lines: []series{
 			cdf("TTFT", ttft), cdf("end to end", e2e)}},
 		{title: "per-token latency CDF", xLabel: "milliseconds", yLabel: "share ≤ x", yMin: 0, yMax: 1, lines: []series{
 			cdf("TPOT", tpot), cdf("inter-token", itl)}},
 	})
+}
+
+// plotTitle says what was run: the workload and its rate, or the trace and
+// how it was scaled; the seed; and where it was sent.
+func plotTitle(out *Output) string {
+	var b strings.Builder
+	b.WriteString("llmgw bench " + out.Workload)
+	switch {
+	case out.Trace != "":
+		fmt.Fprintf(&b, " %s", filepath.Base(out.Trace))
+		if out.TimeScale != 0 && out.TimeScale != 1 {
+			fmt.Fprintf(&b, ", gaps ÷%g", out.TimeScale)
+		}
+		if out.LenScale != 0 && out.LenScale != 1 {
+			fmt.Fprintf(&b, ", lengths ÷%g", out.LenScale)
+		}
+	case out.Rate > 0:
+		fmt.Fprintf(&b, " at %g req/s", out.Rate)
+	}
+	fmt.Fprintf(&b, ", seed %d, %s", out.Seed, out.Target)
+	if out.Direct {
+		b.WriteString(" direct")
+	}
+	return b.String()
 }
 
 // maxCDFPoints bounds the points of one CDF line; more would only grow
