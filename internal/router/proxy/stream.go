@@ -3,9 +3,10 @@ package proxy
 // The SSE relay: each event from the upstream reaches the client as soon as
 // it is read. Nothing waits for company: the relay flushes whenever its next
 // read could block, so an event is held back only while the events that
-// arrived with it are written, and those leave in the same write. On the way it times
-// every token, picks up the usage chunk (and drops it when only the gateway
-// wanted it), and makes sure a stream that breaks never ends looking whole.
+// arrived with it are written, and those leave in the same write. On the
+// way it times every token, picks up the usage chunk (and drops it when only
+// the gateway wanted it), and makes sure a stream that breaks never ends
+// looking whole.
 
 import (
 	"bufio"
