@@ -131,15 +131,7 @@ func sqliteIndexes(ctx context.Context, s *SQLite) (map[string]string, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var name, create string
-		if err := rows.Scan(&name, &create); err != nil {
-			return nil, err
-		}
-		out[name] = create
-	}
-	return out, rows.Err()
+	return indexDefs(rows)
 }
 
 func postgresIndexes(ctx context.Context, s *Postgres) (map[string]string, error) {
@@ -149,15 +141,24 @@ func postgresIndexes(ctx context.Context, s *Postgres) (map[string]string, error
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var name, create string
-		if err := rows.Scan(&name, &create); err != nil {
-			return nil, err
-		}
-		out[name] = create
+	return indexDefs(rows)
+}
+
+// indexDefs reads rows of (index name, CREATE statement) into a map.
+func indexDefs(rows rowScanner) (map[string]string, error) {
+	type def struct{ name, create string }
+	defs, err := scanAll(rows, "list indexes", func(r row) (def, error) {
+		var d def
+		return d, r.Scan(&d.name, &d.create)
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	out := make(map[string]string, len(defs))
+	for _, d := range defs {
+		out[d.name] = d.create
+	}
+	return out, nil
 }
 
 // BenchmarkUsageAggregate times the budget and report queries on a ledger
