@@ -2,6 +2,9 @@
 # Gateway overhead on plain (not streamed) requests, all in one run with
 # the same load tool (wrk) at the same concurrency:
 #   direct   a zero-latency `llmgw sim`, hit directly;
+#   nginx    a reference: nginx proxying to the same sim, tuned as a
+#            gateway would be (keep-alive upstream connections, no access
+#            log, a worker per core); skipped when nginx is not installed;
 #   core     through `llmgw serve --upstream`: no keys, no limits;
 #   keys     with API keys, limits on the key and its org (process-local),
 #            and the usage ledger in SQLite;
@@ -13,7 +16,8 @@
 #
 #   scripts/overhead.sh [DURATION_SECONDS] [CONCURRENCY]
 #
-# Needs wrk (Debian: apt-get install wrk).
+# Needs wrk (Debian: apt-get install wrk); nginx for the reference row
+# (Debian: apt-get install nginx-light).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${1:-20}
@@ -54,7 +58,8 @@ wrk.headers["Authorization"] = "Bearer $key"
 wrk.body = '{"model":"m","messages":[{"role":"user","content":"Write a haiku about gateways."}],"max_tokens":16}'
 LUA
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# cpu_ticks PID...: user + system clock ticks the processes have used.
+cpu_ticks() { local p t=0; for p; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo $t; }
 hz=$(getconf CLK_TCK)
 redis_calls() { redis-cli -u "$redis_url" INFO commandstats | awk -F'[:=,]' '/^cmdstat_(evalsha|eval):/ {n += $3} END {print n + 0}'; }
 redis_commands() { redis-cli -u "$redis_url" INFO stats | awk -F: '/^total_commands_processed/ {print $2 + 0}'; }
@@ -69,6 +74,42 @@ start_gateway() {
 }
 stop_gateway() { kill "$pid"; wait "$pid" 2>/dev/null || true; }
 
+# start_nginx: nginx in front of the sim on :19190, its workers' CPU measured.
+start_nginx() {
+	mkdir -p "$work/nginx"
+	cat >"$work/nginx.conf" <<NGINX
+daemon off;
+user root;
+worker_processes auto;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+	access_log off;
+	client_body_temp_path $work/nginx;
+	proxy_temp_path $work/nginx;
+	fastcgi_temp_path $work/nginx;
+	uwsgi_temp_path $work/nginx;
+	scgi_temp_path $work/nginx;
+	upstream sim { server 127.0.0.1:19100; keepalive 128; }
+	server {
+		listen 127.0.0.1:19190;
+		location / {
+			proxy_pass http://sim;
+			proxy_http_version 1.1;
+			proxy_set_header Connection "";
+			proxy_buffering off;
+		}
+	}
+}
+NGINX
+	nginx -c "$work/nginx.conf" -p "$work/nginx" >"$work/nginx.log" 2>&1 &
+	nginx_pid=$!
+	for _ in $(seq 50); do curl -sf -o /dev/null -X POST -d '{"model":"m","prompt":"x"}' 127.0.0.1:19190/v1/completions && return; sleep 0.1; done
+	cat "$work/nginx.log" "$work/nginx/error.log" >&2
+	exit 1
+}
+
 ms() { awk -v p="$2" '$1 == p { v = $2; if (v ~ /us$/) { sub(/us/, "", v); v /= 1000 } else if (v ~ /ms$/) { sub(/ms/, "", v) } else if (v ~ /s$/) { sub(/s/, "", v); v *= 1000 } print v }' "$1"; }
 rps() { awk '/^Requests\/sec/ {print $2}' "$1"; }
 reqs() { awk '/requests in/ {print $1}' "$1"; }
@@ -77,11 +118,11 @@ reqs() { awk '/requests in/ {print $1}' "$1"; }
 measure() {
 	wrk -t2 -c"$conns" -d2s -s "$work/post.lua" "$2" >/dev/null
 	local before=0 after=0
-	[ -n "${3:-}" ] && before=$(cpu_ticks "$3")
+	[ -n "${3:-}" ] && before=$(cpu_ticks $3)
 	[ "$1" = redis ] && c0=$(redis_calls) t0=$(redis_commands)
 	wrk -t2 -c"$conns" -d"${duration}s" --latency -s "$work/post.lua" "$2" >"$work/$1.txt"
 	[ "$1" = redis ] && c1=$(redis_calls) t1=$(redis_commands)
-	[ -n "${3:-}" ] && after=$(cpu_ticks "$3")
+	[ -n "${3:-}" ] && after=$(cpu_ticks $3)
 	echo $((after - before)) >"$work/$1.cpu"
 	grep -q "Non-2xx" "$work/$1.txt" && { echo "$1: some answers were not 200:" >&2; cat "$work/$1.txt" >&2; exit 1; }
 	return 0
@@ -89,13 +130,21 @@ measure() {
 
 url=http://127.0.0.1:19180/v1/chat/completions
 measure direct http://127.0.0.1:19100/v1/chat/completions
+runs=(direct)
+if command -v nginx >/dev/null; then
+	start_nginx
+	measure nginx http://127.0.0.1:19190/v1/chat/completions "$(pgrep -d ' ' -P "$nginx_pid")"
+	kill "$nginx_pid"
+	wait "$nginx_pid" 2>/dev/null || true
+	runs+=(nginx)
+fi
 start_gateway --upstream http://127.0.0.1:19100/v1 --model m
 measure core "$url" "$pid"
 stop_gateway
 start_gateway --config "$work/keys.yaml"
 measure keys "$url" "$pid"
 stop_gateway
-runs=(direct core keys)
+runs+=(core keys)
 if command -v redis-cli >/dev/null && redis-cli -u "$redis_url" PING >/dev/null 2>&1; then
 	start_gateway --config "$work/redis.yaml"
 	measure redis "$url" "$pid"

@@ -39,13 +39,14 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 			firstByte = m.FirstTokenTimeout
 		}
 		call := proxy.Call{
+			Header:         p.header(req.Stream),
 			Body:           req.Rewrite(req.body, m.UpstreamName(), req.Stream),
-			APIKey:         p.apiKey,
 			Stream:         req.Stream,
 			StripUsage:     req.Stream && !req.IncludeUsage,
 			Start:          req.start,
 			FirstByte:      firstByte,
 			Idle:           r.opts.Server.IdleTimeout,
+			Deadline:       req.start.Add(r.opts.Server.RequestTimeout),
 			KeepAlive:      r.opts.Server.KeepAlive,
 			PromptEstimate: req.estimate,
 			Gap:            gap,
@@ -59,7 +60,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 			if i < 64 {
 				tried |= 1 << i
 			}
-			call.URL = ep.url + req.api.upstreamPath
+			call.URL = ep.targets[req.api.upstreamPath]
 			o := r.proxy.Do(ctx, w, &call)
 			res = dispatchResult{outcome: o, pool: p.name, endpoint: ep.url, model: m}
 			if o.Reason != "" {

@@ -5,11 +5,14 @@ package router
 // knows nothing of the request but which endpoints it has already tried.
 
 import (
+	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
 // failCooldown is how long an endpoint that failed is passed over: long
@@ -20,7 +23,8 @@ const failCooldown = 2 * time.Second
 // pool is a catalog pool with what the router has learned of its endpoints.
 type pool struct {
 	name      string
-	apiKey    string
+	plain     http.Header // what a call carries, unstreamed and streamed
+	streamed  http.Header
 	endpoints []*endpoint
 	order     []int // endpoint indexes, each repeated by its weight
 	next      atomic.Uint64
@@ -29,14 +33,28 @@ type pool struct {
 // endpoint is one server of a pool. It outlives catalog reloads that keep
 // its URL.
 type endpoint struct {
-	url         string       // base URL, no trailing slash
-	failedUntil atomic.Int64 // unix nanoseconds until which it is passed over
+	url         string              // base URL, no trailing slash
+	targets     map[string]*url.URL // key: API path; the URL a call to it goes to
+	failedUntil atomic.Int64        // unix nanoseconds until which it is passed over
+}
+
+// newEndpoint is the endpoint at base, with its URL for each API path. A
+// base URL that does not parse (the config refuses those) gets none, and
+// its calls fail.
+func newEndpoint(base string) *endpoint {
+	ep := &endpoint{url: base, targets: make(map[string]*url.URL, len(apis))}
+	for _, a := range apis {
+		if u, err := url.Parse(base + a.upstreamPath); err == nil {
+			ep.targets[a.upstreamPath] = u
+		}
+	}
+	return ep
 }
 
 // newPool builds a pool from its catalog entry, keeping prev's endpoint
 // state for URLs that stay.
 func newPool(p catalog.Pool, prev *pool) *pool {
-	np := &pool{name: p.Name, apiKey: p.APIKey}
+	np := &pool{name: p.Name, plain: proxy.Headers(p.APIKey, false), streamed: proxy.Headers(p.APIKey, true)}
 	for i, e := range p.Endpoints {
 		u := strings.TrimRight(e.URL, "/")
 		var ep *endpoint
@@ -48,7 +66,7 @@ func newPool(p catalog.Pool, prev *pool) *pool {
 			}
 		}
 		if ep == nil {
-			ep = &endpoint{url: u}
+			ep = newEndpoint(u)
 		}
 		np.endpoints = append(np.endpoints, ep)
 		for range max(e.Weight, 1) {
@@ -56,6 +74,14 @@ func newPool(p catalog.Pool, prev *pool) *pool {
 		}
 	}
 	return np
+}
+
+// header is what a call to the pool carries.
+func (p *pool) header(stream bool) http.Header {
+	if stream {
+		return p.streamed
+	}
+	return p.plain
 }
 
 // pick is the next endpoint in turn that is not in tried and is not

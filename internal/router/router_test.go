@@ -287,3 +287,39 @@ llmgw_model_slo_seconds{kind="tpot_p99",model="other"} 1
 		t.Error(err)
 	}
 }
+
+// Each call reaches the endpoint's path for its API and carries the pool's
+// key, the JSON content type and, for a stream, the event-stream Accept.
+func TestUpstreamRequestHeadersAndPath(t *testing.T) {
+	type seen struct {
+		path   string
+		header http.Header
+	}
+	calls := make(chan seen, 4)
+	up := &upstream{tokens: 2}
+	capture := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls <- seen{r.URL.Path, r.Header.Clone()}
+		up.ServeHTTP(w, r)
+	})
+	g := newTestGateway(t, func(c *config.Config) { c.Pools[0].APIKey = "sk-upstream" }, capture)
+	for _, tc := range []struct {
+		path, body, wantPath, wantAccept string
+	}{
+		{"/v1/chat/completions", `{"model":"m","messages":[]}`, "/v1/chat/completions", ""},
+		{"/v1/chat/completions", `{"model":"m","stream":true,"messages":[]}`, "/v1/chat/completions", "text/event-stream"},
+		{"/v1/completions", `{"model":"m","prompt":"x"}`, "/v1/completions", ""},
+	} {
+		if resp, body := g.post(t, tc.path, tc.body); resp.StatusCode != 200 {
+			t.Fatalf("%s: status %d: %s", tc.body, resp.StatusCode, body)
+		}
+		c := <-calls
+		if c.path != tc.wantPath {
+			t.Errorf("%s: upstream path %q, want %q", tc.body, c.path, tc.wantPath)
+		}
+		for k, want := range map[string]string{"Authorization": "Bearer sk-upstream", "Content-Type": "application/json", "Accept": tc.wantAccept} {
+			if got := c.header.Get(k); got != want {
+				t.Errorf("%s: upstream %s %q, want %q", tc.body, k, got, want)
+			}
+		}
+	}
+}

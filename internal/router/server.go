@@ -5,7 +5,6 @@ package router
 // past parsing has its own file.
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -143,9 +142,7 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 		r.refuse(w, req, "", err)
 		return
 	}
-	ctx, cancel := context.WithTimeoutCause(hr.Context(), r.opts.Server.RequestTimeout, proxy.ErrRequestTimeout)
-	defer cancel()
-	res := r.dispatch(ctx, w, req, snap)
+	res := r.dispatch(hr.Context(), w, req, snap)
 	if !res.outcome.Wrote && res.outcome.Status != openai.StatusClientClosed {
 		openai.WriteError(w, res.outcome.Err)
 	}

@@ -233,8 +233,17 @@ func (s *SQLite) AddUsage(ctx context.Context, recs []usage.Record) error {
 		return fmt.Errorf("add usage: %w", err)
 	}
 	defer stmt.Close()
+	// Each row runs without ctx: modernc.org/sqlite watches a cancellable
+	// context with a goroutine per statement, which would cost more than
+	// the row. A row cannot wait on anything (the transaction took the
+	// write lock when it began), so checking ctx between rows bounds the
+	// batch as well.
+	rowCtx := context.WithoutCancel(ctx)
 	for _, r := range recs {
-		if _, err := stmt.ExecContext(ctx, r.ID, r.Time.UnixNano(), r.KeyID, r.Tenant, r.Model, r.Pool, r.Endpoint,
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("add usage: %w", err)
+		}
+		if _, err := stmt.ExecContext(rowCtx, r.ID, r.Time.UnixNano(), r.KeyID, r.Tenant, r.Model, r.Pool, r.Endpoint,
 			r.PromptTokens, r.CompletionTokens, r.CachedTokens, r.Estimated, r.CostUSD, r.Status,
 			int64(r.TTFT), int64(r.Duration), r.Streamed); err != nil {
 			return fmt.Errorf("add usage %q: %w", r.ID, err)

@@ -13,6 +13,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -57,9 +58,12 @@ func (o *Outcome) Retryable() bool {
 
 // Call is one request to send upstream.
 type Call struct {
-	URL    string // endpoint base URL joined with the API path
+	// URL is the endpoint's base URL joined with the API path, and Header
+	// what the request carries (Headers builds it). Do only reads them, so
+	// one of each may serve every call to an endpoint.
+	URL    *url.URL
+	Header http.Header
 	Body   []byte
-	APIKey string // sent as a bearer token when set; never logged
 	Stream bool
 	// StripUsage drops the usage-only chunk from the stream: the client did
 	// not ask for it, the gateway did.
@@ -70,6 +74,10 @@ type Call struct {
 	// answer's headers; Idle bounds the silence between events. Zero
 	// means no bound.
 	FirstByte, Idle time.Duration
+	// Deadline, when set, bounds the whole call: past it the call ends
+	// with errDeadline. A caller that retries passes each call the
+	// same one, so that it bounds the request.
+	Deadline time.Time
 	// KeepAlive, when positive, sends an SSE comment after this long
 	// without an event.
 	KeepAlive time.Duration
@@ -128,54 +136,80 @@ func (p *Proxy) CloseIdle() {
 	}
 }
 
+// The causes a watchdog ends a call with.
 var (
 	errFirstByte = errors.New("no first byte from upstream in time")
 	errIdle      = errors.New("upstream stream idle too long")
+	errDeadline  = errors.New("request took longer than its time limit")
 
-	// ErrRequestTimeout is the cause a caller gives the context it bounds a
-	// whole request with, so that running out of time is told apart from
-	// the client going away.
-	ErrRequestTimeout = errors.New("request took longer than its time limit")
+	errNoURL = errors.New("the endpoint's URL does not parse")
 )
 
-// watchdog cancels a call that waits too long: for its first byte, then
-// between two events.
+// watchdog cancels a call that takes too long: waiting for its first
+// byte, silent between two events, or past its deadline. One timer serves
+// all three, armed each time for the bound that comes first, so a call
+// costs one timer and one context however many bounds it has.
 type watchdog struct {
-	t       *time.Timer // nil when neither bound is set
-	idle    time.Duration
-	started atomic.Bool // the first event is in: t now bounds the silence
+	t        *time.Timer // nil when no bound is set
+	idle     time.Duration
+	deadline time.Time   // zero: none
+	started  atomic.Bool // the first byte is in
 }
 
-func newWatchdog(cancel context.CancelCauseFunc, firstByte, idle time.Duration) *watchdog {
-	d := &watchdog{idle: idle}
-	if firstByte <= 0 && idle <= 0 {
+func newWatchdog(cancel context.CancelCauseFunc, firstByte, idle time.Duration, deadline time.Time) *watchdog {
+	d := &watchdog{idle: idle, deadline: deadline}
+	wait, ok := d.bound(firstByte)
+	switch {
+	case !ok && idle <= 0:
 		return d
+	case !ok:
+		wait = math.MaxInt64 // until the first event arms the idle bound
 	}
-	if firstByte <= 0 {
-		firstByte = time.Duration(math.MaxInt64)
-	}
-	d.t = time.AfterFunc(firstByte, func() {
-		if d.started.Load() {
+	d.t = time.AfterFunc(wait, func() {
+		switch {
+		case !d.deadline.IsZero() && !time.Now().Before(d.deadline):
+			cancel(errDeadline)
+		case d.started.Load():
 			cancel(errIdle)
-		} else {
+		default:
 			cancel(errFirstByte)
 		}
 	})
 	return d
 }
 
-// event notes that the upstream sent something.
-func (d *watchdog) event() {
+// bound is how long the timer waits for a bound of wait (zero: none) and
+// the deadline, whichever comes first; false when neither is set.
+func (d *watchdog) bound(wait time.Duration) (time.Duration, bool) {
+	if d.deadline.IsZero() {
+		return wait, wait > 0
+	}
+	if left := time.Until(d.deadline); wait <= 0 || left < wait {
+		return left, true
+	}
+	return wait, true
+}
+
+// rearm points the timer at a bound of wait from now, or the deadline.
+func (d *watchdog) rearm(wait time.Duration) {
 	if d.t == nil {
 		return
 	}
 	d.started.Store(true)
-	if d.idle > 0 {
-		d.t.Reset(d.idle)
+	if w, ok := d.bound(wait); ok {
+		d.t.Reset(w)
 	} else {
 		d.t.Stop()
 	}
 }
+
+// event notes that the upstream sent an event: the next must come within
+// the idle bound.
+func (d *watchdog) event() { d.rearm(d.idle) }
+
+// answered notes that a plain answer's headers are in: only the deadline
+// bounds reading the rest.
+func (d *watchdog) answered() { d.rearm(0) }
 
 func (d *watchdog) stop() {
 	if d.t != nil {
@@ -188,36 +222,64 @@ func (d *watchdog) stop() {
 func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	dog := newWatchdog(cancel, c.FirstByte, c.Idle)
+	dog := newWatchdog(cancel, c.FirstByte, c.Idle, c.Deadline)
 	defer dog.stop()
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(c.Body))
-	if err != nil {
-		return Outcome{Status: http.StatusBadGateway, Reason: "connect", Err: openai.BadGateway(err)}
+	if c.URL == nil {
+		return Outcome{Status: http.StatusBadGateway, Reason: "connect", Err: openai.BadGateway(errNoURL)}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if c.Stream {
-		req.Header.Set("Accept", "text/event-stream")
-	}
-	if c.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.APIKey)
-	}
+	req := (&http.Request{
+		Method:        http.MethodPost,
+		URL:           c.URL,
+		Host:          c.URL.Host,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        c.Header,
+		Body:          newRequestBody(c.Body),
+		ContentLength: int64(len(c.Body)),
+		GetBody:       func() (io.ReadCloser, error) { return newRequestBody(c.Body), nil },
+	}).WithContext(ctx)
 	resp, err := p.rt.RoundTrip(req)
 	if err != nil {
 		return failed(ctx, "connect", err)
 	}
 	defer resp.Body.Close()
 
-	if resp.StatusCode != http.StatusOK {
-		dog.stop()
-		return p.upstreamError(ctx, w, c, resp)
-	}
-	if c.Stream && isEventStream(resp.Header) {
+	if c.Stream && resp.StatusCode == http.StatusOK && isEventStream(resp.Header) {
 		return p.relay(ctx, dog, w, c, resp)
 	}
-	dog.stop()
+	dog.answered()
+	if resp.StatusCode != http.StatusOK {
+		return p.upstreamError(ctx, w, c, resp)
+	}
 	return p.copyPlain(ctx, w, c, resp)
 }
+
+// Headers is what a call to an OpenAI-compatible server carries: the JSON
+// content type, for a stream the event-stream Accept, and with an API key
+// its bearer token. The key is sent, never logged.
+func Headers(apiKey string, stream bool) http.Header {
+	h := http.Header{"Content-Type": {"application/json"}}
+	if stream {
+		h["Accept"] = []string{"text/event-stream"}
+	}
+	if apiKey != "" {
+		h["Authorization"] = []string{"Bearer " + apiKey}
+	}
+	return h
+}
+
+// requestBody is a call's body: a reader that closes, in one allocation.
+type requestBody struct{ bytes.Reader }
+
+func newRequestBody(b []byte) *requestBody {
+	r := new(requestBody)
+	r.Reset(b)
+	return r
+}
+
+func (*requestBody) Close() error { return nil }
 
 func isEventStream(h http.Header) bool {
 	ct := h.Get("Content-Type")
@@ -245,7 +307,7 @@ func cancelled(ctx context.Context) (Outcome, bool) {
 	case errors.Is(cause, errIdle):
 		return Outcome{Status: http.StatusGatewayTimeout, Reason: "idle_timeout",
 			Err: openai.GatewayTimeout("The model's backend stalled mid-answer.", cause)}, true
-	case errors.Is(cause, ErrRequestTimeout):
+	case errors.Is(cause, errDeadline):
 		// The gateway's own limit on the whole request: not the upstream's
 		// fault alone, so no reason is counted against it.
 		return Outcome{Status: http.StatusGatewayTimeout,

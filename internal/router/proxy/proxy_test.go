@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -59,7 +60,7 @@ func relayThrough(t *testing.T, upstream http.Handler, c Call) (string, Outcome)
 	defer p.CloseIdle()
 	outcomes := make(chan Outcome, 1)
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c.URL, c.Start = up.URL, time.Now()
+		c.URL, c.Header, c.Start = mustURL(t, up.URL), Headers("", c.Stream), time.Now()
 		if c.Body == nil {
 			c.Body = []byte(`{"model":"m","stream":true}`)
 		}
@@ -77,6 +78,15 @@ func relayThrough(t *testing.T, upstream http.Handler, c Call) (string, Outcome)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	return string(body), <-outcomes
+}
+
+func mustURL(t *testing.T, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
 
 func TestRelaySplitReadsCRLFAndComments(t *testing.T) {
@@ -192,6 +202,56 @@ func TestStreamWithNoEventInTimeIsRetryable(t *testing.T) {
 	}
 }
 
+// The deadline bounds the whole call, whatever the other bounds allow:
+// before the first byte, while a stream keeps sending, and while a plain
+// answer's body is read. Running out of time is the gateway's own limit,
+// not the upstream's fault, so it is neither counted against the upstream
+// nor retried.
+func TestDeadline(t *testing.T) {
+	stall := func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
+	trickle := func(w http.ResponseWriter, r *http.Request) {
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+				io.WriteString(w, sse(tokA))
+				w.(http.Flusher).Flush()
+			}
+		}
+	}
+	headersThenStall := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "100")
+		io.WriteString(w, `{"choices":`)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	for _, tc := range []struct {
+		name     string
+		upstream http.Handler
+		call     Call
+		wrote    bool
+	}{
+		{"before the first byte", script{stall}, Call{Stream: true, FirstByte: time.Hour, Idle: time.Hour}, false},
+		{"a stream that never pauses", script{sse(roleChunk), trickle}, Call{Stream: true, FirstByte: time.Hour, Idle: time.Hour}, true},
+		{"a plain answer's body", headersThenStall, Call{Body: []byte(`{"model":"m"}`), FirstByte: time.Hour}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.call.Deadline = time.Now().Add(100 * time.Millisecond)
+			got, o := relayThrough(t, tc.upstream, tc.call)
+			if o.Status != http.StatusGatewayTimeout || o.Reason != "" || o.Wrote != tc.wrote || o.Retryable() {
+				t.Errorf("outcome status %d reason %q wrote %v retryable %v, want 504, no reason, wrote %v, not retryable",
+					o.Status, o.Reason, o.Wrote, o.Retryable(), tc.wrote)
+			}
+			if !strings.Contains(got, "time limit") || strings.Contains(got, "[DONE]") {
+				t.Errorf("client got %q", got)
+			}
+		})
+	}
+}
+
 // flushCounter counts the flushes of a response.
 type flushCounter struct {
 	http.ResponseWriter
@@ -215,7 +275,7 @@ func TestRelayFlushesBeforeEveryWait(t *testing.T) {
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f := &flushCounter{ResponseWriter: w}
 		fc <- f
-		p.Do(r.Context(), f, &Call{URL: up.URL, Body: []byte(`{}`), Stream: true, Start: time.Now()})
+		p.Do(r.Context(), f, &Call{URL: mustURL(t, up.URL), Header: Headers("", true), Body: []byte(`{}`), Stream: true, Start: time.Now()})
 	}))
 	defer gw.Close()
 	resp, err := http.Post(gw.URL, "application/json", nil)
@@ -248,7 +308,7 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 	p := New(time.Second, nil)
 	outcomes := make(chan Outcome, 1)
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		outcomes <- p.Do(r.Context(), w, &Call{URL: up.URL, Body: []byte(`{}`), Stream: true, Start: time.Now()})
+		outcomes <- p.Do(r.Context(), w, &Call{URL: mustURL(t, up.URL), Header: Headers("", true), Body: []byte(`{}`), Stream: true, Start: time.Now()})
 	}))
 	defer gw.Close()
 	resp, err := http.Post(gw.URL, "application/json", nil)
