@@ -48,40 +48,55 @@ func ParseRequest(body []byte) (*Request, error) {
 	return r, nil
 }
 
-// Parse reads routing's fields from body into r; see ParseRequest.
+// Parse reads routing's fields from body into r; see ParseRequest. It
+// checks the whole body is valid JSON in the same pass.
 func (r *Request) Parse(body []byte) error {
-	if !json.Valid(body) {
-		return BadRequest("", "The request body is not valid JSON.")
-	}
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
-		return BadRequest("", "The request body must be a JSON object.")
-	}
-	i++
-	for {
-		i = skipSpace(body, i)
-		if body[i] == '}' {
-			r.end = i
-			break
+		if valid(body) {
+			return BadRequest("", "The request body must be a JSON object.")
 		}
-		if body[i] == ',' {
+		return errNotJSON()
+	}
+	i = skipSpace(body, i+1)
+	if i < len(body) && body[i] == '}' {
+		r.end = i
+	} else {
+		for {
+			kEnd, next, err := scanMember(body, i)
+			if err != nil {
+				return errNotJSON()
+			}
+			key := body[i+1 : kEnd-1] // raw, escapes left in: wanted keys have none
+			i = skipSpace(body, next)
+			vEnd, err := scanValue(body, i)
+			if err != nil {
+				return errNotJSON()
+			}
+			if err := r.field(key, body[i:vEnd], span{i, vEnd}); err != nil {
+				return err
+			}
+			i = skipSpace(body, vEnd)
+			if i < len(body) && body[i] == '}' {
+				r.end = i
+				break
+			}
+			if i >= len(body) || body[i] != ',' {
+				return errNotJSON()
+			}
 			i = skipSpace(body, i+1)
 		}
-		kEnd := skipString(body, i)
-		key := body[i+1 : kEnd-1] // raw, escapes left in: wanted keys have none
-		i = skipSpace(body, kEnd)
-		i = skipSpace(body, i+1) // past ':'
-		vEnd := skipValue(body, i)
-		if err := r.field(key, body[i:vEnd], span{i, vEnd}); err != nil {
-			return err
-		}
-		i = vEnd
+	}
+	if skipSpace(body, r.end+1) != len(body) {
+		return errNotJSON()
 	}
 	if r.Model == "" {
 		return BadRequest("model", "You must provide a model parameter.")
 	}
 	return nil
 }
+
+func errNotJSON() error { return BadRequest("", "The request body is not valid JSON.") }
 
 func (r *Request) field(key, v []byte, at span) error {
 	var err error
@@ -213,61 +228,6 @@ func withIncludeUsage(obj []byte) []byte {
 	return b
 }
 
-// The scanners below assume valid JSON (checked first by json.Valid) and
-// return the offset just past what they skip.
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString skips the string whose opening quote is at b[i].
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return i
-}
-
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i) - 1
-			case '{', '[':
-				depth++
-			case ']', '}':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return i
-	default: // number, true, false, null
-		for i < len(b) {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\r', '\n':
-				return i
-			}
-			i++
-		}
-		return i
-	}
-}
-
 // Usage is the token accounting of an answer, as OpenAI reports it.
 type Usage struct {
 	PromptTokens        int64 `json:"prompt_tokens"`
@@ -295,7 +255,11 @@ func UsageOf(body []byte) (*Usage, error) {
 	if i < 0 || body[i] != '{' {
 		return nil, nil
 	}
-	obj := body[i:skipValue(body, i)]
+	end, err := scanValue(body, i)
+	if err != nil {
+		return nil, fmt.Errorf("reading usage: %w", err)
+	}
+	obj := body[i:end]
 	u := new(Usage)
 	if scanUsage(obj, u) {
 		return u, nil
@@ -338,7 +302,11 @@ func scanUsage(obj []byte, u *Usage) bool {
 		return false
 	}
 	if d := valueAt(obj, `"prompt_tokens_details"`); d >= 0 && obj[d] == '{' {
-		cached, ok := count(obj[d:skipValue(obj, d)], `"cached_tokens"`)
+		end, err := scanValue(obj, d)
+		if err != nil {
+			return false
+		}
+		cached, ok := count(obj[d:end], `"cached_tokens"`)
 		if !ok {
 			return false
 		}

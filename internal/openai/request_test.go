@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -40,6 +41,15 @@ func TestParseRequestErrors(t *testing.T) {
 	tests := []struct{ body, param, msg string }{
 		{`{"model":`, "", "not valid JSON"},
 		{`[1,2]`, "", "must be a JSON object"},
+		{``, "", "not valid JSON"},
+		{`{"model":"m",}`, "", "not valid JSON"},
+		{`{"model":"m"} {}`, "", "not valid JSON"},
+		{`{"model":"m","messages":[{"content":"a` + "\x01" + `"}]}`, "", "not valid JSON"},
+		{`{"model":"m","messages":[{"content":"a\q"}]}`, "", "not valid JSON"},
+		{`{"model":"m","n":01}`, "", "not valid JSON"},
+		{`{"model":"m","x":[1,]}`, "", "not valid JSON"},
+		{`{"model":"m","x":tru}`, "", "not valid JSON"},
+		{`{"model" "m"}`, "", "not valid JSON"},
 		{`{"messages":[]}`, "model", "provide a model"},
 		{`{"model":""}`, "model", "provide a model"},
 		{`{"model":3}`, "model", "must be a string"},
@@ -170,16 +180,25 @@ func FuzzParseRequest(f *testing.F) {
 	})
 }
 
+// BenchmarkParseAndRewrite is a chat request's way through the parser:
+// a short one and one with a long prompt, as agents and RAG send.
 func BenchmarkParseAndRewrite(b *testing.B) {
-	body := []byte(`{"model":"default","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"` + strings.Repeat("Tell me about the weather. ", 40) + `"}],"stream":true,"max_tokens":256}`)
-	b.ReportAllocs()
-	b.SetBytes(int64(len(body)))
-	for b.Loop() {
-		var r Request
-		if err := r.Parse(body); err != nil {
-			b.Fatal(err)
-		}
-		r.Rewrite(body, "meta-llama/Llama-3.1-8B-Instruct", true)
+	for _, size := range []struct {
+		name    string
+		repeats int
+	}{{"1KB", 40}, {"32KB", 1200}} {
+		body := []byte(`{"model":"default","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"` + strings.Repeat("Tell me about the weather. ", size.repeats) + `"}],"stream":true,"max_tokens":256}`)
+		b.Run(size.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				var r Request
+				if err := r.Parse(body); err != nil {
+					b.Fatal(err)
+				}
+				r.Rewrite(body, "meta-llama/Llama-3.1-8B-Instruct", true)
+			}
+		})
 	}
 }
 
@@ -214,4 +233,35 @@ func TestUsageOf(t *testing.T) {
 			t.Errorf("UsageOf(%s) (-want +got):\n%s", tt.body, diff)
 		}
 	}
+}
+
+// The scanner accepts exactly what encoding/json does, and a value ends
+// where the decoder's does. The seeds run with every go test; go test
+// -fuzz FuzzScanMatchesJSONValid ./internal/openai explores further.
+func FuzzScanMatchesJSONValid(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `[]`, `""`, `0`, `-0`, `1.5e+3`, `-12.0E-1`, `true`, `false`, `null`,
+		`{"a":[1,{"b":null}],"c":"\u00e9\n\"x\""}`, ` [ 1 , 2 ] `,
+		`01`, `1.`, `.5`, `1e`, `-`, `+1`, `"\x"`, `"\u12"`, `"a` + "\x1f" + `"`, `[1,]`, `{"a" 1}`,
+		`{"a":1,}`, `[1 2]`, `{1:2}`, `nul`, `truex`, `"unterminated`, `[[[[`, "\xff", `"\xff\xfe"`,
+		strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth),
+		strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1),
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want := json.Valid(b)
+		if got := valid(b); got != want {
+			t.Fatalf("valid(%q) = %v, json.Valid says %v", b, got, want)
+		}
+		if !want {
+			return
+		}
+		end, err := scanValue(b, 0)
+		var raw json.RawMessage
+		dec := json.NewDecoder(bytes.NewReader(b))
+		if err != nil || dec.Decode(&raw) != nil || end != int(dec.InputOffset()) {
+			t.Fatalf("scanValue(%q) = %d, %v; the decoder's value ends at %d", b, end, err, dec.InputOffset())
+		}
+	})
 }

@@ -341,15 +341,33 @@ func (p *Proxy) upstreamError(ctx context.Context, w http.ResponseWriter, c *Cal
 	return Outcome{Status: resp.StatusCode, TTFT: ttft, Wrote: true}
 }
 
+// readAnswer reads a plain answer of length bytes, or when length is
+// unknown (-1) to its end, in one allocation when the length is known. An
+// answer over maxResponseBytes is an error: cut to the limit it would no
+// longer be the answer, so it is refused rather than passed on in part.
+func readAnswer(body io.Reader, length int64) ([]byte, error) {
+	tooLarge := func() error { return fmt.Errorf("upstream answer is larger than %d bytes", maxResponseBytes) }
+	if length > maxResponseBytes {
+		return nil, tooLarge()
+	}
+	if length >= 0 {
+		b := make([]byte, length)
+		if _, err := io.ReadFull(body, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(body, maxResponseBytes+1))
+	if err == nil && int64(len(b)) > maxResponseBytes {
+		return nil, tooLarge()
+	}
+	return b, err
+}
+
 // copyPlain relays a whole (not streamed) answer.
 func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, resp *http.Response) Outcome {
 	ttft := time.Since(c.Start)
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
-	if err == nil && int64(len(body)) > maxResponseBytes {
-		// Cut to the limit it would no longer be the answer: refuse it
-		// rather than pass on a part as the whole.
-		err = fmt.Errorf("upstream answer is larger than %d bytes", maxResponseBytes)
-	}
+	body, err := readAnswer(resp.Body, resp.ContentLength)
 	if err != nil {
 		o := failed(ctx, "stream_broken", err)
 		o.TTFT = ttft

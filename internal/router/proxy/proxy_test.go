@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -392,12 +393,37 @@ func TestLongLine(t *testing.T) {
 func TestPlainAnswerOverTheLimitIsRefused(t *testing.T) {
 	defer func(n int64) { maxResponseBytes = n }(maxResponseBytes)
 	maxResponseBytes = 100
+	answer := `{"choices":[{"message":{"content":"` + strings.Repeat("x", 200) + `"}}]}`
+	for _, chunked := range []bool{false, true} {
+		up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			if chunked { // no length: the limit is found reading
+				w.(http.Flusher).Flush()
+			} else {
+				w.Header().Set("Content-Length", strconv.Itoa(len(answer)))
+			}
+			io.WriteString(w, answer)
+		})
+		got, o := relayThrough(t, up, Call{Body: []byte(`{"model":"m"}`)})
+		if o.Status != http.StatusBadGateway || o.Wrote || strings.Contains(got, "xxx") {
+			t.Errorf("an answer over the limit (chunked %v): status %d wrote %v, client got %q", chunked, o.Status, o.Wrote, got)
+		}
+	}
+}
+
+// An answer that ends before its Content-Length is broken, not whole.
+func TestPlainAnswerCutShort(t *testing.T) {
 	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"choices":[{"message":{"content":"`+strings.Repeat("x", 200)+`"}}]}`)
+		w.Header().Set("Content-Length", "100")
+		io.WriteString(w, `{"choices":`)
+		w.(http.Flusher).Flush()
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
 	})
 	got, o := relayThrough(t, up, Call{Body: []byte(`{"model":"m"}`)})
-	if o.Status != http.StatusBadGateway || o.Wrote || strings.Contains(got, "xxx") {
-		t.Errorf("an answer over the limit: status %d wrote %v, client got %q", o.Status, o.Wrote, got)
+	if o.Status != http.StatusBadGateway || o.Reason != "stream_broken" || o.Wrote || strings.Contains(got, "choices") {
+		t.Errorf("an answer cut short: outcome %+v, client got %q", o, got)
 	}
 }
