@@ -9,29 +9,39 @@ import (
 	"time"
 )
 
-// Header names, lower-case as OpenAI writes them; http.Header canonicalizes
-// them on the wire for HTTP/1.1 and lower-cases them again for HTTP/2.
+// Header names, in http.Header's canonical form so that they are stored
+// as they are: the wire carries them so for HTTP/1.1 (OpenAI's lower case
+// differs only in case, which HTTP ignores) and lower-cased for HTTP/2.
 const (
-	headerLimitRequests     = "x-ratelimit-limit-requests"
-	headerRemainingRequests = "x-ratelimit-remaining-requests"
-	headerResetRequests     = "x-ratelimit-reset-requests"
-	headerLimitTokens       = "x-ratelimit-limit-tokens"
-	headerRemainingTokens   = "x-ratelimit-remaining-tokens"
-	headerResetTokens       = "x-ratelimit-reset-tokens"
+	headerLimitRequests     = "X-Ratelimit-Limit-Requests"
+	headerRemainingRequests = "X-Ratelimit-Remaining-Requests"
+	headerResetRequests     = "X-Ratelimit-Reset-Requests"
+	headerLimitTokens       = "X-Ratelimit-Limit-Tokens"
+	headerRemainingTokens   = "X-Ratelimit-Remaining-Tokens"
+	headerResetTokens       = "X-Ratelimit-Reset-Tokens"
 )
 
 // Headers writes d's x-ratelimit-* headers to w. A kind with no limit (a
-// Header whose Limit is 0) writes none of its three.
+// Header whose Limit is 0) writes none of its three. Every response
+// carries them, so they share one allocation for their values.
 func Headers(w http.Header, d Decision) {
+	var vals []string
+	set := func(key, v string) {
+		if vals == nil {
+			vals = make([]string, 0, 6)
+		}
+		vals = append(vals, v)
+		w[key] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
 	if h := d.Requests; h.Limit > 0 {
-		w.Set(headerLimitRequests, strconv.FormatInt(h.Limit, 10))
-		w.Set(headerRemainingRequests, strconv.FormatInt(h.Remaining, 10))
-		w.Set(headerResetRequests, formatReset(h.Reset))
+		set(headerLimitRequests, strconv.FormatInt(h.Limit, 10))
+		set(headerRemainingRequests, strconv.FormatInt(h.Remaining, 10))
+		set(headerResetRequests, formatReset(h.Reset))
 	}
 	if h := d.Tokens; h.Limit > 0 {
-		w.Set(headerLimitTokens, strconv.FormatInt(h.Limit, 10))
-		w.Set(headerRemainingTokens, strconv.FormatInt(h.Remaining, 10))
-		w.Set(headerResetTokens, formatReset(h.Reset))
+		set(headerLimitTokens, strconv.FormatInt(h.Limit, 10))
+		set(headerRemainingTokens, strconv.FormatInt(h.Remaining, 10))
+		set(headerResetTokens, formatReset(h.Reset))
 	}
 }
 

@@ -118,3 +118,15 @@ func TestRefusalError(t *testing.T) {
 		})
 	}
 }
+
+func BenchmarkHeaders(b *testing.B) {
+	d := Decision{
+		Allowed:  true,
+		Requests: Header{Limit: 60, Remaining: 59, Reset: time.Second},
+		Tokens:   Header{Limit: 150000, Remaining: 149984, Reset: 6 * time.Millisecond},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		Headers(make(http.Header, 8), d)
+	}
+}
