@@ -87,15 +87,20 @@ func TestReload(t *testing.T) {
 		t.Errorf("no log line for the refused reload:\n%s", logs.String())
 	}
 
-	// A good file is swapped in by the file watcher alone.
-	writeReloadConfig(t, path, rep.URL(), `  - {name: a, pool: sim}
-  - {name: b, pool: sim}`)
+	// A good file is swapped in by the file watcher alone. Run starts the
+	// watcher in its own goroutine, so the file is written again each
+	// half second until a write lands after the watch began.
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(models(), `"id":"b"`) {
+	var written time.Time
+	for ; !strings.Contains(models(), `"id":"b"`); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the watcher did not reload a changed file")
 		}
-		time.Sleep(20 * time.Millisecond)
+		if time.Since(written) > 500*time.Millisecond {
+			writeReloadConfig(t, path, rep.URL(), `  - {name: a, pool: sim}
+  - {name: b, pool: sim}`)
+			written = time.Now()
+		}
 	}
 	if got := gaugeValue(t, g, "llmgw_config_last_reload_successful"); got != 1 {
 		t.Errorf("last reload successful = %v after a good reload", got)
