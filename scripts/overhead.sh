@@ -30,33 +30,11 @@ trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 go build -o "$work/llmgw" ./cmd/llmgw
 gw=$work/llmgw
 
-"$gw" sim --listen 127.0.0.1:19100 --model m --ttft 0 --tpot 0 >"$work/sim.log" 2>&1 &
-
-# keyed_config FILE LIMITS_YAML: a gateway with keys, in front of the sim.
-keyed_config() {
-	cat >"$1" <<YAML
-server: {listen: "127.0.0.1:19180", admin_listen: "127.0.0.1:19181"}
-router: {auth: keys}
-store: {url: "sqlite:$work/gw.db", spool_dir: "$work/spool"}
-$2
-tenants:
-  - {path: bench, rpm: 100000000, tpm: 1000000000000}
-pools:
-  - {name: sim, endpoints: [{url: "http://127.0.0.1:19100/v1"}]}
-models:
-  - {name: m, pool: sim, price: {input_per_million: 0.5, output_per_million: 1.5}}
-YAML
-}
-keyed_config "$work/keys.yaml" ""
+. scripts/lib/gateway.sh
+start_sim
+keyed_config "$work/keys.yaml"
 keyed_config "$work/redis.yaml" "limits: {redis: \"$redis_url\"}"
-key=$("$gw" keys create --store "sqlite:$work/gw.db" --tenant bench/overhead/wrk --rpm 100000000 --tpm 1000000000000 2>/dev/null)
-
-cat >"$work/post.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer $key"
-wrk.body = '{"model":"m","messages":[{"role":"user","content":"Write a haiku about gateways."}],"max_tokens":16}'
-LUA
+post_script "$(new_key)"
 
 # cpu_ticks PID...: user + system clock ticks the processes have used.
 cpu_ticks() { local p t=0; for p; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo $t; }
@@ -68,9 +46,7 @@ redis_commands() { redis-cli -u "$redis_url" INFO stats | awk -F: '/^total_comma
 start_gateway() {
 	"$gw" serve --listen 127.0.0.1:19180 --admin-listen 127.0.0.1:19181 --log-level warn "$@" >"$work/gw.log" 2>&1 &
 	pid=$!
-	for _ in $(seq 100); do curl -sf 127.0.0.1:19181/readyz >/dev/null && return; sleep 0.1; done
-	cat "$work/gw.log" >&2
-	exit 1
+	wait_ready
 }
 stop_gateway() { kill "$pid"; wait "$pid" 2>/dev/null || true; }
 
@@ -138,7 +114,7 @@ if command -v nginx >/dev/null; then
 	wait "$nginx_pid" 2>/dev/null || true
 	runs+=(nginx)
 fi
-start_gateway --upstream http://127.0.0.1:19100/v1 --model m
+start_gateway "${core_args[@]}"
 measure core "$url" "$pid"
 stop_gateway
 start_gateway --config "$work/keys.yaml"
