@@ -156,7 +156,9 @@ func (p *pacedReader) Read(b []byte) (int, error) {
 
 // TestMeasureStreamTimesEachEvent checks that each token is timed when
 // its event arrives, not when the body ends: the gap recorded between
-// two tokens is the pause the server made between them.
+// two tokens is the pause the server made between them. Timed at the end,
+// the gap would be about zero; it may fall short of the pause by however
+// late the reader ran after the first event, so half the pause is the bar.
 func TestMeasureStreamTimesEachEvent(t *testing.T) {
 	const pause = 30 * time.Millisecond
 	pr := &pacedReader{chunks: []string{sse("\n", tokenChunk), sse("\n", tokenChunk), sse("\n", "[DONE]")}, next: make(chan struct{})}
@@ -173,8 +175,8 @@ func TestMeasureStreamTimesEachEvent(t *testing.T) {
 	if len(res.Gaps) != 1 {
 		t.Fatalf("gaps %v, want one", res.Gaps)
 	}
-	if gap := time.Duration(float64(res.Gaps[0]) * float64(time.Second)); gap < pause {
-		t.Errorf("gap %v, want at least the server's pause %v", gap, pause)
+	if gap := time.Duration(float64(res.Gaps[0]) * float64(time.Second)); gap < pause/2 {
+		t.Errorf("gap %v, want about the server's pause %v", gap, pause)
 	}
 }
 
