@@ -323,3 +323,29 @@ func TestUpstreamRequestHeadersAndPath(t *testing.T) {
 		}
 	}
 }
+
+// server.request_timeout bounds a request end to end: an upstream that
+// answers nothing within it is cut off with a 504, neither retried nor
+// counted against the upstream, since the limit is the gateway's own.
+func TestRequestTimeout(t *testing.T) {
+	up := &upstream{tokens: 1}
+	stall := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		up.hits.Add(1)
+		io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+	})
+	g := newTestGateway(t, func(c *config.Config) {
+		c.Server.RequestTimeout = 100 * time.Millisecond
+		c.Server.FirstTokenTimeout = time.Hour
+	}, stall, stall)
+	resp, body := g.post(t, "/v1/chat/completions", `{"model":"m","messages":[]}`)
+	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(body, "time limit") {
+		t.Errorf("status %d, body %s; want 504 naming the time limit", resp.StatusCode, body)
+	}
+	if n := up.hits.Load(); n != 1 {
+		t.Errorf("the upstream was called %d times, want once", n)
+	}
+	if n := testutil.CollectAndCount(g.r.m.upstreamErrors); n != 0 {
+		t.Errorf("%d upstream error series after the gateway's own timeout", n)
+	}
+}
