@@ -55,7 +55,7 @@ func scanValue(b []byte, i int) (int, error) {
 			} else {
 				open = append(open, c)
 				if c == '{' {
-					if i, err = scanKey(b, i); err != nil {
+					if _, i, err = scanMember(b, i); err != nil {
 						return i, err
 					}
 				}
@@ -84,20 +84,13 @@ func scanValue(b []byte, i int) (int, error) {
 			}
 			i++
 			if in == '{' {
-				if i, err = scanKey(b, skipSpace(b, i)); err != nil {
+				if _, i, err = scanMember(b, skipSpace(b, i)); err != nil {
 					return i, err
 				}
 			}
 			break
 		}
 	}
-}
-
-// scanKey scans an object's key at b[i] and the colon after it, returning
-// the offset past the colon.
-func scanKey(b []byte, i int) (int, error) {
-	_, next, err := scanMember(b, i)
-	return next, err
 }
 
 // scanMember scans an object's key at b[i] and the colon after it,
