@@ -331,40 +331,41 @@ func (s *Server) whole(w http.ResponseWriter, r *http.Request, sq *seq, j *job, 
 	u := j.usage(int(sq.cachedTokens.Load()))
 	text := j.gen.text()
 	if j.endpoint == chatEndpoint {
-		type message struct {
-			Role    string `json:"role"`
-			Content string `json:"content"`
-		}
-		type choice struct {
-			Index        int     `json:"index"`
-			Message      message `json:"message"`
-			Logprobs     *int    `json:"logprobs"`
-			FinishReason string  `json:"finish_reason"`
-		}
-		writeJSON(w, struct {
-			ID      string   `json:"id"`
-			Object  string   `json:"object"`
-			Created int64    `json:"created"`
-			Model   string   `json:"model"`
-			Choices []choice `json:"choices"`
-			Usage   usage    `json:"usage"`
-		}{j.id, "chat.completion", j.created, s.cfg.Model, []choice{{0, message{"assistant", text}, nil, j.gen.reason}}, u})
+		writeJSON(w, whole[chatChoice]{j.id, "chat.completion", j.created, s.cfg.Model,
+			[]chatChoice{{Message: chatMessage{"assistant", text}, FinishReason: j.gen.reason}}, u})
 		return
 	}
-	type choice struct {
-		Index        int    `json:"index"`
-		Text         string `json:"text"`
-		Logprobs     *int   `json:"logprobs"`
-		FinishReason string `json:"finish_reason"`
-	}
-	writeJSON(w, struct {
-		ID      string   `json:"id"`
-		Object  string   `json:"object"`
-		Created int64    `json:"created"`
-		Model   string   `json:"model"`
-		Choices []choice `json:"choices"`
-		Usage   usage    `json:"usage"`
-	}{j.id, "text_completion", j.created, s.cfg.Model, []choice{{0, text, nil, j.gen.reason}}, u})
+	writeJSON(w, whole[textChoice]{j.id, "text_completion", j.created, s.cfg.Model,
+		[]textChoice{{Text: text, FinishReason: j.gen.reason}}, u})
+}
+
+// whole is a whole (not streamed) completion; C is its endpoint's choice.
+type whole[C chatChoice | textChoice] struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices []C    `json:"choices"`
+	Usage   usage  `json:"usage"`
+}
+
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type chatChoice struct {
+	Index        int         `json:"index"`
+	Message      chatMessage `json:"message"`
+	Logprobs     *int        `json:"logprobs"`
+	FinishReason string      `json:"finish_reason"`
+}
+
+type textChoice struct {
+	Index        int    `json:"index"`
+	Text         string `json:"text"`
+	Logprobs     *int   `json:"logprobs"`
+	FinishReason string `json:"finish_reason"`
 }
 
 // usage is OpenAI's usage object.
