@@ -128,14 +128,22 @@ if command -v redis-cli >/dev/null && redis-cli -u "$redis_url" PING >/dev/null 
 	runs+=(redis)
 fi
 
-printf '| run | req/s | p50 ms | p99 ms | added p50 ms | added p99 ms | gateway CPU µs/request |\n|---|---|---|---|---|---|---|\n'
+# cpu_us RUN: the proxy's CPU µs per request in that run.
+cpu_us() { awk -v t="$(cat "$work/$1.cpu")" -v hz="$hz" -v n="$(reqs "$work/$1.txt")" 'BEGIN { printf "%.1f", t / hz / n * 1e6 }'; }
+nginx_us=
+[ -f "$work/nginx.cpu" ] && nginx_us=$(cpu_us nginx)
+
+printf '| run | req/s | p50 ms | p99 ms | added p50 ms | added p99 ms | CPU µs/request | CPU ÷ nginx |\n|---|---|---|---|---|---|---|---|\n'
 d50=$(ms "$work/direct.txt" 50%) d99=$(ms "$work/direct.txt" 99%)
 for r in "${runs[@]}"; do
 	f=$work/$r.txt
+	us=
+	[ "$r" != direct ] && us=$(cpu_us "$r")
 	awk -v r="$r" -v rps="$(rps "$f")" -v p50="$(ms "$f" 50%)" -v p99="$(ms "$f" 99%)" -v d50="$d50" -v d99="$d99" \
-		-v t="$(cat "$work/$r.cpu")" -v hz="$hz" -v n="$(reqs "$f")" 'BEGIN {
-		if (r == "direct") printf "| %s | %s | %.2f | %.2f | | | |\n", r, rps, p50, p99
-		else printf "| %s | %s | %.2f | %.2f | %.2f | %.2f | %.1f |\n", r, rps, p50, p99, p50 - d50, p99 - d99, t / hz / n * 1e6
+		-v us="$us" -v ng="$nginx_us" 'BEGIN {
+		if (r == "direct") { printf "| %s | %s | %.2f | %.2f | | | | |\n", r, rps, p50, p99; exit }
+		ratio = ng != "" ? sprintf("%.2f", us / ng) : ""
+		printf "| %s | %s | %.2f | %.2f | %.2f | %.2f | %s | %s |\n", r, rps, p50, p99, p50 - d50, p99 - d99, us, ratio
 	}'
 done
 if [ -n "${c1:-}" ]; then
