@@ -45,8 +45,11 @@ type Source interface {
 var _ Source = store.Store(nil)
 
 // DefaultMaxAge is how long a cached key or tenant snapshot is trusted
-// before the store is asked again: 500ms, so that a revocation takes effect
-// on every replica within one second, including a refresh already under way.
+// before the store is asked again: 500ms. A key past it is read again in
+// the background and served from the cache meanwhile, for up to another
+// MaxAge; only past twice MaxAge does a request wait for the read. So a
+// revocation takes effect on every replica within one second, and a key
+// in steady use never waits on the store.
 const DefaultMaxAge = 500 * time.Millisecond
 
 // lookupTimeout bounds one store read. A store slower than this counts as
@@ -141,7 +144,13 @@ func (k *Keyring) Authenticate(ctx context.Context, plaintext string) (*tenant.K
 	k.mu.RLock()
 	e := k.byID[string(id[:])]
 	k.mu.RUnlock()
-	if e == nil || now.Sub(e.checked) >= k.maxAge {
+	switch {
+	case e != nil && now.Sub(e.checked) < k.maxAge:
+	case e != nil && (now.Sub(e.checked) < 2*k.maxAge || k.storeDown.Load()):
+		// Stale but recent, or the store is down: serve the cached
+		// answer and read the store in the background.
+		k.read(ctx, string(id[:]))
+	default:
 		var err error
 		if e, err = k.lookup(ctx, string(id[:])); err != nil {
 			return nil, err
@@ -160,14 +169,21 @@ func (k *Keyring) Authenticate(ctx context.Context, plaintext string) (*tenant.K
 	return e.key, nil
 }
 
-// lookup reads id from the store, sharing one read among concurrent
-// callers. The read runs on even if the caller that started it leaves.
-func (k *Keyring) lookup(ctx context.Context, id string) (*entry, error) {
-	ch := k.group.DoChan(id, func() (any, error) {
+// read starts a read of id from the store, or joins the one under way,
+// and returns where its result arrives. The read runs on even if the
+// caller that started it leaves.
+func (k *Keyring) read(ctx context.Context, id string) <-chan singleflight.Result {
+	return k.group.DoChan(id, func() (any, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
 		defer cancel()
 		return k.fetch(rctx, id)
 	})
+}
+
+// lookup reads id from the store and waits for the answer, sharing one
+// read among concurrent callers.
+func (k *Keyring) lookup(ctx context.Context, id string) (*entry, error) {
+	ch := k.read(ctx, id)
 	select {
 	case r := <-ch:
 		if r.Err != nil {

@@ -25,6 +25,7 @@ type fakeSource struct {
 	tenants []tenant.TenantLimits
 	err     error         // returned by every read when set
 	block   chan struct{} // when set, Key waits for it to close
+	delay   time.Duration // how long each Key takes
 	reads   int           // Key calls
 }
 
@@ -33,8 +34,9 @@ func newFakeSource() *fakeSource { return &fakeSource{keys: make(map[string]tena
 func (f *fakeSource) Key(ctx context.Context, id string) (tenant.Key, error) {
 	f.mu.Lock()
 	f.reads++
-	block := f.block
+	block, delay := f.block, f.delay
 	f.mu.Unlock()
+	time.Sleep(delay)
 	if block != nil {
 		select {
 		case <-block:
@@ -154,32 +156,119 @@ func TestAuthenticateInvalid(t *testing.T) {
 	}
 }
 
-func TestAuthenticateRevokedWithinMaxAge(t *testing.T) {
-	src, clk, ring, plain, k := setup(t, Spec{Tenant: "acme"})
-	ctx := context.Background()
-	if _, err := ring.Authenticate(ctx, plain); err != nil {
-		t.Fatal(err)
-	}
-	src.set(func(f *fakeSource) {
-		k.Revoked = clk.Now()
-		f.keys[k.ID] = k
+// A revocation is seen within twice MaxAge: a key used past MaxAge is
+// served from the cache while it is read again in the background, and a
+// key not used until twice MaxAge waits for the read.
+func TestAuthenticateRevokedWithinTwiceMaxAge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src, clk, ring, plain, k := setup(t, Spec{Tenant: "acme"})
+		ctx := context.Background()
+		if _, err := ring.Authenticate(ctx, plain); err != nil {
+			t.Fatal(err)
+		}
+		src.set(func(f *fakeSource) {
+			k.Revoked = clk.Now()
+			f.keys[k.ID] = k
+		})
+		// Fresh just short of MaxAge: the store is not asked again.
+		clk.Add(DefaultMaxAge - time.Millisecond)
+		if _, err := ring.Authenticate(ctx, plain); err != nil {
+			t.Fatalf("Authenticate within MaxAge of the cached read: %v, want the cached key", err)
+		}
+		synctest.Wait()
+		if n := src.readCount(); n != 1 {
+			t.Fatalf("store reads = %d, want 1 (the rest from cache)", n)
+		}
+		// At MaxAge the cached key is still served, and read again.
+		clk.Add(time.Millisecond)
+		if _, err := ring.Authenticate(ctx, plain); err != nil {
+			t.Fatalf("Authenticate at MaxAge: %v, want the cached key while it is read again", err)
+		}
+		synctest.Wait()
+		if n := src.readCount(); n != 2 {
+			t.Fatalf("store reads = %d, want 2: one in the background at MaxAge", n)
+		}
+		if _, err := ring.Authenticate(ctx, plain); !errors.Is(err, ErrRevoked) {
+			t.Fatalf("Authenticate after the background read: %v, want ErrRevoked", err)
+		}
+
+		// Unused until twice MaxAge, a key waits for its read.
+		src2, clk2, ring2, plain2, k2 := setup(t, Spec{Tenant: "acme"})
+		if _, err := ring2.Authenticate(ctx, plain2); err != nil {
+			t.Fatal(err)
+		}
+		src2.set(func(f *fakeSource) {
+			k2.Revoked = clk2.Now()
+			f.keys[k2.ID] = k2
+		})
+		clk2.Add(2 * DefaultMaxAge)
+		if _, err := ring2.Authenticate(ctx, plain2); !errors.Is(err, ErrRevoked) {
+			t.Fatalf("Authenticate at twice MaxAge after revocation: %v, want ErrRevoked", err)
+		}
 	})
-	// Still cached just short of MaxAge: the store is not asked again.
-	clk.Add(DefaultMaxAge - time.Millisecond)
-	if _, err := ring.Authenticate(ctx, plain); err != nil {
-		t.Fatalf("Authenticate within MaxAge of the cached read: %v, want the cached key", err)
-	}
-	if n := src.readCount(); n != 1 {
-		t.Fatalf("store reads = %d, want 1 (the rest from cache)", n)
-	}
-	// At MaxAge the entry is read again and the revocation is seen.
-	clk.Add(time.Millisecond)
-	if _, err := ring.Authenticate(ctx, plain); !errors.Is(err, ErrRevoked) {
-		t.Fatalf("Authenticate at MaxAge after revocation: %v, want ErrRevoked", err)
-	}
-	if n := src.readCount(); n != 2 {
-		t.Fatalf("store reads = %d, want 2", n)
-	}
+}
+
+// A key in steady use never waits on the store, however slow its reads:
+// each is made in the background while the cached answer serves.
+func TestAuthenticateHotKeyNeverWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := newFakeSource()
+		ring := NewKeyring(src, Options{})
+		ctx := context.Background()
+		plain, _, err := Create(ctx, src, Spec{Tenant: "acme"}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ring.Authenticate(ctx, plain); err != nil {
+			t.Fatal(err)
+		}
+		src.set(func(f *fakeSource) { f.delay = 200 * time.Millisecond }) // a slow store
+		end := time.Now().Add(5 * time.Second)
+		for time.Now().Before(end) {
+			time.Sleep(50 * time.Millisecond) // a request every 50 ms
+			start := time.Now()
+			if _, err := ring.Authenticate(ctx, plain); err != nil {
+				t.Fatalf("Authenticate: %v", err)
+			}
+			if waited := time.Since(start); waited != 0 {
+				t.Fatalf("Authenticate waited %v on a slow store", waited)
+			}
+		}
+		// One read every MaxAge and a read's time: the key stayed fresh.
+		if n := src.readCount(); n < 6 || n > 11 {
+			t.Errorf("store reads over 5 s = %d, want one about every 700 ms", n)
+		}
+	})
+}
+
+// When the store hangs rather than refusing, the first read past twice
+// MaxAge waits out lookupTimeout; after that failure, cached keys are
+// served at once while the store stays down.
+func TestAuthenticateHangingStoreWaitsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src, clk, ring, plain, _ := setup(t, Spec{Tenant: "acme"})
+		ctx := context.Background()
+		if _, err := ring.Authenticate(ctx, plain); err != nil {
+			t.Fatal(err)
+		}
+		hang := make(chan struct{})
+		src.set(func(f *fakeSource) { f.block = hang })
+		defer close(hang)
+		for i := range 3 {
+			clk.Add(time.Minute)
+			start := time.Now()
+			if _, err := ring.Authenticate(ctx, plain); err != nil {
+				t.Fatalf("Authenticate with the store hanging and the key cached: %v", err)
+			}
+			want := time.Duration(0)
+			if i == 0 {
+				want = lookupTimeout
+			}
+			if waited := time.Since(start); waited != want {
+				t.Errorf("Authenticate %d waited %v, want %v", i, waited, want)
+			}
+		}
+	})
 }
 
 func TestForgetRevokesAtOnce(t *testing.T) {
@@ -215,6 +304,10 @@ func TestAuthenticateExpired(t *testing.T) {
 }
 
 func TestAuthenticateStaleWhenStoreFails(t *testing.T) {
+	synctest.Test(t, testAuthenticateStaleWhenStoreFails)
+}
+
+func testAuthenticateStaleWhenStoreFails(t *testing.T) {
 	src := newFakeSource()
 	clk := &clock{t: t0}
 	var logs bytes.Buffer
@@ -253,13 +346,17 @@ func TestAuthenticateStaleWhenStoreFails(t *testing.T) {
 		t.Errorf("a plaintext key was logged:\n%s", logs.String())
 	}
 
-	// Back up: a revocation made meanwhile is seen on the next read.
+	// Back up: a revocation made meanwhile is seen once the store is read
+	// again. The store was down, so the request that finds it back is
+	// served from the cache while the read runs in the background.
 	src.set(func(f *fakeSource) {
 		f.err = nil
 		k.Revoked = t0
 		f.keys[k.ID] = k
 	})
 	clk.Add(time.Minute)
+	ring.Authenticate(ctx, plain)
+	synctest.Wait()
 	if _, err := ring.Authenticate(ctx, plain); !errors.Is(err, ErrRevoked) {
 		t.Fatalf("Authenticate after the store recovered: %v, want ErrRevoked", err)
 	}
@@ -269,6 +366,10 @@ func TestAuthenticateStaleWhenStoreFails(t *testing.T) {
 }
 
 func TestUnknownKeysCached(t *testing.T) {
+	synctest.Test(t, testUnknownKeysCached)
+}
+
+func testUnknownKeysCached(t *testing.T) {
 	src, clk, ring, _, _ := setup(t, Spec{Tenant: "acme"})
 	ctx := context.Background()
 	unknown, _, _, _ := Generate()
@@ -285,6 +386,7 @@ func TestUnknownKeysCached(t *testing.T) {
 	if _, err := ring.Authenticate(ctx, unknown); err != ErrInvalidKey {
 		t.Fatalf("Authenticate(unknown) = %v, want ErrInvalidKey", err)
 	}
+	synctest.Wait()
 	if n := src.readCount(); n != 2 {
 		t.Fatalf("store reads after MaxAge = %d, want 2", n)
 	}
