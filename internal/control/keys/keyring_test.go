@@ -156,20 +156,28 @@ func TestAuthenticateInvalid(t *testing.T) {
 	}
 }
 
+// usedThenRevoked is setup's key, authenticated once, so that it is
+// cached, and then revoked in the store.
+func usedThenRevoked(t *testing.T) (*fakeSource, *clock, *Keyring, string, tenant.Key) {
+	t.Helper()
+	src, clk, ring, plain, k := setup(t, Spec{Tenant: "acme"})
+	if _, err := ring.Authenticate(context.Background(), plain); err != nil {
+		t.Fatal(err)
+	}
+	src.set(func(f *fakeSource) {
+		k.Revoked = clk.Now()
+		f.keys[k.ID] = k
+	})
+	return src, clk, ring, plain, k
+}
+
 // A revocation is seen within twice MaxAge: a key used past MaxAge is
 // served from the cache while it is read again in the background, and a
 // key not used until twice MaxAge waits for the read.
 func TestAuthenticateRevokedWithinTwiceMaxAge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		src, clk, ring, plain, k := setup(t, Spec{Tenant: "acme"})
+		src, clk, ring, plain, _ := usedThenRevoked(t)
 		ctx := context.Background()
-		if _, err := ring.Authenticate(ctx, plain); err != nil {
-			t.Fatal(err)
-		}
-		src.set(func(f *fakeSource) {
-			k.Revoked = clk.Now()
-			f.keys[k.ID] = k
-		})
 		// Fresh just short of MaxAge: the store is not asked again.
 		clk.Add(DefaultMaxAge - time.Millisecond)
 		if _, err := ring.Authenticate(ctx, plain); err != nil {
@@ -193,14 +201,7 @@ func TestAuthenticateRevokedWithinTwiceMaxAge(t *testing.T) {
 		}
 
 		// Unused until twice MaxAge, a key waits for its read.
-		src2, clk2, ring2, plain2, k2 := setup(t, Spec{Tenant: "acme"})
-		if _, err := ring2.Authenticate(ctx, plain2); err != nil {
-			t.Fatal(err)
-		}
-		src2.set(func(f *fakeSource) {
-			k2.Revoked = clk2.Now()
-			f.keys[k2.ID] = k2
-		})
+		_, clk2, ring2, plain2, _ := usedThenRevoked(t)
 		clk2.Add(2 * DefaultMaxAge)
 		if _, err := ring2.Authenticate(ctx, plain2); !errors.Is(err, ErrRevoked) {
 			t.Fatalf("Authenticate at twice MaxAge after revocation: %v, want ErrRevoked", err)
@@ -272,17 +273,9 @@ func TestAuthenticateHangingStoreWaitsOnce(t *testing.T) {
 }
 
 func TestForgetRevokesAtOnce(t *testing.T) {
-	src, clk, ring, plain, k := setup(t, Spec{Tenant: "acme"})
-	ctx := context.Background()
-	if _, err := ring.Authenticate(ctx, plain); err != nil {
-		t.Fatal(err)
-	}
-	src.set(func(f *fakeSource) {
-		k.Revoked = clk.Now()
-		f.keys[k.ID] = k
-	})
+	_, _, ring, plain, k := usedThenRevoked(t)
 	ring.Forget(k.ID)
-	if _, err := ring.Authenticate(ctx, plain); !errors.Is(err, ErrRevoked) {
+	if _, err := ring.Authenticate(context.Background(), plain); !errors.Is(err, ErrRevoked) {
 		t.Fatalf("Authenticate after Forget: %v, want ErrRevoked", err)
 	}
 }
