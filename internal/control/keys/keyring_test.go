@@ -156,6 +156,18 @@ func TestAuthenticateInvalid(t *testing.T) {
 	}
 }
 
+// onTimeNow returns a source holding one key, its plaintext, and a
+// Keyring on time.Now, which in a synctest bubble is the bubble's clock.
+func onTimeNow(t *testing.T) (*fakeSource, *Keyring, string) {
+	t.Helper()
+	src := newFakeSource()
+	plain, _, err := Create(context.Background(), src, Spec{Tenant: "acme"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src, NewKeyring(src, Options{}), plain
+}
+
 // usedThenRevoked is setup's key, authenticated once, so that it is
 // cached, and then revoked in the store.
 func usedThenRevoked(t *testing.T) (*fakeSource, *clock, *Keyring, string, tenant.Key) {
@@ -213,13 +225,8 @@ func TestAuthenticateRevokedWithinTwiceMaxAge(t *testing.T) {
 // each is made in the background while the cached answer serves.
 func TestAuthenticateHotKeyNeverWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		src := newFakeSource()
-		ring := NewKeyring(src, Options{})
+		src, ring, plain := onTimeNow(t)
 		ctx := context.Background()
-		plain, _, err := Create(ctx, src, Spec{Tenant: "acme"}, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
 		if _, err := ring.Authenticate(ctx, plain); err != nil {
 			t.Fatal(err)
 		}
@@ -416,13 +423,8 @@ func TestUnknownKeysBounded(t *testing.T) {
 
 func TestConcurrentMissesShareOneRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		src := newFakeSource()
-		ring := NewKeyring(src, Options{})
+		src, ring, plain := onTimeNow(t)
 		ctx := context.Background()
-		plain, _, err := Create(ctx, src, Spec{Tenant: "acme"}, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
 		release := make(chan struct{})
 		src.set(func(f *fakeSource) { f.block = release })
 
@@ -449,12 +451,7 @@ func TestConcurrentMissesShareOneRead(t *testing.T) {
 
 func TestAuthenticateCallerLeaves(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		src := newFakeSource()
-		ring := NewKeyring(src, Options{})
-		plain, _, err := Create(context.Background(), src, Spec{Tenant: "acme"}, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
+		src, ring, plain := onTimeNow(t)
 		release := make(chan struct{})
 		src.set(func(f *fakeSource) { f.block = release })
 		ctx, cancel := context.WithCancel(context.Background())
