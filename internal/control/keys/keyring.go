@@ -91,7 +91,7 @@ type Keyring struct {
 	byID      map[string]*entry // key: key ID; protected by mu. Entries are never modified, only replaced.
 	negatives int               // entries in byID for unknown IDs; protected by mu
 
-	storeDown atomic.Bool // whether the last store read failed, so an outage is logged once
+	storeDown atomic.Bool // whether the last store read failed: an outage is logged once, and cached keys served without waiting
 
 	tenantMu      sync.Mutex            // serializes rebuilding tenants; protects configTenants and storeTenants
 	configTenants []tenant.TenantLimits // from the config file
