@@ -28,6 +28,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/ledger"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/h1"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/limits"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router"
 )
@@ -47,7 +48,8 @@ type Gateway struct {
 	limiter limits.Limiter
 
 	apiLn, adminLn net.Listener
-	api, admin     *http.Server
+	api            *h1.Server
+	admin          *http.Server
 	ready          atomic.Bool // serving, and not draining
 	tempSpool      string      // a spool directory to remove on close
 }
@@ -116,11 +118,11 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	if g.adminLn, err = net.Listen("tcp", cfg.Server.AdminListen); err != nil {
 		return nil, fmt.Errorf("admin listener: %w", err)
 	}
-	g.api = &http.Server{
+	g.api = &h1.Server{
 		Handler:           g.router,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		Logger:            log,
 	}
 	g.admin = &http.Server{Handler: g.adminMux(), ReadHeaderTimeout: 10 * time.Second}
 	return g, nil
@@ -203,7 +205,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
 
-	serve := func(s *http.Server, ln net.Listener) func() error {
+	serve := func(s interface{ Serve(net.Listener) error }, ln net.Listener) func() error {
 		return func() error {
 			if err := s.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return err
