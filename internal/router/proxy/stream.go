@@ -9,11 +9,11 @@ package proxy
 // looking whole.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -21,12 +21,48 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 )
 
-// relayBufSize is the read buffer of one relayed stream. A chunk of one
-// token is 150–400 bytes; a longer line is read in pieces, so this bounds
-// memory per open stream, not the size of an event.
+// relayBufSize is the read buffer of a stream whose body is not read by
+// llmgw's own transport: from an HTTPS upstream. A chunk of one token is
+// 150-400 bytes; a longer line is read in pieces.
 const relayBufSize = 1 << 10
 
-var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, relayBufSize) }}
+// errStreamClosed is what a keep-alive comment due after the relay ended
+// finds: nothing more is written.
+var errStreamClosed = errors.New("stream closed")
+
+// pieceReader is an answer's body read a piece at a time, each piece valid
+// until the next call. Asked not to wait, next returns errWouldWait rather
+// than wait for the upstream.
+type pieceReader interface {
+	next(max int, wait bool) ([]byte, error)
+}
+
+// readerPieces reads any other body in pieces, through a buffer of its own.
+type readerPieces struct {
+	r   io.Reader
+	buf []byte
+}
+
+func (p *readerPieces) next(max int, wait bool) ([]byte, error) {
+	if !wait {
+		return nil, errWouldWait
+	}
+	n, err := p.r.Read(p.buf[:min(max, len(p.buf))])
+	if n > 0 {
+		return p.buf[:n], nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return nil, err
+}
+
+func piecesOf(body io.Reader) pieceReader {
+	if p, ok := body.(pieceReader); ok {
+		return p
+	}
+	return &readerPieces{r: body, buf: make([]byte, relayBufSize)}
+}
 
 // streamWriter writes events to the client. Its lock is held for each write
 // and flush, as the keep-alive timer writes from its own goroutine.
@@ -50,9 +86,17 @@ func newStreamWriter(w http.ResponseWriter, keepAlive time.Duration) *streamWrit
 	return s
 }
 
+// close stops the keep-alive comments: none is written once it returns,
+// so the handler may return.
 func (s *streamWriter) close() {
-	if s.ka != nil {
-		s.ka.Stop()
+	if s.ka == nil {
+		return
+	}
+	s.ka.Stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = errStreamClosed
 	}
 }
 
@@ -142,12 +186,7 @@ func (s *streamWriter) wrote() bool {
 func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter, c *Call, resp *http.Response) Outcome {
 	sw := newStreamWriter(w, c.KeepAlive)
 	defer sw.close()
-	br := readers.Get().(*bufio.Reader)
-	br.Reset(resp.Body)
-	defer func() {
-		br.Reset(nil)
-		readers.Put(br)
-	}()
+	src := piecesOf(resp.Body)
 
 	var (
 		o                  Outcome
@@ -155,30 +194,36 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 		events             int64
 		sawDone, sawFinish bool
 		kind               []byte // the pending event's type, from an "event:" line
-		long               []byte // a line longer than the buffer, put together
+		piece              []byte // read and not yet relayed
+		partial            []byte // a line begun in an earlier piece
 		readErr, clientErr error
 	)
 	for clientErr == nil {
-		if !lineBuffered(br) {
-			// The next read may wait on the upstream: what is written
-			// goes out first.
-			if clientErr = sw.flush(); clientErr != nil {
+		line, ok := cutLine(&piece)
+		if !ok {
+			partial = append(partial, piece...)
+			var err error
+			piece, err = src.next(math.MaxInt, false)
+			if errors.Is(err, errWouldWait) {
+				// The next read waits on the upstream: what is written
+				// goes out first.
+				if clientErr = sw.flush(); clientErr != nil {
+					break
+				}
+				piece, err = src.next(math.MaxInt, true)
+			}
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, io.EOF) || len(partial) == 0 {
+				readErr = err
 				break
 			}
+			line = partial // the last line, with no line end
+		} else if len(partial) > 0 {
+			line = append(partial, line...)
 		}
-		line, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			long = append(long[:0], line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = br.ReadSlice('\n')
-				long = append(long, line...)
-			}
-			line = long
-		}
-		if err != nil && (!errors.Is(err, io.EOF) || len(line) == 0) {
-			readErr = err
-			break
-		}
+		partial = partial[:0]
 		dog.event()
 		line = bytes.TrimRight(line, "\r\n")
 		switch {
@@ -270,11 +315,16 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 	return o
 }
 
-// lineBuffered reports whether br holds a whole line, which it can then
-// return without reading.
-func lineBuffered(br *bufio.Reader) bool {
-	b, _ := br.Peek(br.Buffered())
-	return bytes.IndexByte(b, '\n') >= 0
+// cutLine takes the first line, with its line end, off *piece, and false
+// when *piece holds no whole line.
+func cutLine(piece *[]byte) ([]byte, bool) {
+	i := bytes.IndexByte(*piece, '\n')
+	if i < 0 {
+		return nil, false
+	}
+	line := (*piece)[:i+1]
+	*piece = (*piece)[i+1:]
+	return line, true
 }
 
 func isErrorEvent(data []byte) bool {

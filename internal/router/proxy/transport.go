@@ -24,9 +24,9 @@ import (
 )
 
 const (
-	// connBufSize is each connection's read buffer, which holds a few
-	// streamed events, and the size of the buffers requests are written
-	// through: a request's headers and a small body.
+	// connBufSize is the size of the buffers requests are written through
+	// and answers' heads read through: a request's headers and a small
+	// body, an answer's headers and its first events.
 	connBufSize = 2 << 10
 	// maxIdlePerHost bounds the idle connections kept for one endpoint;
 	// as many as the streams a gateway holds to it.
@@ -60,14 +60,17 @@ func newH1Transport(dialer *net.Dialer, idleTimeout time.Duration, fallback http
 type h1Conn struct {
 	net.Conn
 	host  string
-	br    *bufio.Reader
+	in    inbuf     // read and not yet consumed; no buffer while empty
 	since time.Time // when it went idle
 }
 
-// writers are the buffers requests are written through. A connection
-// needs one only while it writes a request, not for the seconds its
-// stream lasts, so they are shared.
-var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, connBufSize) }}
+// writers and heads are the buffers requests are written through and
+// answers' heads read through. A connection needs them only for that,
+// not for the seconds its stream lasts, so they are shared.
+var (
+	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, connBufSize) }}
+	heads   = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, connBufSize) }}
+)
 
 // errStale is a reused connection that the server had closed.
 var errStale = errors.New("connection closed by the server while idle")
@@ -143,17 +146,27 @@ func (t *h1Transport) conn(ctx context.Context, host string) (c *h1Conn, reused 
 	if err != nil {
 		return nil, false, err
 	}
-	return &h1Conn{Conn: nc, host: host, br: bufio.NewReaderSize(nc, connBufSize)}, false, nil
+	c = &h1Conn{Conn: nc, host: host}
+	c.in.init(nc)
+	return c, false, nil
 }
 
 // alive reports whether an idle connection is still open: a read that
-// would block, rather than one that finds the end, says it is.
+// would wait says it is, where one that finds the end, an error, or bytes
+// no request asked for says it is not.
 func (c *h1Conn) alive() bool {
-	c.SetReadDeadline(aLongTimeAgo)
-	_, err := c.br.Peek(1)
-	c.SetReadDeadline(time.Time{})
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+	if c.in.raw == nil {
+		return true // the first read will tell, and the call go again
+	}
+	var peek [1]byte
+	var err error
+	if rerr := c.in.raw.Read(func(fd uintptr) bool {
+		_, _, err = syscall.Recvfrom(int(fd), peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return true
+	}); rerr != nil {
+		return false
+	}
+	return err == syscall.EAGAIN
 }
 
 // put keeps c for reuse, or closes it when the pool is full.
@@ -207,7 +220,8 @@ func (t *h1Transport) send(ctx context.Context, c *h1Conn, reused bool, req *htt
 	if err != nil {
 		return fail(err)
 	}
-	if _, err := c.br.Peek(1); err != nil {
+	// Waiting for the answer holds no buffer.
+	if err := c.in.fill(); err != nil {
 		if reused && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
 			// Nothing came back on a reused connection: the server had
 			// closed it.
@@ -215,12 +229,35 @@ func (t *h1Transport) send(ctx context.Context, c *h1Conn, reused bool, req *htt
 		}
 		return fail(err)
 	}
-	resp, err := http.ReadResponse(c.br, req)
+	br := heads.Get().(*bufio.Reader)
+	br.Reset(&c.in)
+	resp, err := http.ReadResponse(br, req)
+	if err == nil {
+		past, _ := br.Peek(br.Buffered())
+		c.in.unread(past)
+	}
+	br.Reset(nil)
+	heads.Put(br)
 	if err != nil {
 		return fail(err)
 	}
-	resp.Body = &h1Body{body: resp.Body, c: c, t: t, stop: stop, reuse: !resp.Close}
+	b := &h1Body{body: body{in: &c.in, framing: framing(resp)}, c: c, t: t, stop: stop, reuse: !resp.Close}
+	if b.framing == byLength {
+		b.remain = resp.ContentLength
+	}
+	resp.Body = b
 	return resp, nil
+}
+
+// framing is how the end of resp's body is known.
+func framing(resp *http.Response) int {
+	switch {
+	case len(resp.TransferEncoding) > 0 && resp.TransferEncoding[0] == "chunked":
+		return byChunks
+	case resp.ContentLength >= 0:
+		return byLength
+	}
+	return byClose
 }
 
 // writeRequest writes req as HTTP/1.1 with a known length, as llmgw's calls
@@ -263,22 +300,30 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 // to the pool; closed early, it closes the connection, whose rest of the
 // answer is unread.
 type h1Body struct {
-	body  io.ReadCloser
+	body
 	c     *h1Conn
 	t     *h1Transport
 	stop  func() bool
 	reuse bool
 
-	mu   sync.Mutex // protects done: Close may come from another goroutine
-	done bool
+	mu       sync.Mutex // protects finished: Close may come from another goroutine
+	finished bool
 }
 
-func (b *h1Body) Read(p []byte) (int, error) {
-	n, err := b.body.Read(p)
+func (b *h1Body) next(max int, wait bool) ([]byte, error) {
+	piece, err := b.body.next(max, wait)
 	if err == io.EOF {
 		b.finish(b.reuse)
 	}
-	return n, err
+	return piece, err
+}
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	piece, err := b.next(len(p), true)
+	return copy(p, piece), err
 }
 
 func (b *h1Body) Close() error {
@@ -291,11 +336,12 @@ func (b *h1Body) Close() error {
 func (b *h1Body) finish(reuse bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.done {
+	if b.finished {
 		return
 	}
-	b.done = true
-	if b.stop() && reuse && b.c.br.Buffered() == 0 {
+	b.finished = true
+	if b.stop() && reuse && len(b.c.in.buffered()) == 0 {
+		b.c.in.release()
 		b.t.put(b.c)
 		return
 	}
