@@ -279,6 +279,11 @@ func (b *body) next(max int, wait bool) ([]byte, error) {
 	return nil, io.EOF
 }
 
+// complete reports whether the whole body is read.
+func (b *body) complete() bool {
+	return b.done || b.framing == byLength && b.remain == 0
+}
+
 // lineReady reports whether a whole line is read.
 func (b *body) lineReady() bool {
 	return indexByte(b.in.buffered(), '\n') >= 0

@@ -323,7 +323,15 @@ func (b *h1Body) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	piece, err := b.next(len(p), true)
-	return copy(p, piece), err
+	n := copy(p, piece)
+	if err == nil && b.body.complete() {
+		// The end comes with the last bytes, as net/http's bodies say it,
+		// so that a reader that stops at the length still gives the
+		// connection back.
+		b.finish(b.reuse)
+		err = io.EOF
+	}
+	return n, err
 }
 
 func (b *h1Body) Close() error {
