@@ -254,15 +254,7 @@ type conn struct {
 	r  connReader
 	br *bufio.Reader // reads r; nil while a handler waits with the body read
 
-	// The watch for the client leaving, while a handler runs: a goroutine
-	// of the connection's own, started with the first watch. It lasts as
-	// long as the connection, so that its stack shrinks to the smallest
-	// size and stays there, where one per request would start at the
-	// runtime's average.
-	watches  chan context.CancelFunc // a watch to begin, and whom to tell when the client leaves
-	watched  chan struct{}           // a watch has ended
-	aborting atomic.Bool             // the watch is being ended by the server
-	watchBuf [1]byte
+	watch watch // for the client leaving, while a handler runs
 
 	// Scratch for writing responses, reused from one to the next.
 	head  []byte      // a response's status line and headers
@@ -309,9 +301,7 @@ func (c *conn) serve() {
 		if c.br != nil {
 			c.releaseReader()
 		}
-		if c.watches != nil {
-			close(c.watches)
-		}
+		c.watch.close()
 		c.srv.trackConn(c, false)
 	}()
 	c.r.c = c.rwc
@@ -478,7 +468,7 @@ func (c *conn) runHandler(w *response, req *http.Request) (ok bool) {
 	return true
 }
 
-// startWatch reads from the client while the handler works, so that the
+// startWatch watches the client while the handler works, so that the
 // handler's context ends at once when the client goes away. The request's
 // read buffer goes back to the pool for the while, unless the client has
 // already sent more: a pipelined request is not watched.
@@ -487,24 +477,7 @@ func (c *conn) startWatch(cancel context.CancelFunc) {
 		return
 	}
 	c.releaseReader()
-	if c.watches == nil {
-		c.watches, c.watched = make(chan context.CancelFunc, 1), make(chan struct{})
-		go c.watch()
-	}
-	c.watches <- cancel
-}
-
-func (c *conn) watch() {
-	for cancel := range c.watches {
-		n, err := c.rwc.Read(c.watchBuf[:])
-		if n > 0 {
-			// The next request has begun: it is read when this one is done.
-			c.r.peek, c.r.hasPeek = c.watchBuf[0], true
-		} else if err != nil && !c.aborting.Load() {
-			cancel()
-		}
-		c.watched <- struct{}{}
-	}
+	c.watch.start(c, cancel)
 }
 
 // stopWatch ends the watch, if one runs, and takes a read buffer back.
@@ -512,11 +485,7 @@ func (c *conn) stopWatch() {
 	if c.br != nil {
 		return
 	}
-	c.aborting.Store(true)
-	c.rwc.SetReadDeadline(aLongTimeAgo)
-	<-c.watched
-	c.rwc.SetReadDeadline(time.Time{})
-	c.aborting.Store(false)
+	c.watch.stop(c)
 	c.br = readers.Get().(*bufio.Reader)
 	c.br.Reset(&c.r)
 }

@@ -23,6 +23,38 @@ func serve(t *testing.T, h http.Handler, set ...func(*Server)) (*Server, string)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveOn(t, ln, h, set...)
+}
+
+// plainListener's connections have no file descriptor to poll, so each
+// watches for its client leaving with a goroutine.
+type plainListener struct{ net.Listener }
+
+func (l plainListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	return struct{ net.Conn }{c}, err
+}
+
+// watchers runs a test with connections watched by the poller, where
+// there is one, and by goroutines.
+func watchers(t *testing.T, test func(t *testing.T, serve func(http.Handler) string)) {
+	t.Run("poller", func(t *testing.T) {
+		test(t, func(h http.Handler) string { _, addr := serve(t, h); return addr })
+	})
+	t.Run("goroutine", func(t *testing.T) {
+		test(t, func(h http.Handler) string {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, addr := serveOn(t, plainListener{ln}, h)
+			return addr
+		})
+	})
+}
+
+func serveOn(t *testing.T, ln net.Listener, h http.Handler, set ...func(*Server)) (*Server, string) {
+	t.Helper()
 	s := &Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)}
 	for _, f := range set {
 		f(s)
@@ -194,13 +226,15 @@ func TestFlushStreams(t *testing.T) {
 
 // When the client goes away, the handler's context ends at once — whether
 // it had a body to read or not.
-func TestClientGoneCancels(t *testing.T) {
+func TestClientGoneCancels(t *testing.T) { watchers(t, testClientGoneCancels) }
+
+func testClientGoneCancels(t *testing.T, serve func(http.Handler) string) {
 	for _, raw := range []string{
 		"GET /wait HTTP/1.1\r\nHost: x\r\n\r\n",
 		"POST /wait HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
 	} {
 		started, ended := make(chan struct{}), make(chan error, 1)
-		_, addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.ReadAll(r.Body)
 			close(started)
 			select {
@@ -222,9 +256,11 @@ func TestClientGoneCancels(t *testing.T) {
 
 // The watch for the client leaving does not take a pipelined request for
 // one: it is read and answered after the first.
-func TestPipelinedDuringHandler(t *testing.T) {
+func TestPipelinedDuringHandler(t *testing.T) { watchers(t, testPipelinedDuringHandler) }
+
+func testPipelinedDuringHandler(t *testing.T, serve func(http.Handler) string) {
 	release := make(chan struct{})
-	_, addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			<-release
 			if err := r.Context().Err(); err != nil {

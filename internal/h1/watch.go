@@ -1,0 +1,73 @@
+package h1
+
+// The watch for a client leaving while its request's handler works, which
+// ends the handler's context at once. Where the system allows, one poller
+// watches every connection for the process (watch_linux.go): a waiting
+// stream then costs no goroutine for it. Elsewhere, and for connections
+// without a file descriptor, a connection has a goroutine of its own that
+// reads from it.
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// watch is one connection's watch.
+type watch struct {
+	polled bool  // by the poller; otherwise by the goroutine below
+	gen    int32 // the poller's number for the watch
+	fd     int32 // the connection's file descriptor: 0 until known, -1 without one
+
+	// The connection's goroutine, started with its first watch. It lasts
+	// as long as the connection, so that its stack shrinks to the
+	// smallest size and stays there, where one per request would start
+	// at the runtime's average.
+	watches  chan context.CancelFunc // a watch to begin, and whom to tell when the client leaves
+	watched  chan struct{}           // a watch has ended
+	aborting atomic.Bool             // the watch is being ended by the server
+	buf      [1]byte
+}
+
+func (w *watch) start(c *conn, cancel context.CancelFunc) {
+	if w.polled = poll.add(c, cancel); w.polled {
+		return
+	}
+	if w.watches == nil {
+		w.watches, w.watched = make(chan context.CancelFunc, 1), make(chan struct{})
+		go w.read(c)
+	}
+	w.watches <- cancel
+}
+
+func (w *watch) read(c *conn) {
+	for cancel := range w.watches {
+		n, err := c.rwc.Read(w.buf[:])
+		if n > 0 {
+			// The next request has begun: it is read when this one is done.
+			c.r.peek, c.r.hasPeek = w.buf[0], true
+		} else if err != nil && !w.aborting.Load() {
+			cancel()
+		}
+		w.watched <- struct{}{}
+	}
+}
+
+func (w *watch) stop(c *conn) {
+	if w.polled {
+		poll.remove(c)
+		return
+	}
+	w.aborting.Store(true)
+	c.rwc.SetReadDeadline(aLongTimeAgo)
+	<-w.watched
+	c.rwc.SetReadDeadline(time.Time{})
+	w.aborting.Store(false)
+}
+
+// close ends the connection's goroutine, if it has one.
+func (w *watch) close() {
+	if w.watches != nil {
+		close(w.watches)
+	}
+}

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package h1
+
+import "context"
+
+// poll is the poller where there is none: every connection watches with a
+// goroutine.
+var poll noPoller
+
+type noPoller struct{}
+
+func (noPoller) add(*conn, context.CancelFunc) bool { return false }
+func (noPoller) remove(*conn)                       {}
