@@ -188,10 +188,12 @@ func (w *response) send(p []byte, last bool) error {
 		held = *w.buf
 	}
 	n := len(held) + len(p)
+	var head *[]byte // pooled, as a connection sends one head for many writes
 	if !w.sent {
 		w.frame(n, last)
-		c.head = w.appendHead(c.head[:0], held, p)
-		vec = append(vec, c.head)
+		head = writers.Get().(*[]byte)
+		*head = w.appendHead(*head, held, p)
+		vec = append(vec, *head)
 		w.sent = true
 	}
 	if n > 0 && !w.noBody {
@@ -216,11 +218,13 @@ func (w *response) send(p []byte, last bool) error {
 		_, w.err = c.out.WriteTo(c.rwc)
 		clear(c.vec[:])
 	}
-	if w.buf != nil {
-		*w.buf = (*w.buf)[:0]
-		writers.Put(w.buf)
-		w.buf = nil
+	for _, b := range [...]*[]byte{head, w.buf} {
+		if b != nil {
+			*b = (*b)[:0]
+			writers.Put(b)
+		}
 	}
+	w.buf = nil
 	return w.err
 }
 

@@ -257,7 +257,6 @@ type conn struct {
 	watch watch // for the client leaving, while a handler runs
 
 	// Scratch for writing responses, reused from one to the next.
-	head  []byte      // a response's status line and headers
 	chunk [18]byte    // a chunk's size line
 	vec   [5][]byte   // what one write sends
 	out   net.Buffers // vec, as written
@@ -382,13 +381,13 @@ func isNetError(err error) bool {
 // closes after it.
 func (c *conn) refuse(status int, msg string) {
 	body := (&openai.Error{Status: status, Type: "invalid_request_error", Message: msg}).Body()
-	c.head = appendStatusLine(c.head[:0], status)
-	c.head = append(c.head, "Content-Type: application/json\r\nConnection: close\r\nContent-Length: "...)
-	c.head = appendInt(c.head, int64(len(body)))
-	c.head = append(c.head, "\r\n\r\n"...)
-	c.head = append(c.head, body...)
+	b := appendStatusLine(nil, status)
+	b = append(b, "Content-Type: application/json\r\nConnection: close\r\nContent-Length: "...)
+	b = appendInt(b, int64(len(body)))
+	b = append(b, "\r\n\r\n"...)
+	b = append(b, body...)
 	c.rwc.SetWriteDeadline(time.Now().Add(time.Second))
-	if _, err := c.rwc.Write(c.head); err == nil {
+	if _, err := c.rwc.Write(b); err == nil {
 		c.lingerClose()
 	}
 }

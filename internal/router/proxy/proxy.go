@@ -247,6 +247,9 @@ func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome 
 	defer resp.Body.Close()
 
 	if c.Stream && resp.StatusCode == http.StatusOK && isEventStream(resp.Header) {
+		// A stream lasts seconds and needs only the body: the answer's
+		// headers and the request it answered can go.
+		resp.Header, resp.Request = nil, nil
 		return p.relay(ctx, dog, w, c, resp)
 	}
 	dog.answered()
