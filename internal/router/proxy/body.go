@@ -9,6 +9,7 @@ package proxy
 // time, without a copy.
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -79,10 +80,12 @@ func (in *inbuf) unread(b []byte) {
 		return
 	}
 	rest := in.buffered()
-	nb := inBufs.Get().(*[]byte)
+	var nb *[]byte
 	if len(b)+len(rest) > inBufSize {
 		g := make([]byte, len(b)+len(rest))
 		nb = &g
+	} else {
+		nb = inBufs.Get().(*[]byte)
 	}
 	n := copy(*nb, b)
 	n += copy((*nb)[n:], rest)
@@ -177,7 +180,7 @@ func (in *inbuf) read(fd uintptr) bool {
 func (in *inbuf) line() ([]byte, error) {
 	for {
 		b := in.buffered()
-		if i := indexByte(b, '\n'); i >= 0 {
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
 			line := b[:i]
 			in.r += i + 1 // consumed; the caller uses line before the next fill
 			if len(line) > 0 && line[len(line)-1] == '\r' {
@@ -286,7 +289,7 @@ func (b *body) complete() bool {
 
 // lineReady reports whether a whole line is read.
 func (b *body) lineReady() bool {
-	return indexByte(b.in.buffered(), '\n') >= 0
+	return bytes.IndexByte(b.in.buffered(), '\n') >= 0
 }
 
 // framingLine reads one line of a chunked body's framing: a chunk's size,
@@ -305,10 +308,10 @@ func (b *body) framingLine() error {
 	case chunkTrailer:
 		b.done = len(line) == 0
 	case chunkSize:
-		if i := indexByte(line, ';'); i >= 0 {
+		if i := bytes.IndexByte(line, ';'); i >= 0 {
 			line = line[:i] // a chunk extension, which means nothing here
 		}
-		size, err := strconv.ParseInt(string(trimSpace(line)), 16, 64)
+		size, err := strconv.ParseInt(string(bytes.Trim(line, " \t")), 16, 64)
 		if err != nil || size < 0 {
 			return fmt.Errorf("%w: size %q", errFraming, line)
 		}
@@ -326,32 +329,4 @@ func unexpected(err error) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
-}
-
-func indexByte(b []byte, c byte) int {
-	for i := range b {
-		if b[i] == c {
-			return i
-		}
-	}
-	return -1
-}
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
-}
-
-// Read is next, copying, for the io.Reader a body also is.
-func (b *body) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	piece, err := b.next(len(p), true)
-	return copy(p, piece), err
 }
