@@ -48,6 +48,15 @@ func BadRequest(param, format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Message: fmt.Sprintf(format, args...)}
 }
 
+// InvalidType is the 400 for a request field of the wrong JSON type,
+// worded as OpenAI words it. want and got are kinds of value with their
+// article, such as "a string", "an integer" or "null".
+func InvalidType(param, want, got string) *Error {
+	e := BadRequest(param, "Invalid type for '%s': expected %s, but got %s instead.", param, want, got)
+	e.Code = "invalid_type"
+	return e
+}
+
 // ModelNotFound is the 404 for a model that does not exist or that the
 // key may not use. It names the model, as OpenAI does, unless the name
 // may be a secret pasted by mistake (see Shown).

@@ -8,9 +8,9 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Request is what routing needs from a completion, chat or embeddings body.
@@ -21,14 +21,16 @@ type Request struct {
 	// IncludeUsage reports whether the client asked for the usage chunk
 	// (stream_options.include_usage).
 	IncludeUsage bool
-	// MaxTokens is max_completion_tokens or else max_tokens; zero when
-	// neither is given.
+	// MaxTokens is max_completion_tokens or, when that is absent, null or
+	// zero, max_tokens, as vLLM reads them; zero when neither is given.
+	// It is never above MaxTokensLimit.
 	MaxTokens int64
 	// User is the client's end-user id, if it sent one.
 	User string
 
 	model         span // the model value, quotes included
-	streamOptions span // the stream_options value; zero when absent
+	streamOptions span // the stream_options value, null included; zero when absent
+	includeUsage  span // the include_usage value in stream_options; zero when absent
 	end           int  // offset of the object's closing brace
 }
 
@@ -37,9 +39,36 @@ type span struct{ start, end int }
 
 func (s span) ok() bool { return s.end > 0 }
 
+// MaxTokensLimit is the most max_tokens or max_completion_tokens may ask
+// for: 2^31-1, hundreds of times the longest context any model serves
+// (about 10M tokens), the most a backend holding counts in 32 bits can
+// read, and far enough below 2^63 that a prompt estimate added to it
+// cannot overflow a token reservation.
+const MaxTokensLimit = 1<<31 - 1
+
+// The fields Parse reads, as bits of the set of those a body has given.
+// includeUsage is inside stream_options; the others are top-level.
+const (
+	fieldModel = iota
+	fieldStream
+	fieldStreamOptions
+	fieldMaxTokens
+	fieldMaxCompletionTokens
+	fieldUser
+	fieldIncludeUsage
+)
+
+// fieldNames are the keys of the fields Parse reads, by the constants
+// above; fieldParams name them in errors.
+var (
+	fieldNames  = [...]string{"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "user", "include_usage"}
+	fieldParams = [...]string{"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "user", "stream_options.include_usage"}
+)
+
 // ParseRequest reads routing's fields from a JSON body. It fails with a 400
-// *Error on malformed JSON, a body that is not an object, or a missing or
-// ill-typed model.
+// *Error on malformed JSON, a body that is not an object, a missing model,
+// or a routing field that is ill-typed, out of range, given twice or
+// spelled so that decoders disagree on it.
 func ParseRequest(body []byte) (*Request, error) {
 	r := new(Request)
 	if err := r.Parse(body); err != nil {
@@ -50,7 +79,23 @@ func ParseRequest(body []byte) (*Request, error) {
 
 // Parse reads routing's fields from body into r; see ParseRequest. It
 // checks the whole body is valid JSON in the same pass.
+//
+// Backends decode the body again, each its own way, and the key's limits
+// and bill follow what Parse reads, so Parse refuses what they could read
+// differently: a routing field given twice, where most decoders keep the
+// last and some the first; and a key that is not a routing field's but
+// that Go's encoding/json would take for one, matching case-insensitively.
+// Keys are compared as decoders see them, escapes decoded.
 func (r *Request) Parse(body []byte) error {
+	err := r.parse(body)
+	if err != nil && !valid(body) {
+		return errNotJSON() // rather than a fault found before the bad syntax
+	}
+	return err
+}
+
+func (r *Request) parse(body []byte) error {
+	*r = Request{}
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		if valid(body) {
@@ -58,6 +103,8 @@ func (r *Request) Parse(body []byte) error {
 		}
 		return errNotJSON()
 	}
+	var seen uint8 // bit f set when field f has been given
+	var maxTokens, maxCompletionTokens int64
 	i = skipSpace(body, i+1)
 	if i < len(body) && body[i] == '}' {
 		r.end = i
@@ -67,14 +114,49 @@ func (r *Request) Parse(body []byte) error {
 			if err != nil {
 				return errNotJSON()
 			}
-			key := body[i+1 : kEnd-1] // raw, escapes left in: wanted keys have none
+			f, exact := keyField(body[i+1:kEnd-1], fieldModel, fieldUser)
 			i = skipSpace(body, next)
 			vEnd, err := scanValue(body, i)
 			if err != nil {
 				return errNotJSON()
 			}
-			if err := r.field(key, body[i:vEnd], span{i, vEnd}); err != nil {
-				return err
+			if f >= 0 {
+				if err := checkKey(f, exact, &seen); err != nil {
+					return err
+				}
+				v := body[i:vEnd]
+				switch f {
+				case fieldModel:
+					if v[0] != '"' {
+						return invalidType(f, "a string", v)
+					}
+					r.Model = decodeString(v)
+					r.model = span{i, vEnd}
+				case fieldStream:
+					if r.Stream, err = decodeBool(f, v); err != nil {
+						return err
+					}
+				case fieldStreamOptions:
+					if err := r.parseStreamOptions(body, i, vEnd); err != nil {
+						return err
+					}
+				case fieldMaxTokens:
+					if maxTokens, err = decodeMaxTokens(f, v); err != nil {
+						return err
+					}
+				case fieldMaxCompletionTokens:
+					if maxCompletionTokens, err = decodeMaxTokens(f, v); err != nil {
+						return err
+					}
+				case fieldUser:
+					switch v[0] {
+					case '"':
+						r.User = decodeString(v)
+					case 'n':
+					default:
+						return invalidType(f, "a string", v)
+					}
+				}
 			}
 			i = skipSpace(body, vEnd)
 			if i < len(body) && body[i] == '}' {
@@ -93,114 +175,196 @@ func (r *Request) Parse(body []byte) error {
 	if r.Model == "" {
 		return BadRequest("model", "You must provide a model parameter.")
 	}
+	r.MaxTokens = maxCompletionTokens
+	if r.MaxTokens == 0 {
+		r.MaxTokens = maxTokens
+	}
 	return nil
 }
 
 func errNotJSON() error { return BadRequest("", "The request body is not valid JSON.") }
 
-func (r *Request) field(key, v []byte, at span) error {
-	var err error
-	switch string(key) {
-	case "model":
-		if v[0] != '"' {
-			return BadRequest("model", "model must be a string.")
-		}
-		r.Model, err = decodeString(v)
-		r.model = at
-	case "stream":
-		r.Stream, err = decodeBool(v)
-	case "stream_options":
-		if string(v) != "null" {
-			var o struct {
-				IncludeUsage bool `json:"include_usage"`
-			}
-			err = json.Unmarshal(v, &o)
-			r.IncludeUsage = o.IncludeUsage
-			r.streamOptions = at
-		}
-	case "max_tokens", "max_completion_tokens":
-		var n int64
-		if string(v) != "null" {
-			n, err = strconv.ParseInt(string(v), 10, 64)
-		}
-		if err != nil {
-			return BadRequest(string(key), "%s must be an integer, got %.20s.", key, v)
-		}
-		if n < 0 {
-			return BadRequest(string(key), "%s must be a non-negative integer.", key)
-		}
-		if key[4] == 'c' || r.MaxTokens == 0 { // max_completion_tokens wins
-			r.MaxTokens = n
-		}
-	case "user":
-		if string(v) != "null" {
-			r.User, err = decodeString(v)
-		}
-	default:
-		return nil
+// checkKey refuses field f's key when it is a case-folded spelling or
+// the field has been seen before, and notes it in seen.
+func checkKey(f int, exact bool, seen *uint8) error {
+	if !exact {
+		return BadRequest(fieldParams[f], "The request body has a key that differs from '%s' only in case, which backends read differently; spell it '%s'.", fieldNames[f], fieldNames[f])
 	}
-	if err != nil {
-		return BadRequest(string(key), "%s has the wrong type: %v", key, typeError(err))
+	if *seen&(1<<f) != 0 {
+		return BadRequest(fieldParams[f], "Duplicate key '%s' in the request body: backends differ on which value they keep, so send it once.", fieldNames[f])
 	}
+	*seen |= 1 << f
 	return nil
 }
 
-// decodeString decodes a JSON string, without reflection when it holds no
-// escapes, as model names never do.
-func decodeString(v []byte) (string, error) {
-	if len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v[1:len(v)-1], '\\') < 0 {
-		return string(v[1 : len(v)-1]), nil
+// parseStreamOptions reads the stream_options value body[start:end]: an
+// object or null, whose include_usage, when given, is a boolean or null.
+func (r *Request) parseStreamOptions(body []byte, start, end int) error {
+	r.streamOptions = span{start, end}
+	if body[start] == 'n' {
+		return nil
+	}
+	if body[start] != '{' {
+		return invalidType(fieldStreamOptions, "an object or null", body[start:end])
+	}
+	var seen uint8
+	i := skipSpace(body, start+1)
+	if body[i] == '}' {
+		return nil
+	}
+	for { // body[start:end] is a valid object, so the scans cannot fail
+		kEnd, next, _ := scanMember(body, i)
+		f, exact := keyField(body[i+1:kEnd-1], fieldIncludeUsage, fieldIncludeUsage)
+		i = skipSpace(body, next)
+		vEnd, _ := scanValue(body, i)
+		if f >= 0 {
+			if err := checkKey(f, exact, &seen); err != nil {
+				return err
+			}
+			var err error
+			if r.IncludeUsage, err = decodeBool(f, body[i:vEnd]); err != nil {
+				return err
+			}
+			r.includeUsage = span{i, vEnd}
+		}
+		i = skipSpace(body, vEnd)
+		if body[i] == '}' {
+			return nil
+		}
+		i = skipSpace(body, i+1) // past the comma
+	}
+}
+
+// invalidType is the 400 for field f holding the JSON value v where want
+// was expected.
+func invalidType(f int, want string, v []byte) error {
+	return InvalidType(fieldParams[f], want, JSONKind(v))
+}
+
+// JSONKind names the kind of the valid JSON value v as error messages do,
+// with its article: "a string", "an integer", "a decimal number", "null"...
+func JSONKind(v []byte) string {
+	switch v[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	if bytes.ContainsAny(v, ".eE") {
+		return "a decimal number"
+	}
+	return "an integer"
+}
+
+// decodeString decodes a valid JSON string as encoding/json does, without
+// reflection when it holds no escapes and is valid UTF-8, as model names
+// always are.
+func decodeString(v []byte) string {
+	in := v[1 : len(v)-1]
+	if bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
+		return string(in)
 	}
 	var s string
-	err := json.Unmarshal(v, &s)
-	return s, err
+	json.Unmarshal(v, &s) // v is a valid string, which cannot fail to decode
+	return s
 }
 
-// decodeBool decodes a JSON boolean or null (false).
-func decodeBool(v []byte) (bool, error) {
-	switch string(v) {
-	case "true":
+// decodeBool decodes field f's value v, a JSON boolean or null (false).
+func decodeBool(f int, v []byte) (bool, error) {
+	switch v[0] {
+	case 't':
 		return true, nil
-	case "false", "null":
+	case 'f', 'n':
 		return false, nil
 	}
-	var b bool
-	return b, json.Unmarshal(v, &b)
+	return false, invalidType(f, "a boolean", v)
 }
 
-func typeError(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return "got " + te.Value + ", want " + te.Type.String()
+// decodeMaxTokens decodes field f's value v, a JSON integer from 0 to
+// MaxTokensLimit or null (0). Integers written with a fraction or an
+// exponent, such as 1.0 or 1e3, are refused: Python backends read them as
+// floats.
+func decodeMaxTokens(f int, v []byte) (int64, error) {
+	if v[0] == 'n' {
+		return 0, nil
 	}
-	return err.Error()
+	if v[0] != '-' && (v[0] < '0' || v[0] > '9') || bytes.ContainsAny(v, ".eE") {
+		return 0, invalidType(f, "an integer", v)
+	}
+	if v[0] == '-' {
+		if string(v) == "-0" {
+			return 0, nil
+		}
+		return 0, outOfRange(f, true, v)
+	}
+	var n int64
+	for _, c := range v {
+		if n = n*10 + int64(c-'0'); n > MaxTokensLimit {
+			return 0, outOfRange(f, false, v)
+		}
+	}
+	return n, nil
+}
+
+// outOfRange is the 400 for field f's integer v below 0 or above
+// MaxTokensLimit, as OpenAI words it. Over 24 digits of v are cut short.
+func outOfRange(f int, below bool, v []byte) error {
+	shown := string(v)
+	if len(v) > 24 {
+		shown = string(v[:21]) + "..."
+	}
+	side, bound, code := "above maximum", "<= "+strconv.Itoa(MaxTokensLimit), "integer_above_max_value"
+	if below {
+		side, bound, code = "below minimum", ">= 0", "integer_below_min_value"
+	}
+	e := BadRequest(fieldParams[f], "Invalid '%s': integer %s value. Expected a value %s, but got %s instead.", fieldParams[f], side, bound, shown)
+	e.Code = code
+	return e
 }
 
 // Rewrite returns body with the model renamed to model and, when
 // includeUsage is set, stream_options.include_usage forced on. It returns
-// body itself when nothing changes.
+// body itself when nothing changes, and otherwise changes only those two
+// values: the rest of the body reaches the backend byte for byte.
 func (r *Request) Rewrite(body []byte, model string, includeUsage bool) []byte {
 	renamed := model != r.Model
 	usage := includeUsage && !r.IncludeUsage
 	if !renamed && !usage {
 		return body
 	}
-	out := make([]byte, 0, len(body)+len(model)+len(`,"stream_options":{"include_usage":true}`))
+	const addedOptions = `,"stream_options":{"include_usage":true}`
+	out := make([]byte, 0, len(body)+len(model)+2+len(addedOptions))
+	// At most two edits, each replacing a span of body: the model's value,
+	// and where include_usage is set or added.
 	type edit struct {
-		at   span
-		with []byte
+		at    span
+		with  string
+		model bool // with is the new model, quoted into out
 	}
 	var edits [2]edit
 	n := 0
 	if renamed {
-		edits[n] = edit{r.model, strconv.AppendQuote(nil, model)}
+		edits[n] = edit{r.model, model, true}
 		n++
 	}
 	if usage {
-		if r.streamOptions.ok() {
-			edits[n] = edit{r.streamOptions, withIncludeUsage(body[r.streamOptions.start:r.streamOptions.end])}
-		} else {
-			edits[n] = edit{span{r.end, r.end}, []byte(`,"stream_options":{"include_usage":true}`)}
+		switch so := r.streamOptions; {
+		case r.includeUsage.ok(): // false or null
+			edits[n] = edit{r.includeUsage, "true", false}
+		case so.ok() && body[so.start] == 'n':
+			edits[n] = edit{so, `{"include_usage":true}`, false}
+		case so.ok() && skipSpace(body, so.start+1) == so.end-1: // {}
+			edits[n] = edit{span{so.end - 1, so.end - 1}, `"include_usage":true`, false}
+		case so.ok():
+			edits[n] = edit{span{so.end - 1, so.end - 1}, `,"include_usage":true`, false}
+		default:
+			edits[n] = edit{span{r.end, r.end}, addedOptions, false}
 		}
 		n++
 	}
@@ -210,22 +374,27 @@ func (r *Request) Rewrite(body []byte, model string, includeUsage bool) []byte {
 	last := 0
 	for _, e := range edits[:n] {
 		out = append(out, body[last:e.at.start]...)
-		out = append(out, e.with...)
+		if e.model {
+			out = appendJSONString(out, e.with)
+		} else {
+			out = append(out, e.with...)
+		}
 		last = e.at.end
 	}
 	return append(out, body[last:]...)
 }
 
-// withIncludeUsage is a stream_options object with include_usage set true
-// and its other fields kept.
-func withIncludeUsage(obj []byte) []byte {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(obj, &m) != nil || m == nil {
-		return []byte(`{"include_usage":true}`)
+// appendJSONString appends s to dst as a JSON string.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+			b, _ := json.Marshal(s) // a string always marshals
+			return append(dst, b...)
+		}
 	}
-	m["include_usage"] = json.RawMessage("true")
-	b, _ := json.Marshal(m)
-	return b
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // Usage is the token accounting of an answer, as OpenAI reports it.

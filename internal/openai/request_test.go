@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -20,10 +22,50 @@ func TestParseRequest(t *testing.T) {
 		{`{"model":"m","messages":[]}`, Request{Model: "m"}},
 		{` { "messages" : [{"content":"{\"model\":\"x\"}"}], "model" : "m" , "stream":true}`, Request{Model: "m", Stream: true}},
 		{`{"model":"m","stream":true,"stream_options":{"include_usage":true}}`, Request{Model: "m", Stream: true, IncludeUsage: true}},
+		{`{"model":"m","stream_options":null,"stream":false}`, Request{Model: "m"}},
+		{`{"model":"m","stream_options":{"include_usage":null,"x":{"include_usage":true}}}`, Request{Model: "m"}},
 		{`{"model":"m","max_tokens":10,"max_completion_tokens":20}`, Request{Model: "m", MaxTokens: 20}},
 		{`{"model":"m","max_completion_tokens":20,"max_tokens":10}`, Request{Model: "m", MaxTokens: 20}},
+		{`{"model":"m","max_completion_tokens":null,"max_tokens":10}`, Request{Model: "m", MaxTokens: 10}},
+		{`{"model":"m","max_completion_tokens":0,"max_tokens":10}`, Request{Model: "m", MaxTokens: 10}},
+		{`{"model":"m","max_tokens":-0}`, Request{Model: "m"}},
+		{`{"model":"m","max_tokens":2147483647}`, Request{Model: "m", MaxTokens: MaxTokensLimit}},
 		{`{"model":"m","max_tokens":null,"stream":null,"user":"u-1"}`, Request{Model: "m", User: "u-1"}},
+		{`{"model":"m","user":null}`, Request{Model: "m"}},
 		{`{"model":"caf\u00e9"}`, Request{Model: "café"}},
+		// Invalid UTF-8 reads as decoders read it, as U+FFFD.
+		{"{\"model\":\"m\xff\"}", Request{Model: "m\uFFFD"}},
+		// Keys that only look like routing fields.
+		{`{"model":"m","models":"x","stream_option":{},"max_tokens_":5,"us\u0065r_":"x","Messages":[]}`, Request{Model: "m"}},
+		{`{"model":"m","stream_options":{"include_usage_":true,"Stream":true}}`, Request{Model: "m"}},
+	}
+	for _, tt := range tests {
+		got, err := ParseRequest([]byte(tt.body))
+		if err != nil {
+			t.Errorf("ParseRequest(%s): %v", tt.body, err)
+			continue
+		}
+		if diff := cmp.Diff(tt.want, *got, cmpopts.IgnoreUnexported(Request{})); diff != "" {
+			t.Errorf("ParseRequest(%s) (-want +got):\n%s", tt.body, diff)
+		}
+	}
+}
+
+// Keys are read as decoders read them, escapes decoded: a body whose key
+// is spelled with an escape is routed, limited and billed by the value
+// every backend serves.
+func TestParseRequestEscapedKeys(t *testing.T) {
+	tests := []struct {
+		body string
+		want Request
+	}{
+		{`{"mod\u0065l":"premium"}`, Request{Model: "premium"}},
+		{`{"model":"m","max_tok\u0065ns":100000}`, Request{Model: "m", MaxTokens: 100000}},
+		{`{"model":"m","max_completion_tokens":5,"\u006dax_completion_tokens\u0020":7}`, Request{Model: "m", MaxTokens: 5}},
+		{`{"model":"m","str\u0065am":true}`, Request{Model: "m", Stream: true}},
+		{`{"model":"m","stream_opti\u006fns":{"include\u005fusage":true}}`, Request{Model: "m", IncludeUsage: true}},
+		{`{"model":"m","\u0075\u0073\u0065\u0072":"u"}`, Request{Model: "m", User: "u"}},
+		{`{"model":"m","\/user":"u","user\ud800":"v"}`, Request{Model: "m"}},
 	}
 	for _, tt := range tests {
 		got, err := ParseRequest([]byte(tt.body))
@@ -38,35 +80,148 @@ func TestParseRequest(t *testing.T) {
 }
 
 func TestParseRequestErrors(t *testing.T) {
-	tests := []struct{ body, param, msg string }{
-		{`{"model":`, "", "not valid JSON"},
-		{`[1,2]`, "", "must be a JSON object"},
-		{``, "", "not valid JSON"},
-		{`{"model":"m",}`, "", "not valid JSON"},
-		{`{"model":"m"} {}`, "", "not valid JSON"},
-		{`{"model":"m","messages":[{"content":"a` + "\x01" + `"}]}`, "", "not valid JSON"},
-		{`{"model":"m","messages":[{"content":"a\q"}]}`, "", "not valid JSON"},
-		{`{"model":"m","n":01}`, "", "not valid JSON"},
-		{`{"model":"m","x":[1,]}`, "", "not valid JSON"},
-		{`{"model":"m","x":tru}`, "", "not valid JSON"},
-		{`{"model" "m"}`, "", "not valid JSON"},
-		{`{"messages":[]}`, "model", "provide a model"},
-		{`{"model":""}`, "model", "provide a model"},
-		{`{"model":3}`, "model", "must be a string"},
-		{`{"model":"m","stream":"yes"}`, "stream", "wrong type"},
-		{`{"model":"m","max_tokens":-1}`, "max_tokens", "non-negative"},
-		{`{"model":"m","max_tokens":1.5}`, "max_tokens", "must be an integer"},
+	tests := []struct {
+		name, body string
+		want       Error // Message is matched as a substring
+	}{
+		{"truncated", `{"model":`, Error{Message: "not valid JSON"}},
+		{"array", `[1,2]`, Error{Message: "must be a JSON object"}},
+		{"empty", ``, Error{Message: "not valid JSON"}},
+		{"trailing comma", `{"model":"m",}`, Error{Message: "not valid JSON"}},
+		{"two values", `{"model":"m"} {}`, Error{Message: "not valid JSON"}},
+		{"control character", `{"model":"m","messages":[{"content":"a` + "\x01" + `"}]}`, Error{Message: "not valid JSON"}},
+		{"bad escape", `{"model":"m","messages":[{"content":"a\q"}]}`, Error{Message: "not valid JSON"}},
+		{"leading zero", `{"model":"m","n":01}`, Error{Message: "not valid JSON"}},
+		{"array trailing comma", `{"model":"m","x":[1,]}`, Error{Message: "not valid JSON"}},
+		{"bad literal", `{"model":"m","x":tru}`, Error{Message: "not valid JSON"}},
+		{"no colon", `{"model" "m"}`, Error{Message: "not valid JSON"}},
+		{"bad stream_options", `{"model":"m","stream_options":{"include_usage":tru}}`, Error{Message: "not valid JSON"}},
+		{"field fault before bad syntax", `{"model":3,"model":"m","stream":"x",]`, Error{Message: "not valid JSON"}},
+		{"no model", `{"messages":[]}`, Error{Param: "model", Message: "You must provide a model parameter."}},
+		{"empty model", `{"model":""}`, Error{Param: "model", Message: "You must provide a model parameter."}},
+		{"negative", `{"model":"m","max_tokens":-1}`, Error{Param: "max_tokens", Code: "integer_below_min_value",
+			Message: "Invalid 'max_tokens': integer below minimum value. Expected a value >= 0, but got -1 instead."}},
 	}
 	for _, tt := range tests {
-		_, err := ParseRequest([]byte(tt.body))
-		e, ok := err.(*Error)
-		if !ok {
-			t.Errorf("ParseRequest(%s) = %v, want an *Error", tt.body, err)
+		t.Run(tt.name, func(t *testing.T) {
+			checkBadRequest(t, tt.body, tt.want)
+		})
+	}
+}
+
+// checkBadRequest checks that body is refused with a 400 *Error like
+// want, whose Message is matched as a substring.
+func checkBadRequest(t *testing.T, body string, want Error) {
+	t.Helper()
+	_, err := ParseRequest([]byte(body))
+	e, ok := err.(*Error)
+	if !ok {
+		t.Fatalf("ParseRequest(%s) = %v, want an *Error", body, err)
+	}
+	if !strings.Contains(e.Message, want.Message) {
+		want.Message = e.Message // reported below as a mismatch anyway
+		t.Errorf("ParseRequest(%s) message %q, want it to contain %q", body, e.Message, want.Message)
+	}
+	want.Status, want.Type = http.StatusBadRequest, "invalid_request_error"
+	if diff := cmp.Diff(want, *e, cmpopts.IgnoreFields(Error{}, "Message")); diff != "" {
+		t.Errorf("ParseRequest(%s) (-want +got):\n%s", body, diff)
+	}
+}
+
+// A valid body with a field of the wrong type is told which field and
+// what it must be, as OpenAI words it.
+func TestParseRequestInvalidType(t *testing.T) {
+	tests := []struct{ body, param, want, got string }{
+		{`{"model":3}`, "model", "a string", "an integer"},
+		{`{"model":null}`, "model", "a string", "null"},
+		{`{"model":["m"]}`, "model", "a string", "an array"},
+		{`{"model":"m","stream":"yes"}`, "stream", "a boolean", "a string"},
+		{`{"model":"m","stream":1}`, "stream", "a boolean", "an integer"},
+		{`{"model":"m","stream_options":true}`, "stream_options", "an object or null", "a boolean"},
+		{`{"model":"m","stream_options":[]}`, "stream_options", "an object or null", "an array"},
+		{`{"model":"m","stream_options":{"include_usage":"true"}}`, "stream_options.include_usage", "a boolean", "a string"},
+		{`{"model":"m","stream_options":{"include_usage":{}}}`, "stream_options.include_usage", "a boolean", "an object"},
+		{`{"model":"m","max_tokens":"5"}`, "max_tokens", "an integer", "a string"},
+		{`{"model":"m","max_tokens":1.5}`, "max_tokens", "an integer", "a decimal number"},
+		{`{"model":"m","max_tokens":1.0}`, "max_tokens", "an integer", "a decimal number"},
+		{`{"model":"m","max_completion_tokens":1e3}`, "max_completion_tokens", "an integer", "a decimal number"},
+		{`{"model":"m","max_completion_tokens":true}`, "max_completion_tokens", "an integer", "a boolean"},
+		{`{"model":"m","user":42}`, "user", "a string", "an integer"},
+		{`{"model":"m","user":{"id":"u"}}`, "user", "a string", "an object"},
+	}
+	for _, tt := range tests {
+		checkBadRequest(t, tt.body, Error{Param: tt.param, Code: "invalid_type",
+			Message: "Invalid type for '" + tt.param + "': expected " + tt.want + ", but got " + tt.got + " instead."})
+	}
+}
+
+// A routing field given twice, or spelled so that Go's encoding/json
+// (which folds case) and exact-key decoders read different values, is
+// refused, naming the field.
+func TestParseRequestAmbiguousKeys(t *testing.T) {
+	dup := func(f string) string { return "Duplicate key '" + f + "'" }
+	fold := func(f string) string { return "differs from '" + f + "' only in case" }
+	tests := []struct{ body, param, msg string }{
+		{`{"model":"cheap","model":"premium"}`, "model", dup("model")},
+		{`{"model":"cheap","mod\u0065l":"premium"}`, "model", dup("model")},
+		{`{"model":"m","stream":false,"stream":true}`, "stream", dup("stream")},
+		{`{"model":"m","max_tokens":1,"max_tok\u0065ns":100000}`, "max_tokens", dup("max_tokens")},
+		{`{"model":"m","max_completion_tokens":1,"max_completion_tokens":null}`, "max_completion_tokens", dup("max_completion_tokens")},
+		{`{"model":"m","user":"a","user":"b"}`, "user", dup("user")},
+		{`{"model":"m","stream_options":null,"stream_options":{}}`, "stream_options", dup("stream_options")},
+		{`{"model":"m","stream_options":{"include_usage":false,"include_usage":true}}`, "stream_options.include_usage", dup("include_usage")},
+		{`{"model":"cheap","Model":"premium"}`, "model", fold("model")},
+		{`{"MODEL":"premium","model":"cheap"}`, "model", fold("model")},
+		{`{"model":"m","\u017ftream":true}`, "stream", fold("stream")},
+		{"{\"model\":\"m\",\"\u017ftream\":true}", "stream", fold("stream")},
+		{`{"model":"m","max_\u212Aens":1}`, "", ""}, // not a fold of max_tokens: too short
+		{`{"model":"m","max_to\u212Aens":100000}`, "max_tokens", fold("max_tokens")},
+		{`{"model":"m","Max_Completion_Tokens":100000}`, "max_completion_tokens", fold("max_completion_tokens")},
+		{`{"model":"m","USER":"u"}`, "user", fold("user")},
+		{`{"model":"m","Stream_Options":{"include_usage":true}}`, "stream_options", fold("stream_options")},
+		{`{"model":"m","stream_options":{"Include_Usage":true}}`, "stream_options.include_usage", fold("include_usage")},
+		{`{"model":"m","stream_options":{"include_u\u017fage":true}}`, "stream_options.include_usage", fold("include_usage")},
+	}
+	for _, tt := range tests {
+		if tt.param == "" {
+			if _, err := ParseRequest([]byte(tt.body)); err != nil {
+				t.Errorf("ParseRequest(%s): %v", tt.body, err)
+			}
 			continue
 		}
-		if e.Status != http.StatusBadRequest || e.Param != tt.param || !strings.Contains(e.Message, tt.msg) {
-			t.Errorf("ParseRequest(%s) = %d param %q %q, want 400 param %q containing %q", tt.body, e.Status, e.Param, e.Message, tt.param, tt.msg)
+		checkBadRequest(t, tt.body, Error{Param: tt.param, Message: tt.msg})
+	}
+}
+
+// max_tokens and max_completion_tokens are bounded, so that a token
+// reservation of the prompt and the answer cannot overflow.
+func TestParseRequestMaxTokensLimit(t *testing.T) {
+	above := func(f, got string) Error {
+		return Error{Param: f, Code: "integer_above_max_value",
+			Message: "Invalid '" + f + "': integer above maximum value. Expected a value <= 2147483647, but got " + got + " instead."}
+	}
+	checkBadRequest(t, `{"model":"m","max_tokens":2147483648}`, above("max_tokens", "2147483648"))
+	checkBadRequest(t, `{"model":"m","max_tokens":9223372036854775807}`, above("max_tokens", "9223372036854775807"))
+	checkBadRequest(t, `{"model":"m","max_completion_tokens":9223372036854775807}`, above("max_completion_tokens", "9223372036854775807"))
+	checkBadRequest(t, `{"model":"m","max_tokens":1`+strings.Repeat("0", 40)+`}`, above("max_tokens", "100000000000000000000..."))
+	checkBadRequest(t, `{"model":"m","max_tokens":-9223372036854775808}`, Error{Param: "max_tokens", Code: "integer_below_min_value",
+		Message: "Invalid 'max_tokens': integer below minimum value. Expected a value >= 0, but got -9223372036854775808 instead."})
+}
+
+// Only two characters outside ASCII fold to an ASCII letter, which
+// foldEqual relies on.
+func TestFoldToASCII(t *testing.T) {
+	var got []rune
+	for r := rune(utf8.RuneSelf); r <= unicode.MaxRune; r++ {
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			if f < utf8.RuneSelf {
+				got = append(got, r)
+				break
+			}
 		}
+	}
+	if diff := cmp.Diff([]rune{'\u017f', '\u212a'}, got); diff != "" {
+		t.Errorf("runes folding to ASCII (-want +got):\n%s", diff)
 	}
 }
 
@@ -78,12 +233,17 @@ func TestRewrite(t *testing.T) {
 	}{
 		{"unchanged is the same bytes", `{"model":"m", "x":1}`, "m", false, `{"model":"m", "x":1}`},
 		{"rename", `{ "model" : "alias", "messages":[] }`, "upstream/8b", false, `{ "model" : "upstream/8b", "messages":[] }`},
+		{"rename quoted", `{"model":"a"}`, "b\"\x7f\u2028", false, `{"model":"b\"` + "\x7f" + `\u2028"}`},
 		{"usage added", `{"model":"m","stream":true}`, "m", true, `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`},
 		{"usage merged", `{"stream_options":{"continuous_usage_stats":false},"model":"a","stream":true}`, "b", true,
 			`{"stream_options":{"continuous_usage_stats":false,"include_usage":true},"model":"b","stream":true}`},
+		{"usage merged, spaced", `{"stream_options": { "x" : 1 } ,"model":"a"}`, "a", true, `{"stream_options": { "x" : 1 ,"include_usage":true} ,"model":"a"}`},
 		{"usage already asked", `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`, "m", true,
 			`{"model":"m","stream":true,"stream_options":{"include_usage":true}}`},
-		{"rename after options", `{"stream_options":{},"model":"a"}`, "bb", true, `{"stream_options":{"include_usage":true},"model":"bb"}`},
+		{"usage was false", `{"model":"m","stream_options":{"include_usage":false,"x":[]}}`, "m", true, `{"model":"m","stream_options":{"include_usage":true,"x":[]}}`},
+		{"usage was null", `{"model":"m","stream_options":{"include_usage" : null}}`, "n", true, `{"model":"n","stream_options":{"include_usage" : true}}`},
+		{"options were null", `{"stream_options":null,"model":"m"}`, "m", true, `{"stream_options":{"include_usage":true},"model":"m"}`},
+		{"rename after options", `{"stream_options":{ },"model":"a"}`, "bb", true, `{"stream_options":{ "include_usage":true},"model":"bb"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,31 +313,6 @@ func TestChunkScans(t *testing.T) {
 			t.Errorf("HasFinish(%s) = %v", tt.chunk, got)
 		}
 	}
-}
-
-// FuzzParseRequest checks that any body either fails with a 400 or parses,
-// and that a rewrite of a parsed body is valid JSON carrying the new model.
-func FuzzParseRequest(f *testing.F) {
-	for _, s := range []string{`{"model":"m"}`, `{"model":"a","stream":true,"stream_options":{"x":1}}`, `{"model":"\u0041","max_tokens":5}`, `{}`, `[]`, `"x"`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		r, err := ParseRequest(body)
-		if err != nil {
-			if e, ok := err.(*Error); !ok || e.Status != 400 {
-				t.Fatalf("error %v is not a 400", err)
-			}
-			return
-		}
-		out := r.Rewrite(body, "renamed", true)
-		if !json.Valid(out) {
-			t.Fatalf("rewrite of %q is invalid: %q", body, out)
-		}
-		r2, err := ParseRequest(out)
-		if err != nil || r2.Model != "renamed" || !r2.IncludeUsage {
-			t.Fatalf("rewrite of %q reads back as %+v, %v", body, r2, err)
-		}
-	})
 }
 
 // BenchmarkParseAndRewrite is a chat request's way through the parser:

@@ -3,13 +3,17 @@ package openai
 import (
 	"bytes"
 	"errors"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // A validating JSON scanner. Requests are checked and their fields found
 // in one pass, without building values: a chat request is mostly prompt
 // text, and this scanner crosses a string at several times the speed of
 // encoding/json's state machine. It accepts exactly what json.Valid
-// accepts (FuzzScanMatchesJSONValid holds it to that).
+// accepts (FuzzScanMatchesJSONValid holds it to that). The keys routing
+// looks for are matched as decoders match them: escapes decoded, and case
+// folded the way Go's encoding/json folds it.
 
 // maxDepth is how deeply arrays and objects may nest, as in encoding/json.
 const maxDepth = 10000
@@ -209,4 +213,124 @@ func skipDigits(b []byte, i int) int {
 		i++
 	}
 	return i
+}
+
+// keyField is which of fieldNames[first..last] the object key raw (its
+// quotes stripped, its escapes not yet decoded) names, as decoders read
+// it: the field's index and true when the key decodes to the name, the
+// index and false when it differs from the name only in case, so that
+// Go's encoding/json still matches it to a struct field of that name; -1
+// when neither. Only keys with escapes are decoded, into a buffer on the
+// stack.
+func keyField(raw []byte, first, last int) (int, bool) {
+	key := raw
+	var buf [maxKeyBytes]byte
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		var ok bool
+		if key, ok = unescapeKey(buf[:0], raw); !ok {
+			return -1, false
+		}
+	}
+	for f := first; f <= last; f++ {
+		if foldEqual(key, fieldNames[f]) {
+			return f, string(key) == fieldNames[f]
+		}
+	}
+	return -1, false
+}
+
+// maxKeyBytes bounds a decoded key that may still name a field: the
+// longest name has 21 letters, and a letter's case-folded spelling takes
+// at most 3 bytes (the Kelvin sign, for k).
+const maxKeyBytes = 64
+
+// unescapeKey appends the decoded JSON string s (quotes stripped) to dst,
+// reporting false when the key could not name a field: it outgrows dst's
+// capacity, or holds an escaped surrogate, which decoders turn into a
+// character that no field's name holds. s is a valid JSON string.
+func unescapeKey(dst, s []byte) ([]byte, bool) {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c != '\\' {
+			if len(dst) == cap(dst) {
+				return dst, false
+			}
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		switch c = s[i+1]; c {
+		case 'b':
+			c = '\b'
+		case 'f':
+			c = '\f'
+		case 'n':
+			c = '\n'
+		case 'r':
+			c = '\r'
+		case 't':
+			c = '\t'
+		case 'u':
+			var r rune
+			for _, h := range s[i+2 : i+6] {
+				r = r<<4 | rune(unhex(h))
+			}
+			if utf16.IsSurrogate(r) || len(dst)+utf8.RuneLen(r) > cap(dst) {
+				return dst, false
+			}
+			dst = utf8.AppendRune(dst, r)
+			i += 6
+			continue
+		} // '"', '\\' and '/' stand for themselves
+		if len(dst) == cap(dst) {
+			return dst, false
+		}
+		dst = append(dst, c)
+		i += 2
+	}
+	return dst, true
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c >= 'a':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
+}
+
+// foldEqual reports whether key equals name, a lower-case ASCII name,
+// under encoding/json's case folding (Unicode simple folding, as its
+// foldName does). Outside ASCII only two characters fold to an ASCII
+// letter: ſ (U+017F) to s and the Kelvin sign (U+212A) to k;
+// TestFoldToASCII holds the Unicode tables to that.
+func foldEqual(key []byte, name string) bool {
+	if len(key) < len(name) || len(key) > 3*len(name) {
+		return false
+	}
+	j := 0
+	for i := 0; i < len(key); j++ {
+		if j == len(name) {
+			return false
+		}
+		c := key[i]
+		if c < utf8.RuneSelf {
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != name[j] {
+				return false
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(key[i:])
+		if !(r == '\u017f' && name[j] == 's' || r == '\u212a' && name[j] == 'k') {
+			return false
+		}
+		i += n
+	}
+	return j == len(name)
 }

@@ -25,8 +25,8 @@ const maxEmbeddingDims = 8192
 
 func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, body []byte, _ Faults) {
 	var req embeddingRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		openai.WriteError(w, openai.BadRequest("", "The request body is not valid JSON: %v", err))
+	if err := decodeJSON(body, &req, ""); err != nil {
+		openai.WriteError(w, err)
 		return
 	}
 	if req.Model != "" && req.Model != s.cfg.Model {

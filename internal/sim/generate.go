@@ -7,9 +7,12 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
@@ -31,10 +34,14 @@ type commonFields struct {
 
 type chatRequest struct {
 	commonFields
-	Messages []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
+	Messages []json.RawMessage `json:"messages"` // each a requestMessage
+}
+
+// requestMessage is one of a chat request's messages, decoded on its own
+// so that an error in it can name its index.
+type requestMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
 }
 
 type completionRequest struct {
@@ -64,8 +71,8 @@ type job struct {
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []byte, f Faults) {
 	var req chatRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		openai.WriteError(w, openai.BadRequest("", "The request body is not valid JSON: %v", err))
+	if err := decodeJSON(body, &req, ""); err != nil {
+		openai.WriteError(w, err)
 		return
 	}
 	if len(req.Messages) == 0 {
@@ -75,10 +82,16 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 	// A chat template: each message as <|role|>, its text, a newline; then
 	// the assistant's turn.
 	ph := newPromptHasher(s.cfg.BlockSize)
-	for i, m := range req.Messages {
-		text, err := messageText(m.Content)
+	for i, raw := range req.Messages {
+		param := fmt.Sprintf("messages[%d]", i)
+		var m requestMessage
+		if err := decodeJSON(raw, &m, param); err != nil {
+			openai.WriteError(w, err)
+			return
+		}
+		text, err := messageText(m.Content, param+".content")
 		if err != nil {
-			openai.WriteError(w, openai.BadRequest(fmt.Sprintf("messages[%d].content", i), "%v", err))
+			openai.WriteError(w, err)
 			return
 		}
 		ph.addText("<|" + m.Role + "|>\n")
@@ -89,26 +102,31 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 }
 
 // messageText is a message's text: the string itself, or the text parts
-// of an array of parts. Other parts, such as images, add nothing.
-func messageText(raw json.RawMessage) (string, error) {
+// of an array of parts. Other parts, such as images, add nothing. param is
+// the content's place in the request, for errors.
+func messageText(raw json.RawMessage, param string) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
 		return "", nil
 	case raw[0] == '"':
 		var s string
-		err := json.Unmarshal(raw, &s)
+		err := decodeJSON(raw, &s, param)
 		return s, err
 	case raw[0] == '[':
-		var parts []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
-		if err := json.Unmarshal(raw, &parts); err != nil {
-			return "", fmt.Errorf("content parts: %w", err)
+		var parts []json.RawMessage
+		if err := decodeJSON(raw, &parts, param); err != nil {
+			return "", err
 		}
 		var b []byte
-		for _, p := range parts {
+		for i, raw := range parts {
+			var p struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			}
+			if err := decodeJSON(raw, &p, fmt.Sprintf("%s[%d]", param, i)); err != nil {
+				return "", err
+			}
 			if p.Type == "text" {
 				b = append(b, p.Text...)
 				b = append(b, '\n')
@@ -116,13 +134,13 @@ func messageText(raw json.RawMessage) (string, error) {
 		}
 		return string(b), nil
 	}
-	return "", fmt.Errorf("content must be a string or an array of parts")
+	return "", openai.InvalidType(param, "a string or an array of parts", openai.JSONKind(raw))
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte, f Faults) {
 	var req completionRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		openai.WriteError(w, openai.BadRequest("", "The request body is not valid JSON: %v", err))
+	if err := decodeJSON(body, &req, ""); err != nil {
+		openai.WriteError(w, err)
 		return
 	}
 	p, err := completionPrompt(req.Prompt, s.cfg.BlockSize)
@@ -131,6 +149,73 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 		return
 	}
 	s.generate(w, r, completionEndpoint, req.commonFields, p, f)
+}
+
+// decodeJSON decodes raw into v, a pointer to a request type, and words a
+// failure as OpenAI does: a syntax error says the body is not valid JSON,
+// and a value of the wrong type names its field and what it must be.
+// param is raw's place in the request, "" for the whole body.
+func decodeJSON(raw []byte, v any, param string) error {
+	err := json.Unmarshal(raw, v)
+	if err == nil {
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return openai.BadRequest("", "The request body is not valid JSON: %v", err)
+	}
+	// encoding/json puts an embedded struct's Go name in the field's path.
+	field := strings.TrimPrefix(te.Field, "commonFields.")
+	switch {
+	case field == "" && param == "":
+		return openai.BadRequest("", "The request body must be a JSON object.")
+	case param == "":
+		param = field
+	case field != "":
+		param += "." + field
+	}
+	t := te.Type
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var want string
+	switch t.Kind() {
+	case reflect.String:
+		want = "a string"
+	case reflect.Bool:
+		want = "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		want = "an integer"
+		// A number that is an integer yet refused is out of range.
+		if n, ok := strings.CutPrefix(te.Value, "number "); ok && !strings.ContainsAny(n, ".eE") {
+			e := openai.BadRequest(param, "Invalid '%s': %.24s is out of range for an integer.", param, n)
+			e.Code = "integer_out_of_range"
+			return e
+		}
+	case reflect.Float32, reflect.Float64:
+		want = "a number"
+	case reflect.Slice, reflect.Array:
+		want = "an array"
+	default: // structs and maps
+		want = "an object"
+	}
+	got := "a number"
+	switch v, _, _ := strings.Cut(te.Value, " "); v {
+	case "string":
+		got = "a string"
+	case "bool":
+		got = "a boolean"
+	case "array":
+		got = "an array"
+	case "object":
+		got = "an object"
+	case "number":
+		if n, ok := strings.CutPrefix(te.Value, "number "); ok && strings.ContainsAny(n, ".eE") {
+			got = "a decimal number"
+		}
+	}
+	return openai.InvalidType(param, want, got)
 }
 
 // completionPrompt reads a completions prompt: a string, or token ids,
@@ -161,7 +246,7 @@ func completionPrompt(raw json.RawMessage, blockSize int) (promptInfo, error) {
 	case len(raw) > 0 && raw[0] == '[':
 		var ids []int64
 		if err := json.Unmarshal(raw, &ids); err != nil {
-			return promptInfo{}, fmt.Errorf("prompt must be a string or token ids: %w", err)
+			return promptInfo{}, errors.New("prompt must be a string or token ids, an array of integers")
 		}
 		for _, id := range ids {
 			ph.addTokenID(id)

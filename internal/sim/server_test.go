@@ -375,7 +375,7 @@ func TestBadRequests(t *testing.T) {
 	}{
 		{"not JSON", "POST", "/v1/chat/completions", `{"model":`, 400, "invalid_request_error", nil, nil},
 		{"no messages", "POST", "/v1/chat/completions", `{"messages":[]}`, 400, "invalid_request_error", ptr("messages"), nil},
-		{"bad content", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":5}]}`, 400, "invalid_request_error", ptr("messages[0].content"), nil},
+		{"bad content", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":5}]}`, 400, "invalid_request_error", ptr("messages[0].content"), ptr("invalid_type")},
 		{"unknown model", "POST", "/v1/chat/completions", `{"model":"gpt-9","messages":[{"role":"user","content":"hi"}]}`, 404, "invalid_request_error", ptr("model"), ptr("model_not_found")},
 		{"n=2", "POST", "/v1/chat/completions", `{"n":2,"messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_request_error", ptr("n"), nil},
 		{"max_tokens 0", "POST", "/v1/chat/completions", `{"max_tokens":0,"messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_request_error", ptr("max_tokens"), nil},
@@ -411,6 +411,63 @@ func TestBadRequests(t *testing.T) {
 		})
 	}
 }
+
+// A body that is valid JSON with a value of the wrong type is told which
+// field and what it must be, as OpenAI words it; only a body that is not
+// JSON is told so.
+func TestDecodingErrors(t *testing.T) {
+	_, ts := newTestServer(t, fast)
+	tests := []struct {
+		path, body string
+		want       apiError
+	}{
+		{"/v1/chat/completions", `{"messages":"hi"}`,
+			apiError{Param: "messages", Code: "invalid_type", Message: "Invalid type for 'messages': expected an array, but got a string instead."}},
+		{"/v1/chat/completions", `{"messages":[3]}`,
+			apiError{Param: "messages[0]", Code: "invalid_type", Message: "Invalid type for 'messages[0]': expected an object, but got a number instead."}},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"a"},{"role":7,"content":"b"}]}`,
+			apiError{Param: "messages[1].role", Code: "invalid_type", Message: "Invalid type for 'messages[1].role': expected a string, but got a number instead."}},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":false}]}]}`,
+			apiError{Param: "messages[0].content[1].text", Code: "invalid_type", Message: "Invalid type for 'messages[0].content[1].text': expected a string, but got a boolean instead."}},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"max_tokens":"5"}`,
+			apiError{Param: "max_tokens", Code: "invalid_type", Message: "Invalid type for 'max_tokens': expected an integer, but got a string instead."}},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"max_tokens":1.5}`,
+			apiError{Param: "max_tokens", Code: "invalid_type", Message: "Invalid type for 'max_tokens': expected an integer, but got a decimal number instead."}},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"max_tokens":99999999999999999999}`,
+			apiError{Param: "max_tokens", Code: "integer_out_of_range", Message: "Invalid 'max_tokens': 99999999999999999999 is out of range for an integer."}},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"stream":"yes"}`,
+			apiError{Param: "stream", Code: "invalid_type", Message: "Invalid type for 'stream': expected a boolean, but got a string instead."}},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"stream_options":{"include_usage":1}}`,
+			apiError{Param: "stream_options.include_usage", Code: "invalid_type", Message: "Invalid type for 'stream_options.include_usage': expected a boolean, but got a number instead."}},
+		{"/v1/completions", `{"prompt":"a","model":["m"]}`,
+			apiError{Param: "model", Code: "invalid_type", Message: "Invalid type for 'model': expected a string, but got an array instead."}},
+		{"/v1/completions", `{"prompt":"a","stream_options":true}`,
+			apiError{Param: "stream_options", Code: "invalid_type", Message: "Invalid type for 'stream_options': expected an object, but got a boolean instead."}},
+		{"/v1/embeddings", `{"input":"a","dimensions":{}}`,
+			apiError{Param: "dimensions", Code: "invalid_type", Message: "Invalid type for 'dimensions': expected an integer, but got an object instead."}},
+		{"/v1/embeddings", `["a"]`, apiError{Message: "The request body must be a JSON object."}},
+		{"/v1/embeddings", `{"input":"a",}`, apiError{Message: "The request body is not valid JSON: invalid character '}' looking for beginning of object key string"}},
+		{"/v1/chat/completions", `{"messages":[`, apiError{Message: "The request body is not valid JSON: unexpected end of JSON input"}},
+	}
+	for _, tt := range tests {
+		resp, err := http.Post(ts.URL+tt.path, "application/json", strings.NewReader(tt.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := tt.want
+		want.Type = "invalid_request_error"
+		if diff := cmp.Diff(want, decode[errorBody](t, resp, http.StatusBadRequest).Error); diff != "" {
+			t.Errorf("POST %s %s (-want +got):\n%s", tt.path, tt.body, diff)
+		}
+	}
+}
+
+// errorBody is an OpenAI-style error body, param and code "" when null.
+type errorBody struct {
+	Error apiError `json:"error"`
+}
+
+type apiError struct{ Message, Type, Param, Code string }
 
 func ptr(s string) *string { return &s }
 

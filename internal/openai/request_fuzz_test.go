@@ -1,0 +1,315 @@
+package openai
+
+// Parse held to what backends decode. Whatever Parse accepts, two
+// decodings of the same body must agree with it: exact keys with the last
+// of a repeated key winning, as Python's json, pydantic and serde read a
+// body, and a struct matched case-insensitively, as Go's encoding/json
+// reads one. Whatever Parse refuses is a 400, and refused for a reason an
+// independent reading of the body (refusal below) also finds.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// goRequest is the request as a Go backend decodes it.
+type goRequest struct {
+	Model         string `json:"model"`
+	Stream        bool   `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	MaxTokens           *int64 `json:"max_tokens"`
+	MaxCompletionTokens *int64 `json:"max_completion_tokens"`
+	User                string `json:"user"`
+}
+
+// decodedByMap is body's routing fields as an exact-key decoder reads
+// them, the last of a repeated key winning.
+func decodedByMap(t *testing.T, body []byte) Request {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("json.Unmarshal(%q) into a map: %v", body, err)
+	}
+	var r Request
+	str := func(raw json.RawMessage) string {
+		var s string
+		if raw != nil {
+			if err := json.Unmarshal(raw, &s); err != nil {
+				t.Fatalf("%q: %s is not a string: %v", body, raw, err)
+			}
+		}
+		return s
+	}
+	count := func(raw json.RawMessage) int64 {
+		if raw == nil || string(raw) == "null" {
+			return 0
+		}
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil {
+			t.Fatalf("%q: %s is not an int64: %v", body, raw, err)
+		}
+		return n
+	}
+	r.Model = str(m["model"])
+	r.Stream = string(m["stream"]) == "true"
+	if so := m["stream_options"]; so != nil {
+		var o map[string]json.RawMessage
+		if err := json.Unmarshal(so, &o); err != nil {
+			t.Fatalf("%q: stream_options %s: %v", body, so, err)
+		}
+		r.IncludeUsage = string(o["include_usage"]) == "true"
+	}
+	r.MaxTokens = count(m["max_completion_tokens"])
+	if r.MaxTokens == 0 {
+		r.MaxTokens = count(m["max_tokens"])
+	}
+	r.User = str(m["user"])
+	return r
+}
+
+// decodedByStruct is body's routing fields as encoding/json reads them
+// into a struct.
+func decodedByStruct(t *testing.T, body []byte) Request {
+	t.Helper()
+	var g goRequest
+	if err := json.Unmarshal(body, &g); err != nil {
+		t.Fatalf("json.Unmarshal(%q) into a struct: %v", body, err)
+	}
+	r := Request{Model: g.Model, Stream: g.Stream, User: g.User}
+	if g.StreamOptions != nil {
+		r.IncludeUsage = g.StreamOptions.IncludeUsage
+	}
+	if g.MaxCompletionTokens != nil {
+		r.MaxTokens = *g.MaxCompletionTokens
+	}
+	if r.MaxTokens == 0 && g.MaxTokens != nil {
+		r.MaxTokens = *g.MaxTokens
+	}
+	return r
+}
+
+// checkDecoders checks that both decodings of body read want.
+func checkDecoders(t *testing.T, body []byte, want Request) {
+	t.Helper()
+	opt := cmpopts.IgnoreUnexported(Request{})
+	if diff := cmp.Diff(want, decodedByMap(t, body), opt); diff != "" {
+		t.Fatalf("%q: exact-key decoding differs from Parse (-parse +decoded):\n%s", body, diff)
+	}
+	if diff := cmp.Diff(want, decodedByStruct(t, body), opt); diff != "" {
+		t.Fatalf("%q: struct decoding differs from Parse (-parse +decoded):\n%s", body, diff)
+	}
+}
+
+// refusal is the param a 400 for the valid JSON body should name, found
+// independently of Parse with encoding/json's tokenizer and its own case
+// folding (strings.EqualFold): the first routing field, in the body's
+// order, that is spelled in another case, repeated, ill-typed or out of
+// range; else "model" when the model is missing. ok is false when body
+// should be accepted; param is "" when body is not an object.
+func refusal(t *testing.T, body []byte) (param string, ok bool) {
+	t.Helper()
+	members := func(obj []byte) (keys []string, values []json.RawMessage) {
+		dec := json.NewDecoder(bytes.NewReader(obj))
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+			return nil, nil
+		}
+		for dec.More() {
+			k, err := dec.Token()
+			var v json.RawMessage
+			if err == nil {
+				err = dec.Decode(&v)
+			}
+			if err != nil {
+				t.Fatalf("decoding %q: %v", obj, err)
+			}
+			keys, values = append(keys, k.(string)), append(values, v)
+		}
+		return keys, values
+	}
+	// check is the param at fault among one object's members, of which
+	// names are the routing fields.
+	check := func(obj []byte, names []string, prefix string, value func(name string, v json.RawMessage) (string, bool)) (string, bool) {
+		seen := map[string]bool{}
+		keys, values := members(obj)
+		for i, k := range keys {
+			for _, name := range names {
+				if !strings.EqualFold(k, name) {
+					continue
+				}
+				if k != name || seen[name] {
+					return prefix + name, true
+				}
+				seen[name] = true
+				if p, bad := value(name, values[i]); bad {
+					return p, true
+				}
+			}
+		}
+		return "", false
+	}
+	if body = bytes.TrimLeft(body, " \t\r\n"); body[0] != '{' {
+		return "", true
+	}
+	model := ""
+	p, bad := check(body, fieldNames[:fieldIncludeUsage], "", func(name string, v json.RawMessage) (string, bool) {
+		switch c := v[0]; name {
+		case "model":
+			json.Unmarshal(v, &model)
+			return name, c != '"'
+		case "stream":
+			return name, c != 't' && c != 'f' && c != 'n'
+		case "user":
+			return name, c != '"' && c != 'n'
+		case "stream_options":
+			if c == 'n' {
+				return "", false
+			}
+			if c != '{' {
+				return name, true
+			}
+			return check(v, []string{"include_usage"}, "stream_options.", func(name string, v json.RawMessage) (string, bool) {
+				return "stream_options." + name, v[0] != 't' && v[0] != 'f' && v[0] != 'n'
+			})
+		default: // max_tokens, max_completion_tokens
+			if c == 'n' || string(v) == "-0" {
+				return "", false
+			}
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			return name, err != nil || n < 0 || n > MaxTokensLimit
+		}
+	})
+	if bad {
+		return p, true
+	}
+	if model == "" {
+		return "model", true
+	}
+	return "", false
+}
+
+// FuzzRequestMatchesEncodingJSON holds Parse and Rewrite to what
+// backends decode. The seeds run with every go test; go test -fuzz
+// FuzzRequestMatchesEncodingJSON ./internal/openai explores further.
+func FuzzRequestMatchesEncodingJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m"}`, `{}`, `[]`, `"x"`, `null`, ` `,
+		`{"model":"gpt-4o","messages":[{"role":"user","content":"Hi"}],"stream":true,"stream_options":{"include_usage":true},"max_tokens":256,"user":"u-1"}`,
+		`{"model":"a","messages":[{"role":"system","content":"{\"model\":\"b\",\"max_tokens\":9}"}],"max_completion_tokens":64,"temperature":0.2}`,
+		`{"model":"a","stream":true,"stream_options":{"x":1}}`,
+		// Escaped keys.
+		`{"model":"cheap","mod\u0065l":"premium"}`, `{"mod\u0065l":"m","max_tok\u0065ns":5}`, `{"model":"m","str\u0065am":true}`,
+		`{"model":"m","stream_options":{"include_u\u0073age":true}}`, `{"\u006d\u006f\u0064\u0065\u006c":"m","us\u0065r":"u"}`,
+		`{"model":"m","\/user":"u","us\ud800er":"v"}`,
+		// Repeated keys.
+		`{"model":"a","model":"b"}`, `{"model":"m","stream":false,"stream":true}`, `{"model":"m","max_tokens":1,"max_tokens":100000}`,
+		`{"model":"m","stream_options":{"include_usage":false,"include_usage":true}}`, `{"model":"m","stream_options":null,"stream_options":{}}`,
+		// Keys in another case.
+		`{"model":"a","Model":"b"}`, `{"MODEL":"b","model":"a"}`, `{"model":"m","ſtream":true}`, `{"model":"m","max_to\u212aens":5}`,
+		`{"model":"m","Max_Completion_Tokens":5}`, `{"model":"m","USER":"u"}`, `{"model":"m","stream_options":{"Include_Usage":true}}`,
+		`{"model":"m","stream_options":{"include_u\u017fage":true}}`,
+		// stream_options in its shapes.
+		`{"model":"m","stream_options":null}`, `{"model":"m","stream_options":{}}`, `{"model":"m","stream_options":{ }}`,
+		`{"model":"m","stream_options":{"include_usage":null}}`, `{"model":"m","stream_options":{"include_usage":false,"continuous_usage_stats":true}}`,
+		`{"model":"m","stream_options":{"x":{"include_usage":true}}}`, `{"model":"m","stream_options":true}`, `{"model":"m","stream_options":[]}`,
+		// Counts.
+		`{"model":"m","max_tokens":9223372036854775807}`, `{"model":"m","max_tokens":9223372036854775808}`, `{"model":"m","max_tokens":2147483647}`,
+		`{"model":"m","max_tokens":2147483648}`, `{"model":"m","max_tokens":-1}`, `{"model":"m","max_tokens":-0}`, `{"model":"m","max_tokens":1.5}`,
+		`{"model":"m","max_tokens":1e3}`, `{"model":"m","max_tokens":"5"}`, `{"model":"m","max_completion_tokens":0,"max_tokens":7}`,
+		`{"model":"m","max_completion_tokens":null,"max_tokens":7}`, `{"model":"m","max_tokens":7,"max_completion_tokens":3}`,
+		// Nulls and wrong types.
+		`{"model":null}`, `{"model":"m","stream":null,"user":null,"max_tokens":null}`, `{"model":3}`, `{"model":"m","stream":"true"}`,
+		`{"model":"m","user":1}`, `{"model":""}`,
+		// Escapes in values.
+		`{"model":"caf\u00e9"}`, `{"model":"\ud83d\ude00"}`, `{"model":"\ud800"}`, "{\"model\":\"m\xff\"}", `{"model":"a\"b\\c"}`,
+		// Space everywhere.
+		" \t\r\n{ \"model\" \n: \"m\" ,\t\"stream\" : true , \"stream_options\" : { \"include_usage\" : false } , \"max_tokens\" : 3 } \n",
+		`{"model":"m"} {}`, `{"model":"m",}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var r Request
+		if err := r.Parse(body); err != nil {
+			var e *Error
+			if !errors.As(err, &e) || e.Status != http.StatusBadRequest || e.Type != "invalid_request_error" {
+				t.Fatalf("Parse(%q) = %v, not a 400 *Error", body, err)
+			}
+			if !json.Valid(body) {
+				if e.Message != "The request body is not valid JSON." {
+					t.Fatalf("Parse(%q) = %q, want it to say the body is not JSON", body, e.Message)
+				}
+				return
+			}
+			switch param, ok := refusal(t, body); {
+			case !ok:
+				t.Fatalf("Parse(%q) refused naming %q (%s); want it accepted", body, e.Param, e.Message)
+			case e.Param != param:
+				t.Fatalf("Parse(%q) refused naming %q (%s); want %q named", body, e.Param, e.Message, param)
+			}
+			return
+		}
+		checkDecoders(t, body, r)
+		if param, ok := refusal(t, body); ok {
+			t.Fatalf("Parse(%q) accepted a body it should refuse, naming %q", body, param)
+		}
+		if r.MaxTokens < 0 || r.MaxTokens > MaxTokensLimit {
+			t.Fatalf("Parse(%q) read MaxTokens %d", body, r.MaxTokens)
+		}
+
+		for _, usage := range []bool{true, false} {
+			out := r.Rewrite(body, "other-name", usage)
+			if !json.Valid(out) {
+				t.Fatalf("Rewrite of %q is invalid: %q", body, out)
+			}
+			want := r
+			want.Model = "other-name"
+			want.IncludeUsage = r.IncludeUsage || usage
+			var got Request
+			if err := got.Parse(out); err != nil {
+				t.Fatalf("Rewrite of %q to %q: %v", body, out, err)
+			}
+			if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Request{})); diff != "" {
+				t.Fatalf("Rewrite of %q to %q reads back as (-want +got):\n%s", body, out, diff)
+			}
+			checkDecoders(t, out, want)
+			checkRestKept(t, body, out)
+		}
+	})
+}
+
+// checkRestKept checks that out, a rewrite of body, holds body's members
+// byte for byte except model and stream_options, and stream_options'
+// members except include_usage.
+func checkRestKept(t *testing.T, body, out []byte) {
+	t.Helper()
+	rest := func(b []byte) (top, options map[string]json.RawMessage) {
+		if err := json.Unmarshal(b, &top); err != nil {
+			t.Fatalf("%q: %v", b, err)
+		}
+		if err := json.Unmarshal(top["stream_options"], &options); err != nil && top["stream_options"] != nil {
+			t.Fatalf("%q: stream_options: %v", b, err)
+		}
+		delete(top, "model")
+		delete(top, "stream_options")
+		delete(options, "include_usage")
+		return top, options
+	}
+	top, options := rest(body)
+	outTop, outOptions := rest(out)
+	if diff := cmp.Diff(top, outTop, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("Rewrite of %q to %q changed other members (-before +after):\n%s", body, out, diff)
+	}
+	if diff := cmp.Diff(options, outOptions, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("Rewrite of %q to %q changed stream_options (-before +after):\n%s", body, out, diff)
+	}
+}
