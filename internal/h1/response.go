@@ -18,6 +18,7 @@ import (
 type response struct {
 	c      *conn
 	req    *http.Request
+	body   *requestBody // req's, whatever the handler makes of req.Body
 	header http.Header
 
 	status        int   // 0 until WriteHeader
@@ -34,12 +35,19 @@ type response struct {
 	// expectContinue reports whether the client waits for a 100 Continue
 	// before it sends the body, not yet sent.
 	expectContinue bool
-	err            error // the first write error: the connection is done
+	// writeDeadline reports whether the handler set a write deadline,
+	// which ends with the response.
+	writeDeadline bool
+	err           error // the first write error: the connection is done
 }
 
 var (
 	_ http.ResponseWriter = (*response)(nil)
 	_ http.Flusher        = (*response)(nil)
+	_ interface {
+		SetReadDeadline(time.Time) error
+		SetWriteDeadline(time.Time) error
+	} = (*response)(nil) // for http.ResponseController
 )
 
 func (w *response) Header() http.Header { return w.header }
@@ -161,6 +169,31 @@ func (w *response) FlushError() error {
 	return w.send(nil, false)
 }
 
+// SetReadDeadline sets when reading the request's body times out, for
+// http.ResponseController; zero means never. Once the body is all read
+// it has nothing left to bound and is ignored: the watch for the client
+// leaving, which reads on, is never bounded by it.
+func (w *response) SetReadDeadline(t time.Time) error {
+	if w.body.done || w.finished {
+		return nil
+	}
+	w.body.deadline = true
+	return w.c.rwc.SetReadDeadline(t)
+}
+
+// SetWriteDeadline sets when writing the response times out, for
+// http.ResponseController; zero means never. A write that times out
+// fails, as does every write after it, and the connection closes after
+// the handler returns; a write the response only gathers does not wait
+// and succeeds. The deadline ends with the response.
+func (w *response) SetWriteDeadline(t time.Time) error {
+	if w.finished {
+		return nil
+	}
+	w.writeDeadline = true
+	return w.c.rwc.SetWriteDeadline(t)
+}
+
 // finish completes the response once the handler has returned.
 func (w *response) finish() {
 	if w.finished {
@@ -247,7 +280,7 @@ func (w *response) frame(n int, last bool) {
 	default:
 		w.close = true
 	}
-	if w.req.Close || w.c.srv.inShutdown.Load() {
+	if w.header.Get("Connection") == "close" || w.c.srv.inShutdown.Load() {
 		w.close = true
 	}
 }

@@ -23,7 +23,6 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -254,6 +253,10 @@ type conn struct {
 	r  connReader
 	br *bufio.Reader // reads r; nil while a handler waits with the body read
 
+	// afterPost reports whether the last request was a POST, after whose
+	// body a client may send stray line breaks.
+	afterPost bool
+
 	watch watch // for the client leaving, while a handler runs
 
 	// Scratch for writing responses, reused from one to the next.
@@ -334,25 +337,22 @@ func (c *conn) readRequest(first bool) (*http.Request, bool) {
 	}
 	c.r.remain = math.MaxInt64
 	if !first && c.br.Buffered() == 0 && !c.r.hasPeek {
-		if d := c.srv.IdleTimeout; d > 0 {
-			c.rwc.SetReadDeadline(time.Now().Add(d))
-		}
+		c.rwc.SetReadDeadline(deadline(c.srv.IdleTimeout))
 		if _, err := c.br.Peek(1); err != nil {
 			return nil, false // closed, or idle too long
 		}
 	}
-	if d := c.srv.ReadHeaderTimeout; d > 0 {
-		c.rwc.SetReadDeadline(time.Now().Add(d))
-	} else if !first {
-		c.rwc.SetReadDeadline(time.Time{})
+	if d := c.srv.ReadHeaderTimeout; d > 0 || !first {
+		c.rwc.SetReadDeadline(deadline(d))
 	}
 	c.r.remain = c.srv.maxHeaderBytes() + readBufSize // what bufio may read ahead
-	req, err := http.ReadRequest(c.br)
+	if c.afterPost {
+		peek, _ := c.br.Peek(4) // an error is the parser's to meet
+		c.br.Discard(leadingLineBreaks(peek))
+	}
+	req, err := readRequest(c.br)
 	tooLong := c.r.remain <= 0
 	c.r.remain = math.MaxInt64
-	if err == nil && req.ProtoAtLeast(1, 1) && req.Host == "" {
-		err = errors.New("missing required Host header")
-	}
 	if err != nil {
 		switch {
 		case tooLong:
@@ -365,11 +365,25 @@ func (c *conn) readRequest(first bool) (*http.Request, bool) {
 		}
 		return nil, false
 	}
-	if d := c.srv.ReadHeaderTimeout; d > 0 {
+	if status, why := checkRequest(req); status != 0 {
+		c.srv.logger().Debug("refused request", "remote", c.remote, "status", status, "why", why)
+		c.refuse(status, why)
+		return nil, false
+	}
+	c.afterPost = req.Method == http.MethodPost
+	if c.srv.ReadHeaderTimeout > 0 {
 		c.rwc.SetReadDeadline(time.Time{})
 	}
 	req.RemoteAddr = c.remote
 	return req, true
+}
+
+// deadline is d from now, or none when d is zero.
+func deadline(d time.Duration) time.Time {
+	if d <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(d)
 }
 
 func isNetError(err error) bool {
@@ -414,22 +428,24 @@ func (c *conn) lingerClose() {
 func (c *conn) handle(req *http.Request) (keepAlive bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	parsed := req
 	req = req.WithContext(ctx)
-	w := &response{c: c, req: req, header: make(http.Header, 4), contentLength: -1}
+	w := &response{c: c, req: req, header: make(http.Header, 4), contentLength: -1, close: closeAfter(req)}
 
-	expect := req.Header.Get("Expect")
-	switch {
-	case expect == "":
-	case strings.EqualFold(expect, "100-continue") && req.ProtoAtLeast(1, 1):
-		w.expectContinue = true
-	default:
+	// As with net/http, an HTTP/1.0 client's 100-continue is ignored,
+	// and any other expectation fails.
+	switch expect := req.Header.Get("Expect"); {
+	case hasToken(expect, "100-continue"):
+		w.expectContinue = req.ProtoAtLeast(1, 1) && req.ContentLength != 0
+	case expect != "":
 		w.WriteHeader(http.StatusExpectationFailed)
 		w.close = true
 		w.finish()
 		return false
 	}
-	body := &requestBody{c: c, w: w, src: req.Body, remain: req.ContentLength, cancel: cancel}
+	body := &requestBody{c: c, w: w, req: req, parsed: parsed, src: req.Body, remain: req.ContentLength, cancel: cancel}
 	req.Body = body
+	w.body = body
 	if req.ContentLength == 0 {
 		body.done = true // and the watch starts now
 		c.startWatch(cancel)
@@ -442,11 +458,14 @@ func (c *conn) handle(req *http.Request) (keepAlive bool) {
 	c.stopWatch()
 	// A body the handler left unread is read and dropped if it is short
 	// and on its way; otherwise the connection closes after the answer.
-	drain := !body.done && body.remain >= 0 && body.remain <= maxDrain && !w.expectContinue
+	drain := !body.done && body.err == nil && body.remain >= 0 && body.remain <= maxDrain && !w.expectContinue
 	if !body.done && !drain {
 		w.close = true
 	}
 	w.finish()
+	if w.writeDeadline {
+		c.rwc.SetWriteDeadline(time.Time{})
+	}
 	if w.err != nil || w.close {
 		return false
 	}
@@ -499,13 +518,20 @@ func (c *conn) releaseReader() {
 // the body is all read, which starts the watch for the client leaving, and
 // sends 100 Continue before the first read when the client waits for it.
 type requestBody struct {
-	c      *conn
-	w      *response
+	c   *conn
+	w   *response
+	req *http.Request // as the handler has it
+	// parsed is req as the parser made it, before it had a context: a
+	// trailer the request did not declare is kept there.
+	parsed *http.Request
 	src    io.ReadCloser
 	remain int64 // bytes of a Content-Length body not yet read; -1 for chunked
 	done   bool  // read to its end
 	err    error // the error reading ended with
 	cancel context.CancelFunc
+	// deadline reports whether the handler set a read deadline, which
+	// bounds the body's reading only.
+	deadline bool
 }
 
 func (b *requestBody) Read(p []byte) (int, error) {
@@ -528,6 +554,15 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	}
 	if errors.Is(err, io.EOF) || b.remain == 0 {
 		b.done = true
+		if b.req.Trailer == nil {
+			b.req.Trailer = b.parsed.Trailer
+		}
+		if b.deadline {
+			// The watch's goroutine reads on with no deadline of the
+			// handler's: a stream outlasting it is not a client gone.
+			b.c.rwc.SetReadDeadline(time.Time{})
+			b.deadline = false
+		}
 		b.c.startWatch(b.cancel)
 		if n > 0 {
 			err = nil

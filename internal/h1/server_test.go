@@ -282,36 +282,6 @@ func testPipelinedDuringHandler(t *testing.T, serve func(http.Handler) string) {
 	}
 }
 
-func TestRefusedRequests(t *testing.T) {
-	_, addr := serve(t, echo, func(s *Server) { s.MaxHeaderBytes = 1 << 10 })
-	for _, tt := range []struct {
-		name, raw string
-		status    int
-	}{
-		{"not HTTP", "HELLO\r\n\r\n", 400},
-		{"no Host", "GET / HTTP/1.1\r\n\r\n", 400},
-		{"bad header line", "GET / HTTP/1.1\r\nHost: x\r\nno colon\r\n\r\n", 400},
-		{"two lengths", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 400},
-		{"headers too long", "GET / HTTP/1.1\r\nHost: x\r\nX-Long: " + strings.Repeat("a", 8<<10) + "\r\n\r\n", 431},
-		{"unknown expectation", "POST / HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nContent-Length: 1\r\n\r\na", 417},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			c := dial(t, addr)
-			c.send(tt.raw)
-			resp, body := c.answer("GET")
-			if resp.StatusCode != tt.status {
-				t.Errorf("status %d, want %d", resp.StatusCode, tt.status)
-			}
-			if tt.status != 417 && !strings.Contains(body, `"type":"invalid_request_error"`) {
-				t.Errorf("body %q is not an OpenAI-style error", body)
-			}
-			if !c.closed() {
-				t.Error("the connection stayed open")
-			}
-		})
-	}
-}
-
 func TestExpectContinue(t *testing.T) {
 	_, addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/refuse" {

@@ -15,9 +15,8 @@ import (
 
 // watch is one connection's watch.
 type watch struct {
-	polled bool  // by the poller; otherwise by the goroutine below
-	gen    int32 // the poller's number for the watch
-	fd     int32 // the connection's file descriptor: 0 until known, -1 without one
+	polled bool      // by the poller; otherwise by the goroutine below
+	p      pollWatch // the poller's part
 
 	// The connection's goroutine, started with its first watch. It lasts
 	// as long as the connection, so that its stack shrinks to the

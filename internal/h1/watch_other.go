@@ -10,5 +10,8 @@ var poll noPoller
 
 type noPoller struct{}
 
+// pollWatch is the poller's part of a watch: nothing, without one.
+type pollWatch struct{}
+
 func (noPoller) add(*conn, context.CancelFunc) bool { return false }
 func (noPoller) remove(*conn)                       {}
