@@ -13,10 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
-	"strconv"
 	"sync"
 	"syscall"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // inBufSize is the read buffer of a connection with something to read. An
@@ -33,11 +35,14 @@ type inbuf struct {
 	buf  *[]byte         // nil while empty
 	r, w int             // the unconsumed bytes are (*buf)[r:w]
 
-	// The read raw makes when the connection has something to read, and
-	// what it got: made once, as a method value is an allocation.
+	// The read raw makes when the connection has something to read, the
+	// look quiet takes, and what they got: made once, as a method value
+	// is an allocation.
 	readFD func(fd uintptr) bool
+	peekFD func(fd uintptr) bool
 	n      int
 	err    error
+	peeked [1]byte
 }
 
 // init readies in to read conn; in must not move after.
@@ -46,6 +51,32 @@ func (in *inbuf) init(conn net.Conn) {
 	if sc, ok := conn.(syscall.Conn); ok {
 		in.raw, _ = sc.SyscallConn()
 		in.readFD = in.read
+		in.peekFD = in.peek
+	}
+}
+
+// quiet reports whether the connection is open with nothing to read: a
+// read would wait. One that finds the end, an error, or bytes no request
+// asked for is not. It reads nothing, and costs one system call.
+func (in *inbuf) quiet() bool {
+	if len(in.buffered()) > 0 {
+		return false
+	}
+	if in.raw == nil {
+		return true // no way to look; the first read will tell
+	}
+	if err := in.raw.Read(in.peekFD); err != nil {
+		return false
+	}
+	return in.err == syscall.EAGAIN
+}
+
+func (in *inbuf) peek(fd uintptr) bool {
+	for {
+		_, _, in.err = syscall.Recvfrom(int(fd), in.peeked[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		if in.err != syscall.EINTR {
+			return true
+		}
 	}
 }
 
@@ -176,20 +207,28 @@ func (in *inbuf) read(fd uintptr) bool {
 	return true
 }
 
-// line returns the next line, without its line end, once it is all read.
-func (in *inbuf) line() ([]byte, error) {
+// crlfLine returns the next line, without its CRLF, once it is all read.
+// A line that ends in a bare LF, holds a CR before its end, or runs past
+// max bytes with its CRLF is malformed: net/http's reading of chunked
+// framing, which refuses a bare LF since CVE-2025-22871.
+func (in *inbuf) crlfLine(max int) ([]byte, error) {
 	for {
 		b := in.buffered()
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
 			line := b[:i]
-			in.r += i + 1 // consumed; the caller uses line before the next fill
-			if len(line) > 0 && line[len(line)-1] == '\r' {
-				line = line[:len(line)-1]
+			switch {
+			case i+1 > max:
+				return nil, fmt.Errorf("%w: a line longer than %d bytes", errFraming, max)
+			case i == 0 || line[i-1] != '\r':
+				return nil, errBareLF
+			case bytes.IndexByte(line[:i-1], '\r') >= 0:
+				return nil, errBareCR
 			}
-			return line, nil
+			in.r += i + 1 // consumed; the caller uses line before the next fill
+			return line[:i-1], nil
 		}
-		if len(b) >= maxFramingLine {
-			return nil, errFraming
+		if len(b) >= max {
+			return nil, fmt.Errorf("%w: a line longer than %d bytes", errFraming, max)
 		}
 		if err := in.fill(); err != nil {
 			return nil, err
@@ -197,10 +236,35 @@ func (in *inbuf) line() ([]byte, error) {
 	}
 }
 
-// maxFramingLine bounds a chunk's size line and a trailer line.
-const maxFramingLine = 4 << 10
+const (
+	// maxChunkLine bounds a chunk's size line, its extensions and CRLF
+	// included: 16 hex digits and, from a server that sends any, a few
+	// bytes of extension. net/http's transport allows what fits its read
+	// buffer, 2 KiB as StdTransport sets it.
+	maxChunkLine = 2 << 10
+	// maxChunkOverhead bounds the framing a chunked body may carry beyond
+	// 16 bytes a chunk and twice its data, as net/http's does: a body of
+	// one byte a chunk is a stream, one with kilobytes of extension to a
+	// byte is not.
+	maxChunkOverhead = 16 << 10
+	// maxTrailer bounds a chunked body's trailer, its lines and the empty
+	// one that ends it: nothing llmgw relays uses trailers. net/http's
+	// transport allows what fits its read buffer, 2 KiB as StdTransport
+	// sets it.
+	maxTrailer = 2 << 10
+)
 
-var errFraming = errors.New("proxy: malformed chunked encoding")
+var (
+	errFraming = errors.New("proxy: malformed chunked encoding")
+	errBareLF  = fmt.Errorf("%w: a line ends in a bare LF", errFraming)
+	errBareCR  = fmt.Errorf("%w: a CR inside a line", errFraming)
+	// errTrailer is a trailer line that is not a field — a token, a colon
+	// and a value of visible characters, spaces and tabs — or does not
+	// end in a CRLF. net/http's transport also takes a field folded over
+	// two lines, a name with a space in it, and bare LF line ends once a
+	// CRLF CRLF follows.
+	errTrailer = fmt.Errorf("%w: a malformed trailer", errFraming)
+)
 
 // errWouldWait is what body.next says, asked not to wait, when the next
 // piece is not yet read.
@@ -217,7 +281,7 @@ const (
 const (
 	chunkSize    = iota // before a chunk's size line
 	chunkData           // in a chunk's data
-	chunkEnd            // before the line end after a chunk's data
+	chunkEnd            // before the CRLF after a chunk's data
 	chunkTrailer        // after the last chunk, before the trailer's end
 )
 
@@ -228,18 +292,22 @@ type body struct {
 	remain  int64 // bytes left: of the body by length, of the chunk in chunks
 	state   int   // in chunks
 	done    bool
+
+	overhead int64 // in chunks: framing beyond what the data read allows; see maxChunkOverhead
+	trailer  int   // in chunks: bytes of the trailer read
 }
 
 // next returns the body's next piece, of at most max bytes, valid until
 // the following call; io.EOF at the end. Without wait it returns
-// errWouldWait rather than wait for the connection.
+// errWouldWait rather than wait for the connection. Bytes read past the
+// end stay in the inbuf, for the connection's owner to find.
 func (b *body) next(max int, wait bool) ([]byte, error) {
 	if b.in.r == b.in.w {
 		b.in.release() // the piece before, now used, was its last
 	}
 	for !b.done {
 		if b.framing == byChunks && b.state != chunkData {
-			if !wait && !b.lineReady() {
+			if !wait && !b.framingReady() {
 				return nil, errWouldWait
 			}
 			if err := b.framingLine(); err != nil {
@@ -278,7 +346,9 @@ func (b *body) next(max int, wait bool) ([]byte, error) {
 		b.in.r += n // the buffer goes back with the next fill, once the piece is used
 		return have[:n], nil
 	}
-	b.in.release()
+	if b.in.r == b.in.w {
+		b.in.release()
+	}
 	return nil, io.EOF
 }
 
@@ -287,41 +357,111 @@ func (b *body) complete() bool {
 	return b.done || b.framing == byLength && b.remain == 0
 }
 
-// lineReady reports whether a whole line is read.
-func (b *body) lineReady() bool {
-	return bytes.IndexByte(b.in.buffered(), '\n') >= 0
+// framingReady reports whether the next piece of a chunked body's framing
+// is read, or enough of it to tell it is malformed.
+func (b *body) framingReady() bool {
+	have := b.in.buffered()
+	if b.state == chunkEnd {
+		return len(have) >= 2 || len(have) == 1 && have[0] != '\r'
+	}
+	return bytes.IndexByte(have, '\n') >= 0
 }
 
-// framingLine reads one line of a chunked body's framing: a chunk's size,
-// the line end after its data, or a line of the trailer.
+// framingLine reads one piece of a chunked body's framing: a chunk's size
+// line, the CRLF after its data, or a line of the trailer.
 func (b *body) framingLine() error {
-	line, err := b.in.line()
+	switch b.state {
+	case chunkEnd:
+		for {
+			have := b.in.buffered()
+			if len(have) >= 2 && have[0] == '\r' && have[1] == '\n' {
+				b.in.r += 2
+				b.state = chunkSize
+				return nil
+			}
+			if len(have) >= 2 || len(have) == 1 && have[0] != '\r' {
+				return fmt.Errorf("%w: %q after a chunk's data", errFraming, have[:min(len(have), 2)])
+			}
+			if err := b.in.fill(); err != nil {
+				return unexpected(err)
+			}
+		}
+	case chunkTrailer:
+		line, err := b.in.crlfLine(maxTrailer - b.trailer)
+		if errors.Is(err, errBareLF) || errors.Is(err, errBareCR) {
+			return fmt.Errorf("%w: a line not ended by its CRLF alone", errTrailer)
+		}
+		if err != nil {
+			return unexpected(err)
+		}
+		b.trailer += len(line) + 2
+		if len(line) == 0 {
+			b.done = true
+		} else if !validTrailerLine(line) {
+			return fmt.Errorf("%w: %q", errTrailer, line)
+		}
+		return nil
+	}
+	line, err := b.in.crlfLine(maxChunkLine)
 	if err != nil {
 		return unexpected(err)
 	}
-	switch b.state {
-	case chunkEnd:
-		if len(line) != 0 {
-			return fmt.Errorf("%w: %q after a chunk's data", errFraming, line)
-		}
-		b.state = chunkSize
-	case chunkTrailer:
-		b.done = len(line) == 0
-	case chunkSize:
-		if i := bytes.IndexByte(line, ';'); i >= 0 {
-			line = line[:i] // a chunk extension, which means nothing here
-		}
-		size, err := strconv.ParseInt(string(bytes.Trim(line, " \t")), 16, 64)
-		if err != nil || size < 0 {
-			return fmt.Errorf("%w: size %q", errFraming, line)
-		}
-		if size == 0 {
-			b.state = chunkTrailer
-		} else {
-			b.remain, b.state = size, chunkData
-		}
+	size, ok := chunkSizeOf(line)
+	if !ok {
+		return fmt.Errorf("%w: size line %q", errFraming, line)
+	}
+	b.overhead += int64(len(line)) + 2 // the line, and the CRLF after the chunk's data
+	if size >= b.overhead/2 {
+		b.overhead = 0
+	} else {
+		b.overhead = max(b.overhead-16-2*size, 0)
+	}
+	if b.overhead > maxChunkOverhead {
+		return fmt.Errorf("%w: too much framing for the data", errFraming)
+	}
+	if size == 0 {
+		b.state = chunkTrailer
+	} else {
+		b.remain, b.state = size, chunkData
 	}
 	return nil
+}
+
+// chunkSizeOf reads a chunk's size line, with spaces and tabs after it
+// and any extensions, which mean nothing here: the size is 1 to 16 hex
+// digits, no sign and no space before it or before the extensions.
+func chunkSizeOf(line []byte) (int64, bool) {
+	line = bytes.TrimRight(line, " \t")
+	if i := bytes.IndexByte(line, ';'); i >= 0 {
+		line = line[:i]
+	}
+	if len(line) == 0 || len(line) > 16 {
+		return 0, false
+	}
+	var size uint64
+	for _, c := range line {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		size = size<<4 | uint64(c)
+	}
+	if size > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(size), true
+}
+
+// validTrailerLine reports whether line is a header field.
+func validTrailerLine(line []byte) bool {
+	name, value, ok := bytes.Cut(line, []byte(":"))
+	return ok && httpguts.ValidHeaderFieldName(string(name)) && httpguts.ValidHeaderFieldValue(string(value))
 }
 
 func unexpected(err error) error {

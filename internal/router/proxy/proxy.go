@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -102,36 +103,72 @@ type Proxy struct {
 // embeddings can be tens. A larger answer is a 502.
 var maxResponseBytes int64 = 64 << 20
 
-// New is a Proxy that sends calls through rt, or when rt is nil through a
-// transport of its own whose connections time out dialling after connect.
+// idleConnTimeout is how long an upstream connection is kept idle for
+// reuse. Inference servers close theirs after 5 s (uvicorn) or more, and
+// a closed one is found before it is used; one kept longer only holds a
+// socket.
+const idleConnTimeout = 90 * time.Second
+
+// New is a Proxy that sends calls through rt, or when rt is nil through
+// llmgw's own HTTP/1.1 client for http:// endpoints and StdTransport for
+// the rest, whose connections time out dialling after connect.
 func New(connect time.Duration, rt http.RoundTripper) *Proxy {
 	if rt != nil {
 		return &Proxy{rt: rt}
 	}
-	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
-	t := &http.Transport{
+	return &Proxy{rt: newH1Transport(newDialer(connect), idleConnTimeout, StdTransport(connect))}
+}
+
+func newDialer(connect time.Duration) *net.Dialer {
+	return &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
+}
+
+// StdTransport is net/http's Transport as llmgw sets it up for upstream
+// calls, whose connections time out dialling after connect: what carries
+// https:// and proxied calls, and every call when the gateway is told to
+// use net/http's client alone.
+func StdTransport(connect time.Duration) *http.Transport {
+	return &http.Transport{
 		Proxy:       http.ProxyFromEnvironment,
-		DialContext: d.DialContext,
+		DialContext: newDialer(connect).DialContext,
 		// Inference servers take many concurrent streams from one gateway;
 		// keeping as many idle connections as streams avoids a dial per request.
 		MaxIdleConns:        0,
-		MaxIdleConnsPerHost: 4096,
-		IdleConnTimeout:     90 * time.Second,
+		MaxIdleConnsPerHost: maxIdlePerHost,
+		IdleConnTimeout:     idleConnTimeout,
 		// Bodies are already compressed as little as they need to be, and a
 		// gzip layer would hold back streamed events.
 		DisableCompression: true,
 		// Each open stream keeps its connection's buffers. A request's
 		// headers and a small body fit in 2 KiB, and a larger body is
 		// written straight through; a streamed event is a few hundred bytes.
+		// The read buffer also bounds a chunk's size line and a trailer,
+		// as maxChunkLine and maxTrailer do in llmgw's own client.
 		WriteBufferSize: 2 << 10,
 		ReadBufferSize:  2 << 10,
+		// The same bound on an answer's heads as llmgw's own client.
+		MaxResponseHeaderBytes: maxResponseHead,
 	}
-	return &Proxy{rt: newH1Transport(d, t.IdleConnTimeout, t)}
 }
 
 // CloseIdle closes idle upstream connections.
 func (p *Proxy) CloseIdle() {
 	if t, ok := p.rt.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
+}
+
+// CloseIdleTo gives up the connections to one endpoint, host as in its
+// URL's Host (host:port): the idle ones close now, and those in use close
+// when their answers end instead of going back to the pool. Calls made to
+// it later pool their connections as before. A transport that cannot
+// close one endpoint's connections (net/http's, for https:// endpoints or
+// all of them) has all of its idle ones closed instead.
+func (p *Proxy) CloseIdleTo(host string) {
+	switch t := p.rt.(type) {
+	case *h1Transport:
+		t.closeIdleTo(host)
+	case interface{ CloseIdleConnections() }:
 		t.CloseIdleConnections()
 	}
 }
@@ -245,6 +282,11 @@ func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome 
 		return failed(ctx, "connect", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// net/http's transport returns a 101, which llmgw's own refuses:
+		// what follows it is no answer.
+		return failed(ctx, "connect", errSwitchingProtocols)
+	}
 
 	if c.Stream && resp.StatusCode == http.StatusOK && isEventStream(resp.Header) {
 		// A stream lasts seconds and needs only the body: the answer's
@@ -337,34 +379,80 @@ func (p *Proxy) upstreamError(ctx context.Context, w http.ResponseWriter, c *Cal
 		return Outcome{Status: http.StatusBadGateway, TTFT: ttft, Reason: "status_5xx",
 			Err: openai.BadGateway(fmt.Errorf("upstream answered %d: %.200s", code, body))}
 	}
-	h := w.Header()
-	h.Set("Content-Type", resp.Header.Get("Content-Type"))
-	w.WriteHeader(resp.StatusCode)
-	w.Write(body)
-	return Outcome{Status: resp.StatusCode, TTFT: ttft, Wrote: true}
+	o := Outcome{Status: resp.StatusCode, TTFT: ttft, Wrote: true}
+	if err := writeAnswer(w, c.Idle, resp.StatusCode, resp.Header.Get("Content-Type"), body); err != nil {
+		o.Status, o.Err = openai.StatusClientClosed, err
+	}
+	return o
 }
 
+// writeAnswer writes a whole answer to the client, given idle (zero: no
+// bound) to take it: a client that does not read cannot hold the call.
+// The server lifts the deadline once the answer is finished. An error is
+// a client that left. A writer that cannot set a deadline writes without
+// one.
+func writeAnswer(w http.ResponseWriter, idle time.Duration, status int, contentType string, body []byte) error {
+	if idle > 0 {
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(idle))
+	}
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, err := w.Write(body)
+	return err
+}
+
+// answerPrealloc bounds what is allocated for a plain answer before it
+// arrives: a chat completion's answer is a few KiB. A longer one grows as
+// it is read, so an upstream that claims a length and sends nothing costs
+// no more than this.
+const answerPrealloc = 64 << 10
+
 // readAnswer reads a plain answer of length bytes, or when length is
-// unknown (-1) to its end, in one allocation when the length is known. An
-// answer over maxResponseBytes is an error: cut to the limit it would no
-// longer be the answer, so it is refused rather than passed on in part.
+// unknown (-1) to its end. An answer over maxResponseBytes is an error:
+// cut to the limit it would no longer be the answer, so it is refused
+// rather than passed on in part. So is one shorter or longer than its
+// length.
 func readAnswer(body io.Reader, length int64) ([]byte, error) {
 	tooLarge := func() error { return fmt.Errorf("upstream answer is larger than %d bytes", maxResponseBytes) }
 	if length > maxResponseBytes {
 		return nil, tooLarge()
 	}
-	if length >= 0 {
-		b := make([]byte, length)
-		if _, err := io.ReadFull(body, b); err != nil {
+	if length < 0 {
+		b, err := io.ReadAll(io.LimitReader(body, maxResponseBytes+1))
+		if err == nil && int64(len(b)) > maxResponseBytes {
+			return nil, tooLarge()
+		}
+		return b, err
+	}
+	b := make([]byte, 0, min(length, answerPrealloc))
+	for int64(len(b)) < length {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, int(min(length-int64(len(b)), int64(cap(b)))))
+		}
+		n, err := body.Read(b[len(b):int(min(int64(cap(b)), length))])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			if int64(len(b)) < length {
+				return nil, io.ErrUnexpectedEOF
+			}
+			return b, nil
+		}
+		if err != nil {
 			return nil, err
 		}
-		return b, nil
 	}
-	b, err := io.ReadAll(io.LimitReader(body, maxResponseBytes+1))
-	if err == nil && int64(len(b)) > maxResponseBytes {
-		return nil, tooLarge()
+	// The body ends here; most bodies say so with their last bytes, and
+	// llmgw's and net/http's never have more.
+	var probe [1]byte
+	switch n, err := body.Read(probe[:]); {
+	case n > 0:
+		return nil, fmt.Errorf("upstream answer is longer than its length of %d bytes", length)
+	case err != nil && err != io.EOF:
+		return nil, err
 	}
-	return b, err
+	return b, nil
 }
 
 // copyPlain relays a whole (not streamed) answer.
@@ -383,11 +471,7 @@ func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, r
 		o.Usage = &openai.Usage{PromptTokens: c.PromptEstimate}
 		o.Estimated = true
 	}
-	h := w.Header()
-	h.Set("Content-Type", resp.Header.Get("Content-Type"))
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	if _, err := w.Write(body); err != nil {
+	if err := writeAnswer(w, c.Idle, http.StatusOK, resp.Header.Get("Content-Type"), body); err != nil {
 		o.Status, o.Err = openai.StatusClientClosed, err
 	}
 	return o

@@ -1,14 +1,19 @@
 package proxy
 
 import (
+	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
@@ -57,11 +62,19 @@ func relayThrough(t *testing.T, upstream http.Handler, c Call) (string, Outcome)
 	t.Helper()
 	up := httptest.NewServer(upstream)
 	defer up.Close()
-	p := New(time.Second, nil)
+	return relayTo(t, nil, up.URL, c)
+}
+
+// relayTo relays one call to the upstream at url through a gateway server
+// whose calls go through rt (nil: llmgw's own), and returns what the
+// client read and the call's outcome.
+func relayTo(t *testing.T, rt http.RoundTripper, url string, c Call) (string, Outcome) {
+	t.Helper()
+	p := New(time.Second, rt)
 	defer p.CloseIdle()
 	outcomes := make(chan Outcome, 1)
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c.URL, c.Header, c.Start = mustURL(t, up.URL), Headers("", c.Stream), time.Now()
+		c.URL, c.Header, c.Start = mustURL(t, url), Headers("", c.Stream), time.Now()
 		if c.Body == nil {
 			c.Body = []byte(`{"model":"m","stream":true}`)
 		}
@@ -390,6 +403,28 @@ func TestLongLine(t *testing.T) {
 	}
 }
 
+// TestEndlessLine: an upstream that streams a line with no end breaks its
+// stream once the line passes maxEventLine, rather than grow the relay's
+// memory without bound; the client is told, and gets no [DONE].
+func TestEndlessLine(t *testing.T) {
+	endless := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, sse(tokA))
+		io.WriteString(w, "data: ")
+		piece := strings.Repeat("x", 64<<10)
+		for range 2 * maxEventLine / len(piece) {
+			if _, err := io.WriteString(w, piece); err != nil {
+				return
+			}
+		}
+	})
+	got, o := relayThrough(t, endless, Call{Stream: true})
+	assertCut(t, got, o, "stream_broken", http.StatusBadGateway)
+	if !errors.Is(o.Err, errLineTooLong) {
+		t.Errorf("err %v; want %v", o.Err, errLineTooLong)
+	}
+}
+
 func TestPlainAnswerOverTheLimitIsRefused(t *testing.T) {
 	defer func(n int64) { maxResponseBytes = n }(maxResponseBytes)
 	maxResponseBytes = 100
@@ -425,5 +460,137 @@ func TestPlainAnswerCutShort(t *testing.T) {
 	got, o := relayThrough(t, up, Call{Body: []byte(`{"model":"m"}`)})
 	if o.Status != http.StatusBadGateway || o.Reason != "stream_broken" || o.Wrote || strings.Contains(got, "choices") {
 		t.Errorf("an answer cut short: outcome %+v, client got %q", o, got)
+	}
+}
+
+// An upstream that claims a long answer and sends little costs the
+// gateway what it sent, not what it claimed.
+func TestReadAnswerGrowsAsBytesArrive(t *testing.T) {
+	stalled := errors.New("stalled")
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := readAnswer(io.MultiReader(strings.NewReader("0123456789"), iotest.ErrReader(stalled)), 60<<20)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, stalled) {
+		t.Errorf("got %v, want the reader's error", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Errorf("10 bytes of a claimed 60 MiB allocated %d bytes", n)
+	}
+}
+
+func TestReadAnswer(t *testing.T) {
+	long := strings.Repeat("0123456789", 30<<10) // past answerPrealloc
+	for _, tt := range []struct {
+		name   string
+		body   io.Reader
+		length int64
+		want   string
+		err    bool
+	}{
+		{"a length", strings.NewReader("hello"), 5, "hello", false},
+		{"empty", strings.NewReader(""), 0, "", false},
+		{"a long answer", strings.NewReader(long), int64(len(long)), long, false},
+		{"a long answer, a byte at a time", iotest.OneByteReader(strings.NewReader(long)), int64(len(long)), long, false},
+		{"shorter than its length", strings.NewReader("hell"), 5, "", true},
+		{"longer than its length", strings.NewReader("hello!"), 5, "", true},
+		{"no length", iotest.HalfReader(strings.NewReader(long)), -1, long, false},
+		{"a length over the limit", strings.NewReader(""), maxResponseBytes + 1, "", true},
+		{"a failed read", iotest.TimeoutReader(strings.NewReader(long)), int64(len(long)), "", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := readAnswer(tt.body, tt.length)
+			if string(got) != tt.want || (err != nil) != tt.err {
+				t.Errorf("got %d bytes, %v; want %d bytes, error %v", len(got), err, len(tt.want), tt.err)
+			}
+		})
+	}
+}
+
+// A client that sends a request and reads none of its answer holds the
+// call no longer than the idle bound: the write to it times out, and the
+// call ends as one whose client left.
+func TestPlainAnswerToAClientThatDoesNotRead(t *testing.T) {
+	big := `{"x":"` + strings.Repeat("x", 16<<20) + `"}` // more than the sockets between hold
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(big)))
+		io.WriteString(w, big)
+	}))
+	defer up.Close()
+	p := New(time.Second, nil)
+	defer p.CloseIdle()
+	outcomes := make(chan Outcome, 1)
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		outcomes <- p.Do(r.Context(), w, &Call{URL: mustURL(t, up.URL), Header: Headers("", false), Body: []byte(`{}`),
+			Start: time.Now(), Idle: 200 * time.Millisecond})
+	}))
+	defer gw.Close()
+	conn, err := net.Dial("tcp", gw.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close() // before gw.Close, which waits for the handler
+	conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+	io.WriteString(conn, "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
+	select {
+	case o := <-outcomes:
+		if o.Status != openai.StatusClientClosed || o.Reason != "" || !o.Wrote {
+			t.Errorf("outcome status %d reason %q wrote %v, want 499, no upstream fault, wrote", o.Status, o.Reason, o.Wrote)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a client that does not read held the call")
+	}
+}
+
+// chunk is s as one chunk of a chunked body.
+func chunk(s string) string { return fmt.Sprintf("%x\r\n%s\r\n", len(s), s) }
+
+// Every kind of answer comes to the same outcome through llmgw's own
+// client and through net/http's (StdTransport), which an operator may
+// choose to carry every call.
+func TestProxyWithEitherTransport(t *testing.T) {
+	const plain = `{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`
+	plainAnswer := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(plain)) + "\r\n\r\n" + plain
+	events := sse(tokA, finish) + "data: [DONE]\n\n"
+	stream := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk(events) + "0\r\n\r\n"
+	refusal := `{"error":{"message":"no"}}`
+	for _, tt := range []struct {
+		name     string
+		upstream string
+		stream   bool
+		status   int    // the outcome's
+		reason   string // the outcome's
+		client   string // what the client reads; empty: an error body
+	}{
+		{"plain", plainAnswer, false, 200, "", plain},
+		{"stream", stream, true, 200, "", events},
+		{"informational heads, then plain", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n\r\n" + plainAnswer, false, 200, "", plain},
+		{"informational heads, then a stream", "HTTP/1.1 103 Early Hints\r\n\r\n" + stream, true, 200, "", events},
+		{"101", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n", true, 502, "connect", ""},
+		{"400", "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(refusal)) + "\r\n\r\n" + refusal, false, 400, "", refusal},
+		{"503", "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n", true, 502, "status_5xx", ""},
+		{"204", "HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n", false, 502, "status_5xx", ""},
+	} {
+		for _, std := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, net/http %v", tt.name, std), func(t *testing.T) {
+				s := newScripted(t, func(c net.Conn, conn, req int) bool {
+					io.WriteString(c, tt.upstream)
+					return true
+				})
+				var rt http.RoundTripper
+				if std {
+					rt = StdTransport(time.Second)
+				}
+				got, o := relayTo(t, rt, s.URL, Call{Stream: tt.stream, Deadline: time.Now().Add(5 * time.Second)})
+				if o.Status != tt.status || o.Reason != tt.reason {
+					t.Errorf("outcome status %d reason %q, want %d %q (%v)", o.Status, o.Reason, tt.status, tt.reason, o.Err)
+				}
+				if tt.client != "" && got != tt.client || tt.client == "" && !strings.Contains(got, `"error"`) {
+					t.Errorf("client read %q, want %q", got, tt.client)
+				}
+			})
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -25,6 +26,14 @@ import (
 // llmgw's own transport: from an HTTPS upstream. A chunk of one token is
 // 150-400 bytes; a longer line is read in pieces.
 const relayBufSize = 1 << 10
+
+// maxEventLine bounds one line of an upstream's stream. A token's event is
+// a few hundred bytes and a final chunk with every logprob a few hundred
+// KiB; a line that runs on past this is a broken or hostile upstream, and
+// its stream ends rather than grow without bound.
+const maxEventLine = 4 << 20
+
+var errLineTooLong = fmt.Errorf("upstream sent a stream line longer than %d bytes", maxEventLine)
 
 // errStreamClosed is what a keep-alive comment due after the relay ended
 // finds: nothing more is written.
@@ -76,10 +85,14 @@ type streamWriter struct {
 
 	keepAlive time.Duration // zero: no keep-alive comments
 	ka        *time.Timer
+
+	// writeTimeout bounds each write to the client; zero, or a writer
+	// that cannot set deadlines, means none.
+	writeTimeout time.Duration
 }
 
-func newStreamWriter(w http.ResponseWriter, keepAlive time.Duration) *streamWriter {
-	s := &streamWriter{w: w, rc: http.NewResponseController(w), keepAlive: keepAlive}
+func newStreamWriter(w http.ResponseWriter, keepAlive, writeTimeout time.Duration) *streamWriter {
+	s := &streamWriter{w: w, rc: http.NewResponseController(w), keepAlive: keepAlive, writeTimeout: writeTimeout}
 	if keepAlive > 0 {
 		s.ka = time.AfterFunc(keepAlive, s.comment)
 	}
@@ -87,12 +100,12 @@ func newStreamWriter(w http.ResponseWriter, keepAlive time.Duration) *streamWrit
 }
 
 // close stops the keep-alive comments: none is written once it returns,
-// so the handler may return.
+// so the handler may return. The write deadline holds until the server
+// has finished the answer, and the server lifts it then.
 func (s *streamWriter) close() {
-	if s.ka == nil {
-		return
+	if s.ka != nil {
+		s.ka.Stop()
 	}
-	s.ka.Stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err == nil {
@@ -121,6 +134,7 @@ func (s *streamWriter) event(kind, data []byte) error {
 		return s.err
 	}
 	s.startLocked()
+	s.deadlineLocked()
 	if len(kind) > 0 {
 		s.write("event: ", kind, "\n")
 	}
@@ -138,6 +152,19 @@ func (s *streamWriter) flush() error {
 	defer s.mu.Unlock()
 	s.flushLocked()
 	return s.err
+}
+
+// deadlineLocked gives the writes that follow writeTimeout to reach the
+// client. A client that stops reading then ends its stream with a write
+// error, rather than block the relay, and with it the upstream's slot, for
+// as long as it likes.
+func (s *streamWriter) deadlineLocked() {
+	if s.writeTimeout <= 0 {
+		return
+	}
+	if err := s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout)); err != nil {
+		s.writeTimeout = 0 // the writer cannot: it is not a connection
+	}
 }
 
 func (s *streamWriter) write(prefix string, b []byte, suffix string) {
@@ -170,6 +197,7 @@ func (s *streamWriter) comment() {
 		return
 	}
 	s.startLocked()
+	s.deadlineLocked()
 	_, s.err = io.WriteString(s.w, ": keep-alive\n\n")
 	s.pending = true
 	s.flushLocked()
@@ -184,7 +212,7 @@ func (s *streamWriter) wrote() bool {
 
 // relay streams resp to the client.
 func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter, c *Call, resp *http.Response) Outcome {
-	sw := newStreamWriter(w, c.KeepAlive)
+	sw := newStreamWriter(w, c.KeepAlive, c.Idle)
 	defer sw.close()
 	src := piecesOf(resp.Body)
 
@@ -201,6 +229,10 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 	for clientErr == nil {
 		line, ok := cutLine(&piece)
 		if !ok {
+			if len(partial)+len(piece) > maxEventLine {
+				readErr = errLineTooLong
+				break
+			}
 			partial = append(partial, piece...)
 			var err error
 			piece, err = src.next(math.MaxInt, false)
