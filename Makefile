@@ -1,6 +1,6 @@
 # The commands the README names. Each is a plain go command too.
 
-.PHONY: run test bench lint build
+.PHONY: run test bench lint build fuzz
 
 build:
 	go build -o llmgw ./cmd/llmgw
@@ -17,3 +17,11 @@ bench:
 
 lint:
 	gofmt -l . && go vet ./...
+
+# The differential fuzz targets, each for FUZZTIME (default 10m); see
+# docs/SECURITY.md.
+FUZZTIME ?= 10m
+fuzz:
+	go test -run '^$$' -fuzz '^FuzzServerMatchesNetHTTP$$' -fuzztime $(FUZZTIME) ./internal/h1
+	go test -run '^$$' -fuzz '^FuzzTransportMatchesNetHTTP$$' -fuzztime $(FUZZTIME) ./internal/router/proxy
+	go test -run '^$$' -fuzz '^FuzzRequestMatchesEncodingJSON$$' -fuzztime $(FUZZTIME) ./internal/openai

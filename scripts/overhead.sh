@@ -6,6 +6,10 @@
 #            gateway would be (keep-alive upstream connections, no access
 #            log, a worker per core); skipped when nginx is not installed;
 #   core     through `llmgw serve --upstream`: no keys, no limits;
+#   core-nethttp  the same with --http net/http: Go's own HTTP/1.1 server
+#            and upstream client in place of llmgw's;
+#   core-base the core run with the binary in $BASE, when set: another
+#            build, to compare two builds in one run;
 #   keys     with API keys, limits on the key and its org (process-local),
 #            and the usage ledger in SQLite;
 #   redis    the same with the limits in Redis (needs REDIS_URL, default
@@ -15,6 +19,7 @@
 # commands each request cost.
 #
 #   scripts/overhead.sh [DURATION_SECONDS] [CONCURRENCY]
+#   BASE=path/to/llmgw scripts/overhead.sh ...   (adds the core-base row)
 #
 # Needs wrk (Debian: apt-get install wrk); nginx for the reference row
 # (Debian: apt-get install nginx-light).
@@ -44,7 +49,7 @@ redis_commands() { redis-cli -u "$redis_url" INFO stats | awk -F: '/^total_comma
 
 # start_gateway ARGS...: runs llmgw serve and waits until it is ready.
 start_gateway() {
-	"$gw" serve --listen 127.0.0.1:19180 --admin-listen 127.0.0.1:19181 --log-level warn "$@" >"$work/gw.log" 2>&1 &
+	"${bin:-$gw}" serve --listen 127.0.0.1:19180 --admin-listen 127.0.0.1:19181 --log-level warn "$@" >"$work/gw.log" 2>&1 &
 	pid=$!
 	wait_ready
 }
@@ -117,10 +122,21 @@ fi
 start_gateway "${core_args[@]}"
 measure core "$url" "$pid"
 stop_gateway
+runs+=(core)
+start_gateway "${core_args[@]}" --http net/http
+measure core-nethttp "$url" "$pid"
+stop_gateway
+runs+=(core-nethttp)
+if [ -n "${BASE:-}" ]; then
+	bin=$BASE start_gateway "${core_args[@]}"
+	measure core-base "$url" "$pid"
+	stop_gateway
+	runs+=(core-base)
+fi
 start_gateway --config "$work/keys.yaml"
 measure keys "$url" "$pid"
 stop_gateway
-runs+=(core keys)
+runs+=(keys)
 if command -v redis-cli >/dev/null && redis-cli -u "$redis_url" PING >/dev/null 2>&1; then
 	start_gateway --config "$work/redis.yaml"
 	measure redis "$url" "$pid"

@@ -8,7 +8,8 @@
 #
 #   scripts/streams.sh [STREAMS...]        (default: 100 1000)
 #
-# LLMGW=path runs a binary already built, to compare two builds.
+# LLMGW=path runs a binary already built, to compare two builds;
+# HTTP=net/http serves with Go's own HTTP/1.1 server and upstream client.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 counts=("${@:-100 1000}")
@@ -22,7 +23,7 @@ ulimit -n 65536 2>/dev/null || true
 
 "$work/llmgw" sim --listen 127.0.0.1:19200 --model m --ttft 100ms --tpot 20ms --max-seqs 5000 >"$work/sim.log" 2>&1 &
 env ${GWENV:-} "$work/llmgw" serve --upstream http://127.0.0.1:19200/v1 --model m \
-	--listen 127.0.0.1:19280 --admin-listen 127.0.0.1:19281 --log-level warn >"$work/gw.log" 2>&1 &
+	--listen 127.0.0.1:19280 --admin-listen 127.0.0.1:19281 --log-level warn ${HTTP:+--http "$HTTP"} >"$work/gw.log" 2>&1 &
 gw=$!
 for _ in $(seq 50); do curl -sf 127.0.0.1:19281/readyz >/dev/null && break; sleep 0.1; done
 

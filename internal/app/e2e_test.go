@@ -9,12 +9,19 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/sim"
 )
 
 // startDemo runs two simulated replicas with a gateway in front, as
 // `llmgw serve` does with no flags, and a client of the official SDK.
 func startDemo(t *testing.T) (*InProcess, openai.Client) {
+	t.Helper()
+	return startDemoHTTP(t, "")
+}
+
+// startDemoHTTP is startDemo with server.http set to impl.
+func startDemoHTTP(t *testing.T, impl string) (*InProcess, openai.Client) {
 	t.Helper()
 	ctx := t.Context()
 	replicas, err := sim.StartReplicas(ctx, sim.Config{Model: "demo", FixedTiming: true, TTFT: 5 * time.Millisecond, TPOT: time.Millisecond}, 2, "127.0.0.1:0")
@@ -26,7 +33,7 @@ func startDemo(t *testing.T) (*InProcess, openai.Client) {
 		urls = append(urls, r.URL())
 		t.Cleanup(r.Close)
 	}
-	g, err := StartGateway(ctx, GatewayOptions{Model: "demo", Upstreams: urls})
+	g, err := StartGateway(ctx, GatewayOptions{Model: "demo", Upstreams: urls, HTTP: impl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,8 +41,16 @@ func startDemo(t *testing.T) (*InProcess, openai.Client) {
 	return g, openai.NewClient(option.WithBaseURL(g.URL()), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 }
 
+// TestOfficialClient runs the official SDK's calls through the gateway on
+// each HTTP implementation server.http offers.
 func TestOfficialClient(t *testing.T) {
-	_, client := startDemo(t)
+	for _, impl := range []string{config.HTTPLlmgw, config.HTTPNetHTTP} {
+		t.Run(impl, func(t *testing.T) { testOfficialClient(t, impl) })
+	}
+}
+
+func testOfficialClient(t *testing.T, impl string) {
+	_, client := startDemoHTTP(t, impl)
 	ctx := t.Context()
 	chat := openai.ChatCompletionNewParams{
 		Model:     "demo",

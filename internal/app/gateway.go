@@ -31,6 +31,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/h1"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/limits"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
 // Gateway is a running llmgw: its listeners, router and control plane.
@@ -48,7 +49,7 @@ type Gateway struct {
 	limiter limits.Limiter
 
 	apiLn, adminLn net.Listener
-	api            *h1.Server
+	api            apiServer
 	admin          *http.Server
 	ready          atomic.Bool // serving, and not draining
 	tempSpool      string      // a spool directory to remove on close
@@ -88,6 +89,7 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	g.ledger = ledger.New(g.store, ledger.Options{SpoolDir: spool, Logger: log, Registerer: g.reg})
 
 	opts := router.Options{
+		Transport:  upstreamTransport(cfg.Server),
 		Server:     cfg.Server,
 		Router:     cfg.Router,
 		Recorder:   g.ledger,
@@ -118,14 +120,56 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	if g.adminLn, err = net.Listen("tcp", cfg.Server.AdminListen); err != nil {
 		return nil, fmt.Errorf("admin listener: %w", err)
 	}
-	g.api = &h1.Server{
-		Handler:           g.router,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		Logger:            log,
-	}
+	g.api = newAPIServer(cfg.Server, g.router, log)
 	g.admin = &http.Server{Handler: g.adminMux(), ReadHeaderTimeout: 10 * time.Second}
 	return g, nil
+}
+
+// apiServer is the API listener's HTTP/1.1 server: llmgw's own or net/http's.
+type apiServer interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+	Close() error
+}
+
+var (
+	_ apiServer = (*h1.Server)(nil)
+	_ apiServer = (*http.Server)(nil)
+)
+
+// The API listener's timeouts, the same on either server: a request's line
+// and headers must arrive within apiReadHeaderTimeout, and a kept-alive
+// connection sends its next request within apiIdleTimeout or is closed.
+const (
+	apiReadHeaderTimeout = 10 * time.Second
+	apiIdleTimeout       = 2 * time.Minute
+)
+
+// newAPIServer is the server that server.http names, serving h.
+func newAPIServer(s config.Server, h http.Handler, log *slog.Logger) apiServer {
+	if s.HTTP == config.HTTPNetHTTP {
+		return &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: apiReadHeaderTimeout,
+			IdleTimeout:       apiIdleTimeout,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		}
+	}
+	return &h1.Server{
+		Handler:           h,
+		ReadHeaderTimeout: apiReadHeaderTimeout,
+		IdleTimeout:       apiIdleTimeout,
+		Logger:            log,
+	}
+}
+
+// upstreamTransport is what carries upstream calls: nil for llmgw's own
+// client, or net/http's Transport when server.http says so.
+func upstreamTransport(s config.Server) http.RoundTripper {
+	if s.HTTP == config.HTTPNetHTTP {
+		return proxy.StdTransport(s.ConnectTimeout)
+	}
+	return nil
 }
 
 // newLimiter is a Redis limiter when limits.redis is set, else a

@@ -23,6 +23,9 @@ type GatewayOptions struct {
 	// measures something else.
 	Admission bool
 	Logger    *slog.Logger // nil discards logs
+	// HTTP is server.http: llmgw's own HTTP/1.1 server and upstream
+	// client, or net/http's; empty means the default.
+	HTTP string
 }
 
 // PolicyRoundRobin is the routing policy llmgw has now: weighted round
@@ -47,6 +50,9 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*InProcess, error) {
 	cfg := upstreamConfig(o.Model, o.Upstreams)
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Server.AdminListen = "127.0.0.1:0"
+	if o.HTTP != "" {
+		cfg.Server.HTTP = o.HTTP
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

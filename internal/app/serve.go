@@ -34,6 +34,7 @@ func ServeCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		model       = fs.String("model", "", "with --upstream: the model `name` the upstreams serve")
 		storeURL    = fs.String("store", "", "store `URL`: sqlite:PATH, postgres://..., memory: (overrides the config)")
 		auth        = fs.String("auth", "", "keys or none (overrides the config)")
+		httpImpl    = fs.String("http", "", "llmgw or net/http: the HTTP/1.1 server and upstream client (overrides the config)")
 		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
 		upstreams   listFlag
 	)
@@ -84,7 +85,7 @@ func ServeCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		cfg = demoConfig(urls)
 	}
-	for flagValue, field := range map[*string]*string{listen: &cfg.Server.Listen, adminListen: &cfg.Server.AdminListen, storeURL: &cfg.Store.URL, auth: &cfg.Router.Auth} {
+	for flagValue, field := range map[*string]*string{listen: &cfg.Server.Listen, adminListen: &cfg.Server.AdminListen, storeURL: &cfg.Store.URL, auth: &cfg.Router.Auth, httpImpl: &cfg.Server.HTTP} {
 		if *flagValue != "" {
 			*field = *flagValue
 		}

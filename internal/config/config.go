@@ -28,6 +28,13 @@ type Server struct {
 	Listen       string `yaml:"listen"`         // the OpenAI API
 	AdminListen  string `yaml:"admin_listen"`   // metrics, health, admin API
 	MaxBodyBytes int64  `yaml:"max_body_bytes"` // larger request bodies get 413
+	// BodyTimeout bounds reading a request's body, from the end of its
+	// headers to its last byte; a slower body gets 408.
+	BodyTimeout time.Duration `yaml:"body_timeout"`
+	// HTTP is the HTTP/1.1 implementation of the API listener and of
+	// calls to plain-HTTP upstreams: llmgw (its own, which holds no
+	// buffers while a stream waits) or net/http (Go's standard library).
+	HTTP string `yaml:"http"`
 
 	ConnectTimeout time.Duration `yaml:"connect_timeout"` // dialling an endpoint
 	// FirstTokenTimeout bounds the wait for an upstream's first byte;
@@ -90,9 +97,12 @@ type Admin struct {
 // Defaults. Timeouts are generous enough for a long reasoning answer from a
 // loaded pool, short enough that a dead endpoint is noticed.
 const (
-	DefaultListen            = ":8080"
-	DefaultAdminListen       = "127.0.0.1:8081"
-	DefaultMaxBodyBytes      = 8 << 20 // 8 MiB: a 128k-token prompt is about 512 KiB of text, with room for images as data URLs
+	DefaultListen       = ":8080"
+	DefaultAdminListen  = "127.0.0.1:8081"
+	DefaultMaxBodyBytes = 8 << 20 // 8 MiB: a 128k-token prompt is about 512 KiB of text, with room for images as data URLs
+	// DefaultBodyTimeout lets a full 8 MiB body arrive at 2.3 Mbit/s, and
+	// a 512 KiB prompt at 140 kbit/s.
+	DefaultBodyTimeout       = 30 * time.Second
 	DefaultConnectTimeout    = 5 * time.Second
 	DefaultFirstTokenTimeout = 60 * time.Second
 	DefaultIdleTimeout       = 60 * time.Second
@@ -102,6 +112,12 @@ const (
 	DefaultStoreURL          = "sqlite:llmgw.db"
 )
 
+// The values of server.http.
+const (
+	HTTPLlmgw   = "llmgw"
+	HTTPNetHTTP = "net/http"
+)
+
 // Default is the configuration a file is decoded over.
 func Default() Config {
 	return Config{
@@ -109,6 +125,8 @@ func Default() Config {
 			Listen:            DefaultListen,
 			AdminListen:       DefaultAdminListen,
 			MaxBodyBytes:      DefaultMaxBodyBytes,
+			BodyTimeout:       DefaultBodyTimeout,
+			HTTP:              HTTPLlmgw,
 			ConnectTimeout:    DefaultConnectTimeout,
 			FirstTokenTimeout: DefaultFirstTokenTimeout,
 			IdleTimeout:       DefaultIdleTimeout,

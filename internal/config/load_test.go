@@ -102,7 +102,7 @@ func TestFullExample(t *testing.T) {
 	}
 	want := &Config{
 		Server: Server{
-			Listen: ":8080", AdminListen: "127.0.0.1:8081", MaxBodyBytes: 8 << 20,
+			Listen: ":8080", AdminListen: "127.0.0.1:8081", MaxBodyBytes: 8 << 20, BodyTimeout: 30 * time.Second, HTTP: "llmgw",
 			ConnectTimeout: 5 * time.Second, FirstTokenTimeout: time.Minute, IdleTimeout: time.Minute,
 			RequestTimeout: 10 * time.Minute, KeepAlive: 15 * time.Second, Retries: 1, ShutdownGrace: 30 * time.Second,
 		},

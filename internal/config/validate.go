@@ -119,6 +119,10 @@ func (s *Server) validate(ps *problems) {
 	if s.MaxBodyBytes <= 0 {
 		ps.add("server.max_body_bytes", "must be positive, got %d", s.MaxBodyBytes)
 	}
+	positive(ps, "server.body_timeout", s.BodyTimeout)
+	if s.HTTP != HTTPLlmgw && s.HTTP != HTTPNetHTTP {
+		ps.add("server.http", "must be %s or %s, got %q", HTTPLlmgw, HTTPNetHTTP, s.HTTP)
+	}
 	positive(ps, "server.connect_timeout", s.ConnectTimeout)
 	positive(ps, "server.first_token_timeout", s.FirstTokenTimeout)
 	positive(ps, "server.idle_timeout", s.IdleTimeout)

@@ -7,6 +7,7 @@ package router
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"time"
 
@@ -42,7 +43,7 @@ func (r *Router) admit(ctx context.Context, w http.ResponseWriter, req *parsedRe
 	if maxTokens == 0 {
 		maxTokens = r.opts.Router.DefaultMaxTokens
 	}
-	d, err := r.opts.Limits.Admit(ctx, limits.Request{Scopes: scopes, Tokens: req.estimate + maxTokens, Now: time.Now()})
+	d, err := r.opts.Limits.Admit(ctx, limits.Request{Scopes: scopes, Tokens: addTokens(req.estimate, maxTokens), Now: time.Now()})
 	if err != nil {
 		return openai.Unavailable("Rate limits cannot be checked right now; try again shortly.", err)
 	}
@@ -53,4 +54,14 @@ func (r *Router) admit(ctx context.Context, w http.ResponseWriter, req *parsedRe
 	req.reserve = d.Reservation
 	req.reserved = true
 	return nil
+}
+
+// addTokens is a + b for counts that are never negative, held at
+// math.MaxInt64 rather than wrapping: a request that asks for more tokens
+// than an int64 holds must meet every token limit, not slip under them.
+func addTokens(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

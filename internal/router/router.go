@@ -114,6 +114,31 @@ func (r *Router) SetCatalog(c *catalog.Catalog) {
 	s.models = renderModels(c, nil)
 	r.snap.Store(s)
 	r.m.token.setSLOs(c.Models())
+	if old != nil {
+		// An endpoint the catalog no longer has keeps no connections:
+		// idle ones close now, busy ones when their answer ends.
+		kept := s.hosts()
+		for h := range old.hosts() {
+			if !kept[h] {
+				r.proxy.CloseIdleTo(h)
+			}
+		}
+	}
+}
+
+// hosts is the host:port of every endpoint in s, as upstream connections
+// are kept by.
+func (s *snapshot) hosts() map[string]bool {
+	hosts := make(map[string]bool)
+	for _, p := range s.pools {
+		for _, ep := range p.endpoints {
+			for _, u := range ep.targets {
+				hosts[u.Host] = true
+				break // every target of an endpoint has its host
+			}
+		}
+	}
+	return hosts
 }
 
 // Catalog is the catalog being served, nil before the first SetCatalog.

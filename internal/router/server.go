@@ -6,7 +6,9 @@ package router
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
@@ -100,7 +102,29 @@ func (r *Router) serveModels(w http.ResponseWriter, hr *http.Request) {
 func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api) {
 	req := &parsedRequest{id: r.ids.next(), api: a, start: time.Now()}
 	w.Header().Set("X-Request-Id", req.id)
-	if err := r.parse(w, hr, req); err != nil {
+	// A body that trickles in holds its connection and what it has sent:
+	// all of it must arrive within server.body_timeout. The deadline is
+	// lifted once it has, as the connection then only waits for the
+	// client to leave; a request refused before then keeps it, so that
+	// the server's reading of the unread rest is bounded too.
+	rc := http.NewResponseController(w)
+	timed := r.opts.Server.BodyTimeout > 0 && rc.SetReadDeadline(req.start.Add(r.opts.Server.BodyTimeout)) == nil
+	// The key is in a header: a request without a valid one is refused
+	// before its body is read, so that nobody without a key can make the
+	// gateway hold a body.
+	if r.opts.Auth != nil {
+		key, err := r.authenticate(hr)
+		if err != nil {
+			r.refuse(w, req, "", err)
+			return
+		}
+		req.key = key
+	}
+	err := r.parse(w, hr, req)
+	if timed {
+		rc.SetReadDeadline(time.Time{})
+	}
+	if err != nil {
 		r.refuse(w, req, "", err)
 		return
 	}
@@ -110,18 +134,10 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 		return
 	}
 	m, ok := snap.cat.Resolve(req.Model)
-	if r.opts.Auth != nil {
-		key, err := r.authenticate(hr)
-		if err != nil {
-			r.refuse(w, req, "", err)
-			return
-		}
-		req.key = key
-		// A model the key may not use answers as one that does not exist,
-		// so that its existence does not leak.
-		if ok && !key.Allows(append([]string{m.Name}, m.Aliases...)...) {
-			ok = false
-		}
+	// A model the key may not use answers as one that does not exist, so
+	// that its existence does not leak.
+	if ok && req.key != nil && !req.key.Allows(append([]string{m.Name}, m.Aliases...)...) {
+		ok = false
 	}
 	if !ok {
 		r.refuse(w, req, "", openai.ModelNotFound(req.Model))
@@ -149,17 +165,26 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 	r.account(req, res)
 }
 
-// parse reads the body, within the size limit, and the fields routing needs.
+// parse reads the body, within the size limit, and the fields routing
+// needs. A body that could not be read to its end leaves the connection
+// unusable: the answer closes it.
 func (r *Router) parse(w http.ResponseWriter, hr *http.Request, req *parsedRequest) error {
 	limit := r.opts.Server.MaxBodyBytes
 	if hr.ContentLength > limit {
+		w.Header().Set("Connection", "close")
 		return openai.TooLarge(limit)
 	}
 	body, err := readBody(http.MaxBytesReader(w, hr.Body, limit), hr.ContentLength)
 	if err != nil {
+		w.Header().Set("Connection", "close")
+		hr.Body.Close()
 		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		var netErr net.Error
+		switch {
+		case errors.As(err, &tooLarge):
 			return openai.TooLarge(limit)
+		case errors.As(err, &netErr) && netErr.Timeout():
+			return errBodyTimeout
 		}
 		return openai.BadRequest("", "The request body could not be read.")
 	}
@@ -170,6 +195,11 @@ func (r *Router) parse(w http.ResponseWriter, hr *http.Request, req *parsedReque
 	req.estimate = estimatePrompt(body)
 	return nil
 }
+
+// errBodyTimeout answers a body that did not arrive within
+// server.body_timeout.
+var errBodyTimeout = &openai.Error{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
+	Message: "The request body did not arrive in time."}
 
 // bytesPerToken is how much request JSON one prompt token takes, roughly:
 // English runs about 4 bytes a token, and the JSON around it a little more.
@@ -182,19 +212,40 @@ func estimatePrompt(body []byte) int64 {
 	return int64(len(body)+bytesPerToken-1) / bytesPerToken
 }
 
-// readBody reads a body whose length may be known ahead.
+// firstBodyAlloc is the most a body's buffer starts at, whatever length
+// the client claims; the rest is allocated as the bytes arrive. A client
+// that claims 8 MiB and sends one byte holds 64 KiB, not 8 MiB; a body of
+// up to 64 KiB, nearly every prompt, is read in one allocation.
+const firstBodyAlloc = 64 << 10
+
+// readBody reads a body to its end. Its length, when known (not -1), sizes
+// the buffer as far as firstBodyAlloc and bounds its growth; a body that
+// ends short of it or runs past it is an error.
 func readBody(rd io.Reader, length int64) ([]byte, error) {
-	if length <= 0 {
-		return io.ReadAll(rd)
+	size := int64(512)
+	if length >= 0 {
+		size = min(length+1, firstBodyAlloc) // +1: room to see a body that runs past its length
 	}
-	b := make([]byte, length)
-	if _, err := io.ReadFull(rd, b); err != nil {
-		return nil, err
+	b := make([]byte, 0, size)
+	for {
+		if len(b) == cap(b) {
+			grow := int64(cap(b)) // doubling, but not past what was claimed
+			if length >= 0 {
+				grow = min(grow, length+1-int64(cap(b)))
+			}
+			b = append(b, make([]byte, grow)...)[:len(b)]
+		}
+		n, err := rd.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if errors.Is(err, io.EOF) || length >= 0 && int64(len(b)) > length {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	// Read past the end so that a body longer than it claimed is an error.
-	var one [1]byte
-	if n, _ := rd.Read(one[:]); n > 0 {
-		return nil, errors.New("body longer than its Content-Length")
+	if length >= 0 && int64(len(b)) != length {
+		return nil, fmt.Errorf("body of %d bytes, not its Content-Length of %d", len(b), length)
 	}
 	return b, nil
 }
