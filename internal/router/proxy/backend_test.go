@@ -33,6 +33,12 @@ func newScripted(t testing.TB, answer func(c net.Conn, conn, req int) bool) *scr
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newScriptedOn(t, ln, answer)
+}
+
+// newScriptedOn is newScripted on ln, which it closes at the test's end.
+func newScriptedOn(t testing.TB, ln net.Listener, answer func(c net.Conn, conn, req int) bool) *scripted {
+	t.Helper()
 	s := &scripted{ln: ln, URL: "http://" + ln.Addr().String(), answer: answer}
 	var open sync.Map // of net.Conn
 	s.wg.Go(func() {

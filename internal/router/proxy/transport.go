@@ -384,13 +384,17 @@ func (t *h1Transport) send(ctx context.Context, c *h1Conn, reused bool, req *htt
 	if err != nil {
 		return fail(err)
 	}
+	// A connection is kept unless the upstream says to close it, or the
+	// answer's status is one no server sends as a final answer (below
+	// 200), after which net/http trusts the connection no more either.
+	reuse := !resp.Close && resp.StatusCode >= 200
 	if resp.Body == http.NoBody {
 		// No body follows the head (a 204 or 304, a length of 0): the
 		// connection is done with.
-		t.release(c, stop, !resp.Close)
+		t.release(c, stop, reuse)
 		return resp, nil
 	}
-	b := &h1Body{body: body{in: &c.in, framing: byClose}, c: c, t: t, stop: stop, reuse: !resp.Close}
+	b := &h1Body{body: body{in: &c.in, framing: byClose}, c: c, t: t, stop: stop, reuse: reuse}
 	switch {
 	case len(resp.TransferEncoding) > 0 && resp.TransferEncoding[0] == "chunked":
 		b.framing = byChunks

@@ -25,6 +25,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -79,7 +80,7 @@ func runScript(t *testing.T, rt http.RoundTripper, answer []byte, split int, fla
 	var first net.Conn // the first call's connection, once written is closed
 	written := make(chan struct{})
 	var reused atomic.Bool
-	s := newScripted(t, func(c net.Conn, conn, req int) bool {
+	s := newScriptedOn(t, fuzzListener(t), func(c net.Conn, conn, req int) bool {
 		if conn == 0 && req == 0 {
 			defer close(written)
 			first = c
@@ -134,6 +135,77 @@ func runScript(t *testing.T, rt http.RoundTripper, answer []byte, split int, fla
 	run.secondStatus, run.second, run.secondErr = call(rt, s.URL, fuzzCallTime)
 	run.reused = reused.Load()
 	return run
+}
+
+// fuzzListen is the one real listener of a fuzzing process. A listener for
+// each input would use up the machine's ports within minutes, each held
+// for a minute after by its connections in TIME_WAIT.
+var fuzzListen struct {
+	once   sync.Once
+	ln     net.Listener
+	err    error
+	active atomic.Pointer[runListener] // the script being run, nil between runs
+}
+
+// runListener is one script's view of the shared listener: it accepts the
+// connections made while the script runs, and its Close leaves the real
+// listener open.
+type runListener struct {
+	net.Listener // the shared one, for Addr
+	conns        chan net.Conn
+	done         chan struct{}
+	closeOnce    sync.Once
+}
+
+func (l *runListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *runListener) Close() error {
+	l.closeOnce.Do(func() {
+		fuzzListen.active.CompareAndSwap(l, nil)
+		close(l.done)
+	})
+	return nil
+}
+
+// fuzzListener is a listener for one script, on the process's shared one.
+func fuzzListener(t *testing.T) net.Listener {
+	fuzzListen.once.Do(func() {
+		fuzzListen.ln, fuzzListen.err = net.Listen("tcp", "127.0.0.1:0")
+		if fuzzListen.err != nil {
+			return
+		}
+		go func() {
+			for {
+				c, err := fuzzListen.ln.Accept()
+				if err != nil {
+					return
+				}
+				l := fuzzListen.active.Load()
+				if l == nil {
+					c.Close()
+					continue
+				}
+				select {
+				case l.conns <- c:
+				case <-l.done:
+					c.Close()
+				}
+			}
+		}()
+	})
+	if fuzzListen.err != nil {
+		t.Fatal(fuzzListen.err)
+	}
+	l := &runListener{Listener: fuzzListen.ln, conns: make(chan net.Conn), done: make(chan struct{})}
+	fuzzListen.active.Store(l)
+	return l
 }
 
 func FuzzTransportMatchesNetHTTP(f *testing.F) {
