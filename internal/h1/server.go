@@ -522,7 +522,8 @@ type requestBody struct {
 	w   *response
 	req *http.Request // as the handler has it
 	// parsed is req as the parser made it, before it had a context: a
-	// trailer the request did not declare is kept there.
+	// trailer the request did not declare is kept there. It is let go
+	// once the body is read, as a stream holds its body for its life.
 	parsed *http.Request
 	src    io.ReadCloser
 	remain int64 // bytes of a Content-Length body not yet read; -1 for chunked
@@ -557,6 +558,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		if b.req.Trailer == nil {
 			b.req.Trailer = b.parsed.Trailer
 		}
+		b.parsed = nil
 		if b.deadline {
 			// The watch's goroutine reads on with no deadline of the
 			// handler's: a stream outlasting it is not a client gone.
