@@ -150,7 +150,7 @@ func TestBackendCannotShiftAnswers(t *testing.T) {
 					if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), `"`+marker+`"`) || strings.Contains(string(got), "forged") {
 						t.Errorf("request %d (stream %t): %d %s; want its own answer", i, stream, resp.StatusCode, got)
 					}
-					time.Sleep(40 * time.Millisecond) // the forged bytes arrive while the connection is idle
+					time.Sleep(150 * time.Millisecond) // the forged bytes, sent 20 ms after the answer, arrive while the connection is idle
 				}
 			})
 		}
