@@ -105,6 +105,19 @@ func answerFor(marker string, stream bool) string {
 	return plainAnswer(marker)
 }
 
+// echoGateway is a gateway on the HTTP implementation impl, its server
+// settings changed by set, in front of a backend that answers each
+// request with its marker.
+func echoGateway(t *testing.T, impl string, set func(*config.Server)) *Gateway {
+	t.Helper()
+	cfg := upstreamConfig("m", []string{scriptedBackend(t, func(c net.Conn, marker string, stream bool) {
+		io.WriteString(c, answerFor(marker, stream))
+	})})
+	cfg.Server.HTTP = impl
+	set(&cfg.Server)
+	return startConfigured(t, cfg)
+}
+
 // TestBackendCannotShiftAnswers: whatever a backend sends that no request
 // asked for — an informational answer before the real one, or bytes after
 // a complete answer — never becomes the answer to another request. Each
@@ -163,12 +176,7 @@ func TestSlowBodyTimesOut(t *testing.T) {
 	for _, impl := range httpImpls {
 		t.Run(impl, func(t *testing.T) {
 			t.Parallel()
-			cfg := upstreamConfig("m", []string{scriptedBackend(t, func(c net.Conn, marker string, stream bool) {
-				io.WriteString(c, answerFor(marker, stream))
-			})})
-			cfg.Server.HTTP = impl
-			cfg.Server.BodyTimeout = 300 * time.Millisecond
-			g := startConfigured(t, cfg)
+			g := echoGateway(t, impl, func(s *config.Server) { s.BodyTimeout = 300 * time.Millisecond })
 			c, err := net.Dial("tcp", g.apiLn.Addr().String())
 			if err != nil {
 				t.Fatal(err)
@@ -247,12 +255,7 @@ func TestWriteDeadlineEndsWithTheAnswer(t *testing.T) {
 	for _, impl := range httpImpls {
 		t.Run(impl, func(t *testing.T) {
 			t.Parallel()
-			cfg := upstreamConfig("m", []string{scriptedBackend(t, func(c net.Conn, marker string, stream bool) {
-				io.WriteString(c, answerFor(marker, stream))
-			})})
-			cfg.Server.HTTP = impl
-			cfg.Server.IdleTimeout = 200 * time.Millisecond
-			g := startConfigured(t, cfg)
+			g := echoGateway(t, impl, func(s *config.Server) { s.IdleTimeout = 200 * time.Millisecond })
 			client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
 			defer client.CloseIdleConnections()
 			// A stream, then answers the gateway writes itself and a plain

@@ -15,10 +15,7 @@ import (
 )
 
 func TestParseRequest(t *testing.T) {
-	tests := []struct {
-		body string
-		want Request
-	}{
+	tests := []parseCase{
 		{`{"model":"m","messages":[]}`, Request{Model: "m"}},
 		{` { "messages" : [{"content":"{\"model\":\"x\"}"}], "model" : "m" , "stream":true}`, Request{Model: "m", Stream: true}},
 		{`{"model":"m","stream":true,"stream_options":{"include_usage":true}}`, Request{Model: "m", Stream: true, IncludeUsage: true}},
@@ -39,6 +36,18 @@ func TestParseRequest(t *testing.T) {
 		{`{"model":"m","models":"x","stream_option":{},"max_tokens_":5,"us\u0065r_":"x","Messages":[]}`, Request{Model: "m"}},
 		{`{"model":"m","stream_options":{"include_usage_":true,"Stream":true}}`, Request{Model: "m"}},
 	}
+	checkParsed(t, tests)
+}
+
+// parseCase is a body and the Request it parses to.
+type parseCase struct {
+	body string
+	want Request
+}
+
+// checkParsed checks that each body parses to its Request.
+func checkParsed(t *testing.T, tests []parseCase) {
+	t.Helper()
 	for _, tt := range tests {
 		got, err := ParseRequest([]byte(tt.body))
 		if err != nil {
@@ -55,10 +64,7 @@ func TestParseRequest(t *testing.T) {
 // is spelled with an escape is routed, limited and billed by the value
 // every backend serves.
 func TestParseRequestEscapedKeys(t *testing.T) {
-	tests := []struct {
-		body string
-		want Request
-	}{
+	tests := []parseCase{
 		{`{"mod\u0065l":"premium"}`, Request{Model: "premium"}},
 		{`{"model":"m","max_tok\u0065ns":100000}`, Request{Model: "m", MaxTokens: 100000}},
 		{`{"model":"m","max_completion_tokens":5,"\u006dax_completion_tokens\u0020":7}`, Request{Model: "m", MaxTokens: 5}},
@@ -67,16 +73,7 @@ func TestParseRequestEscapedKeys(t *testing.T) {
 		{`{"model":"m","\u0075\u0073\u0065\u0072":"u"}`, Request{Model: "m", User: "u"}},
 		{`{"model":"m","\/user":"u","user\ud800":"v"}`, Request{Model: "m"}},
 	}
-	for _, tt := range tests {
-		got, err := ParseRequest([]byte(tt.body))
-		if err != nil {
-			t.Errorf("ParseRequest(%s): %v", tt.body, err)
-			continue
-		}
-		if diff := cmp.Diff(tt.want, *got, cmpopts.IgnoreUnexported(Request{})); diff != "" {
-			t.Errorf("ParseRequest(%s) (-want +got):\n%s", tt.body, diff)
-		}
-	}
+	checkParsed(t, tests)
 }
 
 func TestParseRequestErrors(t *testing.T) {

@@ -6,8 +6,6 @@ package router
 
 import (
 	"errors"
-	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"time"
@@ -174,7 +172,7 @@ func (r *Router) parse(w http.ResponseWriter, hr *http.Request, req *parsedReque
 		w.Header().Set("Connection", "close")
 		return openai.TooLarge(limit)
 	}
-	body, err := readBody(http.MaxBytesReader(w, hr.Body, limit), hr.ContentLength)
+	body, err := proxy.ReadBody(http.MaxBytesReader(w, hr.Body, limit), hr.ContentLength)
 	if err != nil {
 		w.Header().Set("Connection", "close")
 		hr.Body.Close()
@@ -210,44 +208,6 @@ const bytesPerToken = 4
 // a backend reports no usage.
 func estimatePrompt(body []byte) int64 {
 	return int64(len(body)+bytesPerToken-1) / bytesPerToken
-}
-
-// firstBodyAlloc is the most a body's buffer starts at, whatever length
-// the client claims; the rest is allocated as the bytes arrive. A client
-// that claims 8 MiB and sends one byte holds 64 KiB, not 8 MiB; a body of
-// up to 64 KiB, nearly every prompt, is read in one allocation.
-const firstBodyAlloc = 64 << 10
-
-// readBody reads a body to its end. Its length, when known (not -1), sizes
-// the buffer as far as firstBodyAlloc and bounds its growth; a body that
-// ends short of it or runs past it is an error.
-func readBody(rd io.Reader, length int64) ([]byte, error) {
-	size := int64(512)
-	if length >= 0 {
-		size = min(length+1, firstBodyAlloc) // +1: room to see a body that runs past its length
-	}
-	b := make([]byte, 0, size)
-	for {
-		if len(b) == cap(b) {
-			grow := int64(cap(b)) // doubling, but not past what was claimed
-			if length >= 0 {
-				grow = min(grow, length+1-int64(cap(b)))
-			}
-			b = append(b, make([]byte, grow)...)[:len(b)]
-		}
-		n, err := rd.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if errors.Is(err, io.EOF) || length >= 0 && int64(len(b)) > length {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if length >= 0 && int64(len(b)) != length {
-		return nil, fmt.Errorf("body of %d bytes, not its Content-Length of %d", len(b), length)
-	}
-	return b, nil
 }
 
 // refuse answers a request that never reached an upstream, and counts it.

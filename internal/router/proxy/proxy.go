@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -403,11 +402,44 @@ func writeAnswer(w http.ResponseWriter, idle time.Duration, status int, contentT
 	return err
 }
 
-// answerPrealloc bounds what is allocated for a plain answer before it
-// arrives: a chat completion's answer is a few KiB. A longer one grows as
-// it is read, so an upstream that claims a length and sends nothing costs
-// no more than this.
-const answerPrealloc = 64 << 10
+// firstAlloc is the most a body's buffer starts at, whatever length its
+// sender claims; the rest is allocated as the bytes arrive. A peer that
+// claims 8 MiB and sends one byte holds 64 KiB, not 8 MiB; a body of up
+// to 64 KiB, nearly every prompt and answer, is read in one allocation.
+const firstAlloc = 64 << 10
+
+// ReadBody reads a body to its end: a client's request, or an upstream's
+// plain answer. Its length, when known (not -1), sizes the buffer as far
+// as firstAlloc and bounds its growth; a body that ends short of it or
+// runs past it is an error.
+func ReadBody(r io.Reader, length int64) ([]byte, error) {
+	size := int64(512)
+	if length >= 0 {
+		size = min(length+1, firstAlloc) // +1: room to see a body that runs past its length
+	}
+	b := make([]byte, 0, size)
+	for {
+		if len(b) == cap(b) {
+			grow := int64(cap(b)) // doubling, but not past what was claimed
+			if length >= 0 {
+				grow = min(grow, length+1-int64(cap(b)))
+			}
+			b = append(b, make([]byte, grow)...)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if errors.Is(err, io.EOF) || length >= 0 && int64(len(b)) > length {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if length >= 0 && int64(len(b)) != length {
+		return nil, fmt.Errorf("body of %d bytes, not its Content-Length of %d", len(b), length)
+	}
+	return b, nil
+}
 
 // readAnswer reads a plain answer of length bytes, or when length is
 // unknown (-1) to its end. An answer over maxResponseBytes is an error:
@@ -415,44 +447,15 @@ const answerPrealloc = 64 << 10
 // rather than passed on in part. So is one shorter or longer than its
 // length.
 func readAnswer(body io.Reader, length int64) ([]byte, error) {
-	tooLarge := func() error { return fmt.Errorf("upstream answer is larger than %d bytes", maxResponseBytes) }
+	tooLarge := fmt.Errorf("upstream answer is larger than %d bytes", maxResponseBytes)
 	if length > maxResponseBytes {
-		return nil, tooLarge()
+		return nil, tooLarge
 	}
-	if length < 0 {
-		b, err := io.ReadAll(io.LimitReader(body, maxResponseBytes+1))
-		if err == nil && int64(len(b)) > maxResponseBytes {
-			return nil, tooLarge()
-		}
-		return b, err
+	b, err := ReadBody(io.LimitReader(body, maxResponseBytes+1), length)
+	if err == nil && int64(len(b)) > maxResponseBytes {
+		return nil, tooLarge
 	}
-	b := make([]byte, 0, min(length, answerPrealloc))
-	for int64(len(b)) < length {
-		if len(b) == cap(b) {
-			b = slices.Grow(b, int(min(length-int64(len(b)), int64(cap(b)))))
-		}
-		n, err := body.Read(b[len(b):int(min(int64(cap(b)), length))])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			if int64(len(b)) < length {
-				return nil, io.ErrUnexpectedEOF
-			}
-			return b, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	// The body ends here; most bodies say so with their last bytes, and
-	// llmgw's and net/http's never have more.
-	var probe [1]byte
-	switch n, err := body.Read(probe[:]); {
-	case n > 0:
-		return nil, fmt.Errorf("upstream answer is longer than its length of %d bytes", length)
-	case err != nil && err != io.EOF:
-		return nil, err
-	}
-	return b, nil
+	return b, err
 }
 
 // copyPlain relays a whole (not streamed) answer.

@@ -480,7 +480,7 @@ func TestReadAnswerGrowsAsBytesArrive(t *testing.T) {
 }
 
 func TestReadAnswer(t *testing.T) {
-	long := strings.Repeat("0123456789", 30<<10) // past answerPrealloc
+	long := strings.Repeat("0123456789", 30<<10) // past firstAlloc
 	for _, tt := range []struct {
 		name   string
 		body   io.Reader
@@ -592,5 +592,35 @@ func TestProxyWithEitherTransport(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+func TestReadBody(t *testing.T) {
+	long := strings.Repeat("x", 200<<10)
+	for _, c := range []struct {
+		name    string
+		body    string
+		length  int64
+		wantErr bool
+	}{
+		{"empty", "", 0, false},
+		{"unknown length", long, -1, false},
+		{"exact length", long, int64(len(long)), false},
+		{"short of its length", long, int64(len(long)) + 1, true},
+		{"past its length", long, int64(len(long)) - 1, true},
+		{"small", "{}", 2, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := ReadBody(strings.NewReader(c.body), c.length)
+			if c.wantErr {
+				if err == nil {
+					t.Errorf("no error")
+				}
+				return
+			}
+			if err != nil || string(got) != c.body {
+				t.Errorf("got %d bytes, err %v; want %d bytes", len(got), err, len(c.body))
+			}
+		})
 	}
 }
