@@ -280,7 +280,7 @@ func (w *response) frame(n int, last bool) {
 	default:
 		w.close = true
 	}
-	if w.header.Get("Connection") == "close" || w.c.srv.inShutdown.Load() {
+	if hasToken(w.header.Get("Connection"), "close") || w.c.srv.inShutdown.Load() {
 		w.close = true
 	}
 }

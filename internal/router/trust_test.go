@@ -5,12 +5,14 @@ import (
 	"errors"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
@@ -154,5 +156,52 @@ func TestBodyBufferGrowsAsBytesArrive(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
 		t.Errorf("8 bodies claiming 8 MiB and sending 9 bytes allocated %d bytes; want under 1 MiB", got)
+	}
+}
+
+// TestReloadDropsARemovedEndpointsConnections: a catalog that no longer
+// has an endpoint closes the gateway's idle connections to it.
+func TestReloadDropsARemovedEndpointsConnections(t *testing.T) {
+	closed := make(chan struct{}, 16)
+	gone := httptest.NewUnstartedServer(&upstream{tokens: 1})
+	gone.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			closed <- struct{}{}
+		}
+	}
+	gone.Start()
+	defer gone.Close()
+	kept := httptest.NewServer(&upstream{tokens: 1})
+	defer kept.Close()
+
+	catalogOf := func(url string) *catalog.Catalog {
+		cat, err := catalog.New([]catalog.Pool{{Name: "main", Endpoints: []catalog.Endpoint{{URL: url + "/v1"}}}},
+			[]catalog.Model{{Name: "m", Pool: "main"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cat
+	}
+	cfg := config.Default()
+	r, err := New(Options{Server: cfg.Server, Router: cfg.Router})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.SetCatalog(catalogOf(gone.URL))
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[]}`)))
+	if w.Code != http.StatusOK {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	select {
+	case <-closed:
+		t.Fatal("the connection closed before the reload")
+	case <-time.After(50 * time.Millisecond):
+	}
+	r.SetCatalog(catalogOf(kept.URL))
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the removed endpoint's idle connection is still open 5 s after the reload")
 	}
 }
