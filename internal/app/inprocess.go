@@ -6,17 +6,21 @@ package app
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 )
 
 // GatewayOptions describe an in-process gateway in front of upstreams.
 type GatewayOptions struct {
 	Model     string   // the model name the upstreams serve
 	Upstreams []string // base URLs, ending in /v1
-	// Policy names the routing policy; empty means the default. The one
-	// policy there is now is round-robin.
+	// Kind is the upstreams' pool kind, which says what load signals they
+	// export; empty means openai.
+	Kind string
+	// Policy names the routing policy, one of catalog.Policies; empty
+	// means the default.
 	Policy string
 	// Admission asks for SLO-aware admission, which llmgw does not have
 	// yet: asking for it is an error rather than a run that silently
@@ -28,10 +32,6 @@ type GatewayOptions struct {
 	HTTP string
 }
 
-// PolicyRoundRobin is the routing policy llmgw has now: weighted round
-// robin over the endpoints that have not just failed.
-const PolicyRoundRobin = "round-robin"
-
 // InProcess is a gateway running inside the calling program.
 type InProcess struct {
 	*Gateway
@@ -41,13 +41,17 @@ type InProcess struct {
 
 // StartGateway starts a gateway on loopback ports in front of o.Upstreams.
 func StartGateway(ctx context.Context, o GatewayOptions) (*InProcess, error) {
-	if o.Policy != "" && o.Policy != PolicyRoundRobin {
-		return nil, fmt.Errorf("unknown routing policy %q; llmgw has %q", o.Policy, PolicyRoundRobin)
-	}
 	if o.Admission {
 		return nil, errors.New("llmgw has no SLO-aware admission to turn on; use admission off")
 	}
-	cfg := upstreamConfig(o.Model, o.Upstreams)
+	kind := o.Kind
+	if kind == "" {
+		kind = catalog.KindOpenAI
+	}
+	cfg := upstreamConfig(o.Model, kind, o.Upstreams)
+	if o.Policy != "" {
+		cfg.Pools[0].Policy = o.Policy
+	}
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Server.AdminListen = "127.0.0.1:0"
 	if o.HTTP != "" {

@@ -67,7 +67,7 @@ func ServeCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if *model == "" {
 			return errors.New("--upstream needs --model: the name the upstreams serve")
 		}
-		cfg = upstreamConfig(*model, upstreams)
+		cfg = upstreamConfig(*model, catalog.KindOpenAI, upstreams)
 	default:
 		demo = true
 		replicas, err := sim.StartReplicas(ctx, sim.Config{Model: demoModel}, 2, "127.0.0.1:0")
@@ -111,22 +111,23 @@ const demoModel = "demo"
 // with no keys and a store in memory, so that a first run leaves nothing
 // behind.
 func demoConfig(urls []string) *config.Config {
-	cfg := upstreamConfig(demoModel, urls)
+	cfg := upstreamConfig(demoModel, catalog.KindVLLM, urls)
 	cfg.Pools[0].Name = "demo"
-	cfg.Pools[0].Kind = catalog.KindVLLM
 	cfg.Models[0].Pool = "demo"
 	cfg.Models[0].Aliases = []string{"default"}
 	return cfg
 }
 
-// upstreamConfig is one model served by one pool of the given servers,
+// upstreamConfig is one model served by one pool of the given servers, of
+// the given kind,
 // with no keys and the ledger in memory.
-func upstreamConfig(model string, urls []string) *config.Config {
+func upstreamConfig(model, kind string, urls []string) *config.Config {
 	cfg := config.Default()
-	p := catalog.Pool{Name: "upstream", Kind: catalog.KindOpenAI}
+	p := catalog.Pool{Name: "upstream", Kind: kind}
 	for _, u := range urls {
-		p.Endpoints = append(p.Endpoints, catalog.Endpoint{URL: u, Weight: 1})
+		p.Endpoints = append(p.Endpoints, catalog.Endpoint{URL: u})
 	}
+	config.PoolDefaults(&p)
 	cfg.Pools = []catalog.Pool{p}
 	cfg.Models = []catalog.Model{{Name: model, Pool: p.Name}}
 	cfg.Router.Auth = "none"

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 )
 
 var httpImpls = []string{config.HTTPLlmgw, config.HTTPNetHTTP}
@@ -110,7 +111,7 @@ func answerFor(marker string, stream bool) string {
 // request with its marker.
 func echoGateway(t *testing.T, impl string, set func(*config.Server)) *Gateway {
 	t.Helper()
-	cfg := upstreamConfig("m", []string{scriptedBackend(t, func(c net.Conn, marker string, stream bool) {
+	cfg := upstreamConfig("m", catalog.KindOpenAI, []string{scriptedBackend(t, func(c net.Conn, marker string, stream bool) {
 		io.WriteString(c, answerFor(marker, stream))
 	})})
 	cfg.Server.HTTP = impl
@@ -147,7 +148,7 @@ func TestBackendCannotShiftAnswers(t *testing.T) {
 		for name, script := range scripts {
 			t.Run(impl+"/"+name, func(t *testing.T) {
 				t.Parallel()
-				cfg := upstreamConfig("m", []string{scriptedBackend(t, script)})
+				cfg := upstreamConfig("m", catalog.KindOpenAI, []string{scriptedBackend(t, script)})
 				cfg.Server.HTTP = impl
 				g := startConfigured(t, cfg)
 				for i := range 6 {
@@ -224,7 +225,7 @@ func TestClientThatStopsReadingFreesTheBackend(t *testing.T) {
 					}
 				}
 			})
-			cfg := upstreamConfig("m", []string{backend})
+			cfg := upstreamConfig("m", catalog.KindOpenAI, []string{backend})
 			cfg.Server.HTTP = impl
 			cfg.Server.IdleTimeout = 300 * time.Millisecond
 			cfg.Server.KeepAlive = 0

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/app"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/sim"
 )
 
@@ -60,7 +61,7 @@ func spawnSim(ctx context.Context, o *options, stderr io.Writer) (*target, error
 		upstreams[i] = r.URL()
 	}
 	gw, err := app.StartGateway(ctx, app.GatewayOptions{
-		Model: o.model, Upstreams: upstreams, Policy: o.policy, Admission: o.admission == "on",
+		Model: o.model, Kind: catalog.KindVLLM, Upstreams: upstreams, Policy: o.policy, Admission: o.admission == "on",
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {

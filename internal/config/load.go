@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -83,17 +85,84 @@ func Parse(data []byte) (*Config, error) {
 }
 
 // applyDefaults fills in the per-field defaults that Default cannot hold
-// because they live in list items: a pool's kind and an endpoint's weight.
+// because they live in list items: a pool's kind, policy, scraping, health
+// checks and retry budget, and an endpoint's name and weight.
 func (c *Config) applyDefaults() {
 	for i := range c.Pools {
-		p := &c.Pools[i]
-		if p.Kind == "" {
-			p.Kind = catalog.KindOpenAI
+		PoolDefaults(&c.Pools[i])
+	}
+}
+
+// Pool defaults. A self-hosted server (vllm, sglang) is scraped and probed;
+// a pool of kind openai, often a hosted provider, is neither unless its
+// paths are set.
+const (
+	// DefaultScrapeInterval keeps load signals within a tenth of a second
+	// of the truth: a replica's queue changes on the scale of one
+	// prefill, tens to hundreds of milliseconds. A scrape of vLLM's
+	// /metrics is about 20 KB; 10 a second is nothing to either side.
+	DefaultScrapeInterval = 100 * time.Millisecond
+	// DefaultScrapeMaxAge is ten missed scrapes, and at least a second: a
+	// scrape older is unknown.
+	DefaultScrapeMaxAge = time.Second
+	// DefaultHealthInterval and DefaultHealthTimeout take an endpoint
+	// that stops answering out within 1.5 s: the probe after it stalls
+	// starts within 1 s and fails 0.5 s later. /health on vLLM and SGLang
+	// answers in under a millisecond when the server is well.
+	DefaultHealthInterval = time.Second
+	DefaultHealthTimeout  = 500 * time.Millisecond
+	// DefaultRetryBudget lets retries be a fifth of a pool's recent
+	// requests, as Envoy's retry budget does by default.
+	DefaultRetryBudget = 0.2
+)
+
+// PoolDefaults fills in p's zero fields with their defaults.
+func PoolDefaults(p *catalog.Pool) {
+	if p.Kind == "" {
+		p.Kind = catalog.KindOpenAI
+	}
+	if p.Policy == "" {
+		p.Policy = catalog.PolicyAuto
+	}
+	selfHosted := p.Kind == catalog.KindVLLM || p.Kind == catalog.KindSGLang
+	if p.Metrics.Path == "" && selfHosted {
+		p.Metrics.Path = "/metrics"
+	}
+	if p.Metrics.Interval == 0 {
+		p.Metrics.Interval = DefaultScrapeInterval
+	}
+	if p.Metrics.MaxAge == 0 {
+		p.Metrics.MaxAge = max(DefaultScrapeMaxAge, 10*p.Metrics.Interval)
+	}
+	if p.Health.Path == "" && selfHosted {
+		p.Health.Path = "/health"
+	}
+	if p.Health.Interval == 0 {
+		p.Health.Interval = DefaultHealthInterval
+	}
+	if p.Health.Timeout == 0 {
+		p.Health.Timeout = min(DefaultHealthTimeout, p.Health.Interval)
+	}
+	if p.RetryBudget == 0 {
+		p.RetryBudget = DefaultRetryBudget
+	}
+	names := make(map[string]bool, len(p.Endpoints)) // key: an endpoint name already taken
+	for _, e := range p.Endpoints {
+		names[e.Name] = true
+	}
+	for k := range p.Endpoints {
+		e := &p.Endpoints[k]
+		if e.Weight == 0 {
+			e.Weight = 1
 		}
-		for k := range p.Endpoints {
-			if p.Endpoints[k].Weight == 0 {
-				p.Endpoints[k].Weight = 1
+		if u, err := url.Parse(e.URL); err == nil && e.Name == "" && u.Host != "" {
+			// Two endpoints on one host, under different paths, are told
+			// apart by their place in the list.
+			e.Name = u.Host
+			if names[e.Name] {
+				e.Name = fmt.Sprintf("%s-%d", u.Host, k)
 			}
+			names[e.Name] = true
 		}
 	}
 }

@@ -114,10 +114,20 @@ func TestFullExample(t *testing.T) {
 			{Path: "acme/search", Limits: tenant.Limits{TPM: 500_000, BudgetTokens: 100_000_000, Period: "day"}},
 		},
 		Pools: []catalog.Pool{
-			{Name: "gpu-a", Kind: "vllm", Endpoints: []catalog.Endpoint{
-				{URL: "http://10.0.0.7:8000/v1", Weight: 2}, {URL: "http://10.0.0.8:8000/v1", Weight: 1}}},
-			{Name: "gpu-b", Kind: "sglang", Endpoints: []catalog.Endpoint{{URL: "http://10.0.1.7:30000/v1", Weight: 1}}},
-			{Name: "openai", Kind: "openai", APIKeyEnv: "OPENAI_API_KEY", Endpoints: []catalog.Endpoint{{URL: "https://api.openai.com/v1", Weight: 1}}},
+			{
+				Name: "gpu-a", Kind: "vllm", Policy: "auto",
+				Metrics: selfHosted.Metrics, Health: selfHosted.Health, RetryBudget: 0.2, HedgeAfter: 3,
+				Endpoints: []catalog.Endpoint{
+					{Name: "a7", URL: "http://10.0.0.7:8000/v1", Weight: 2}, {Name: "10.0.0.8:8000", URL: "http://10.0.0.8:8000/v1", Weight: 1}},
+			},
+			{
+				Name: "gpu-b", Kind: "sglang", Policy: "auto", Metrics: selfHosted.Metrics, Health: selfHosted.Health, RetryBudget: 0.2,
+				Endpoints: []catalog.Endpoint{{Name: "10.0.1.7:30000", URL: "http://10.0.1.7:30000/v1", Weight: 1}},
+			},
+			{
+				Name: "openai", Kind: "openai", APIKeyEnv: "OPENAI_API_KEY", Policy: "auto", Metrics: hosted.Metrics, Health: hosted.Health, RetryBudget: 0.2,
+				Endpoints: []catalog.Endpoint{{Name: "api.openai.com", URL: "https://api.openai.com/v1", Weight: 1}},
+			},
 		},
 		Models: []catalog.Model{
 			{
@@ -201,13 +211,30 @@ func stripIndexes(p string) string {
 	return b.String()
 }
 
+// The pool defaults: a self-hosted kind is scraped and probed, a hosted
+// one is not.
+var (
+	selfHosted = catalog.Pool{
+		Metrics: catalog.Scrape{Path: "/metrics", Interval: 100 * time.Millisecond, MaxAge: time.Second},
+		Health:  catalog.HealthCheck{Path: "/health", Interval: time.Second, Timeout: 500 * time.Millisecond},
+	}
+	hosted = catalog.Pool{
+		Metrics: catalog.Scrape{Interval: 100 * time.Millisecond, MaxAge: time.Second},
+		Health:  catalog.HealthCheck{Interval: time.Second, Timeout: 500 * time.Millisecond},
+	}
+)
+
 func TestParseDefaults(t *testing.T) {
 	c, err := Load("testdata/minimal.good.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Default()
-	want.Pools = []catalog.Pool{{Name: "local", Kind: catalog.KindOpenAI, Endpoints: []catalog.Endpoint{{URL: "http://127.0.0.1:8000/v1", Weight: 1}}}}
+	want.Pools = []catalog.Pool{{
+		Name: "local", Kind: catalog.KindOpenAI, Policy: catalog.PolicyAuto,
+		Metrics: hosted.Metrics, Health: hosted.Health, RetryBudget: DefaultRetryBudget,
+		Endpoints: []catalog.Endpoint{{Name: "127.0.0.1:8000", URL: "http://127.0.0.1:8000/v1", Weight: 1}},
+	}}
 	want.Models = []catalog.Model{{Name: "qwen3-8b", Pool: "local"}}
 	if diff := cmp.Diff(&want, c); diff != "" {
 		t.Errorf("minimal config (-want +got):\n%s", diff)

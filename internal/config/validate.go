@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -288,8 +289,46 @@ func validatePools(ps *problems, pools []catalog.Pool) {
 			// Not echoed: a key pasted here by mistake must not reach a log.
 			ps.add(at+".api_key_env", "must be the name of an environment variable (letters, digits, _), not the key itself")
 		}
+		if p.Policy != "" && !slices.Contains(catalog.Policies, p.Policy) {
+			ps.add(at+".policy", "must be one of %s, got %q", strings.Join(catalog.Policies, ", "), p.Policy)
+		}
+		checkProbePath(ps, at+".metrics.path", p.Metrics.Path)
+		notNegative(ps, at+".metrics.interval", p.Metrics.Interval)
+		notNegative(ps, at+".metrics.max_age", p.Metrics.MaxAge)
+		if p.Metrics.MaxAge > 0 && p.Metrics.MaxAge < p.Metrics.Interval {
+			ps.add(at+".metrics.max_age", "must be at least metrics.interval (%s), got %s", p.Metrics.Interval, p.Metrics.MaxAge)
+		}
+		checkProbePath(ps, at+".health.path", p.Health.Path)
+		notNegative(ps, at+".health.interval", p.Health.Interval)
+		notNegative(ps, at+".health.timeout", p.Health.Timeout)
+		if p.Health.Timeout > 0 && p.Health.Interval > 0 && p.Health.Timeout > p.Health.Interval {
+			ps.add(at+".health.timeout", "must not be above health.interval (%s), got %s", p.Health.Interval, p.Health.Timeout)
+		}
+		if !(p.RetryBudget >= 0 && p.RetryBudget <= 1) {
+			ps.add(at+".retry_budget", "must be a share from 0 to 1, got %v", p.RetryBudget)
+		}
+		if !(p.HedgeAfter == 0 || p.HedgeAfter >= 1 && !math.IsInf(p.HedgeAfter, 0)) {
+			ps.add(at+".hedge_after", "must be 0 (no hedging) or a multiple of the predicted TTFT of at least 1, got %v", p.HedgeAfter)
+		}
 		if len(p.Endpoints) == 0 {
 			ps.add(at+".endpoints", "must list at least one endpoint")
+		}
+		if len(p.Endpoints) > MaxEndpoints {
+			ps.add(at+".endpoints", "must list at most %d endpoints, got %d", MaxEndpoints, len(p.Endpoints))
+		}
+		names := make(map[string]int, len(p.Endpoints)) // key: endpoint name; value: index
+		for k, e := range p.Endpoints {
+			if e.Name == "" {
+				continue
+			}
+			eat := fmt.Sprintf("%s.endpoints[%d].name", at, k)
+			if !isLabel(e.Name) {
+				ps.add(eat, "must be 1 to 64 letters, digits and . _ : -, got %q", e.Name)
+			} else if j, dup := names[e.Name]; dup {
+				ps.add(eat, "%q is already the name of endpoints[%d] of this pool", e.Name, j)
+			} else {
+				names[e.Name] = k
+			}
 		}
 		urls := make(map[string]int, len(p.Endpoints)) // key: endpoint URL; value: index
 		for k, e := range p.Endpoints {
@@ -306,6 +345,32 @@ func validatePools(ps *problems, pools []catalog.Pool) {
 			}
 		}
 	}
+}
+
+// MaxEndpoints is the most endpoints a pool may have: routing keeps the
+// endpoints that hold a prompt block as bits of one 64-bit word.
+const MaxEndpoints = 64
+
+// checkProbePath checks a path probed on an endpoint's host: empty, or
+// absolute without a query.
+func checkProbePath(ps *problems, path, v string) {
+	if v != "" && (!strings.HasPrefix(v, "/") || strings.ContainsAny(v, "?# ")) {
+		ps.add(path, "must be a path such as /metrics, without a query, got %q", v)
+	}
+}
+
+// isLabel reports whether s may be a metric label value chosen by an
+// operator: short, and of characters that need no quoting anywhere.
+func isLabel(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // checkEndpointURL checks an endpoint's base URL and reports whether it

@@ -62,6 +62,29 @@ const (
 	KindSGLang = "sglang"
 )
 
+// Routing policies: how a pool picks the endpoint for a request.
+const (
+	// PolicyAuto predicts each endpoint's time to first token and keeps a
+	// prompt's prefix where it is cached while that meets the SLO.
+	PolicyAuto = "auto"
+	// PolicyRoundRobin takes endpoints in turn, by weight.
+	PolicyRoundRobin = "round_robin"
+	// PolicyLeastRequest takes the endpoint with the fewest requests in
+	// flight.
+	PolicyLeastRequest = "least_request"
+	// PolicyPrefix takes the endpoint that served the longest prefix of
+	// the prompt, load aside.
+	PolicyPrefix = "prefix"
+	// PolicyGIE is the Gateway API Inference Extension's default scoring:
+	// queue 2, KV-cache 2, prefix 3.
+	PolicyGIE = "gie"
+	// PolicySGLang is SGLang's cache-aware load balancer.
+	PolicySGLang = "sglang"
+)
+
+// Policies is every routing policy, the default first.
+var Policies = []string{PolicyAuto, PolicyRoundRobin, PolicyLeastRequest, PolicyPrefix, PolicyGIE, PolicySGLang}
+
 // Pool is a set of interchangeable endpoints serving the same models.
 type Pool struct {
 	Name string `yaml:"name"`
@@ -70,14 +93,52 @@ type Pool struct {
 	// the pool's endpoints. The key itself is never in the file.
 	APIKeyEnv string     `yaml:"api_key_env,omitempty"`
 	Endpoints []Endpoint `yaml:"endpoints"`
+	// Policy picks the endpoint for each request; one of Policies.
+	Policy string `yaml:"policy,omitempty"`
+	// Metrics is how the endpoints' load is scraped; Health how they are
+	// checked. Each is off when its path is empty.
+	Metrics Scrape      `yaml:"metrics,omitempty"`
+	Health  HealthCheck `yaml:"health,omitempty"`
+	// RetryBudget is the share of the pool's recent requests that may be
+	// retries, so that a failing pool is not sent its own load again.
+	RetryBudget float64 `yaml:"retry_budget,omitempty"`
+	// HedgeAfter, when positive, sends a request that has no first byte
+	// after this multiple of its predicted time to first token to a
+	// second endpoint as well, and keeps whichever answers first.
+	HedgeAfter float64 `yaml:"hedge_after,omitempty"`
 
 	// APIKey is APIKeyEnv's value, read when the catalog is built. It is
 	// never logged, labelled or written back.
 	APIKey string `yaml:"-"`
 }
 
+// Scrape is how a pool's endpoints' /metrics are read for load signals.
+type Scrape struct {
+	// Path is on the endpoint's host, such as /metrics; empty scrapes
+	// nothing.
+	Path     string        `yaml:"path,omitempty"`
+	Interval time.Duration `yaml:"interval,omitempty"`
+	// MaxAge is how old a scrape may be and still be believed; an older
+	// one is unknown, never idle.
+	MaxAge time.Duration `yaml:"max_age,omitempty"`
+}
+
+// HealthCheck is how a pool's endpoints are probed: an endpoint whose
+// probe fails or takes longer than Timeout is taken out of the pool until
+// one succeeds.
+type HealthCheck struct {
+	// Path is on the endpoint's host, such as /health; empty probes
+	// nothing.
+	Path     string        `yaml:"path,omitempty"`
+	Interval time.Duration `yaml:"interval,omitempty"`
+	Timeout  time.Duration `yaml:"timeout,omitempty"`
+}
+
 // Endpoint is one server of a pool.
 type Endpoint struct {
+	// Name labels the endpoint in metrics and logs; it defaults to the
+	// URL's host:port.
+	Name string `yaml:"name,omitempty"`
 	// URL is the server's OpenAI API base, such as http://10.0.0.7:8000/v1.
 	URL string `yaml:"url"`
 	// Weight is the endpoint's share of the pool's traffic relative to the
