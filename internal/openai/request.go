@@ -31,7 +31,19 @@ type Request struct {
 	model         span // the model value, quotes included
 	streamOptions span // the stream_options value, null included; zero when absent
 	includeUsage  span // the include_usage value in stream_options; zero when absent
+	prompt        span // the messages or prompt value, the last given; zero when absent
 	end           int  // offset of the object's closing brace
+}
+
+// Prompt is the body's messages or prompt value as sent: what a backend's
+// prefix cache keys on, for routing to find where a prompt's prefix is
+// cached. Nil when the body has neither. Only routing reads it, and a
+// body that names both, or either twice, only routes less well.
+func (r *Request) Prompt(body []byte) []byte {
+	if !r.prompt.ok() {
+		return nil
+	}
+	return body[r.prompt.start:r.prompt.end]
 }
 
 // span is a half-open byte range [start, end) of a body; zero means absent.
@@ -114,11 +126,15 @@ func (r *Request) parse(body []byte) error {
 			if err != nil {
 				return errNotJSON()
 			}
-			f, exact := keyField(body[i+1:kEnd-1], fieldModel, fieldUser)
+			key := body[i+1 : kEnd-1]
+			f, exact := keyField(key, fieldModel, fieldUser)
 			i = skipSpace(body, next)
 			vEnd, err := scanValue(body, i)
 			if err != nil {
 				return errNotJSON()
+			}
+			if f < 0 && (string(key) == "messages" || string(key) == "prompt") {
+				r.prompt = span{i, vEnd}
 			}
 			if f >= 0 {
 				if err := checkKey(f, exact, &seen); err != nil {
