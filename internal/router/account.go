@@ -60,6 +60,11 @@ func (r *Router) account(req *parsedRequest, res dispatchResult) {
 		served = res.model
 	}
 	cost := served.Price.Cost(prompt, completion)
+	if res.pool != "" && o.Usage != nil {
+		r.m.tokens.WithLabelValues(served.Name, res.pool, "prompt").Add(float64(prompt))
+		r.m.tokens.WithLabelValues(served.Name, res.pool, "completion").Add(float64(completion))
+		r.m.tokens.WithLabelValues(served.Name, res.pool, "cached").Add(float64(cached))
+	}
 	if req.reserved {
 		r.opts.Limits.Settle(context.Background(), req.reserve, prompt+completion, cost)
 	}

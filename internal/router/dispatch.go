@@ -1,8 +1,10 @@
 package router
 
-// Dispatch: send the request to an endpoint of its model's pool, and when
-// that fails before the client has seen a byte, to another endpoint, then
-// to the model's fallbacks in turn.
+// Dispatch: send the request to the endpoint its model's pool picks, and
+// when that fails before the client has seen a byte, to another endpoint
+// within the pool's retry budget, then to the model's fallbacks in turn.
+// When every endpoint of every pool is out, one is tried anyway: a pool
+// that only just failed is a better bet than no answer.
 
 import (
 	"context"
@@ -19,69 +21,182 @@ import (
 type dispatchResult struct {
 	outcome  proxy.Outcome
 	pool     string         // the pool that answered last; empty if none was tried
-	endpoint string         // the endpoint's base URL
+	endpoint string         // the endpoint's name
 	model    *catalog.Model // the model that answered: the request's or a fallback
 }
 
 // errNoEndpoint is the cause of a 503 when a pool has no endpoint left.
 var errNoEndpoint = errors.New("no endpoint left to try")
 
+// modelHeader names the catalog model that served the answer.
+const modelHeader = "X-Llmgw-Model"
+
 func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parsedRequest, s *snapshot) dispatchResult {
 	var res dispatchResult
 	gap := r.m.token.gap.WithLabelValues(req.model.Name)
-	for m := req.model; m != nil; m = r.nextFallback(s, req.model, m) {
-		p := s.pools[m.Pool]
-		if p == nil {
-			continue
-		}
-		firstByte := r.opts.Server.FirstTokenTimeout
-		if m.FirstTokenTimeout > 0 {
-			firstByte = m.FirstTokenTimeout
-		}
-		call := proxy.Call{
-			Header:         p.header(req.Stream),
-			Body:           req.Rewrite(req.body, m.UpstreamName(), req.Stream),
-			Stream:         req.Stream,
-			StripUsage:     req.Stream && !req.IncludeUsage,
-			Start:          req.start,
-			FirstByte:      firstByte,
-			Idle:           r.opts.Server.IdleTimeout,
-			Deadline:       req.start.Add(r.opts.Server.RequestTimeout),
-			KeepAlive:      r.opts.Server.KeepAlive,
-			PromptEstimate: req.estimate,
-			Gap:            gap,
-		}
-		var tried uint64
-		for range 1 + r.opts.Server.Retries {
-			ep, i := p.pick(tried, time.Now())
-			if ep == nil {
-				break
+	prompt := req.Prompt(req.body)
+	var rt route
+	for _, relaxed := range [2]bool{false, true} {
+		for m := req.model; m != nil; m = r.nextFallback(s, req.model, m) {
+			p := s.pools[m.Pool]
+			if p == nil {
+				continue
 			}
-			if i < 64 {
+			firstByte := r.opts.Server.FirstTokenTimeout
+			if m.FirstTokenTimeout > 0 {
+				firstByte = m.FirstTokenTimeout
+			}
+			call := proxy.Call{
+				Header:         p.header(req.Stream),
+				Body:           req.Rewrite(req.body, m.UpstreamName(), req.Stream),
+				Stream:         req.Stream,
+				StripUsage:     req.Stream && !req.IncludeUsage,
+				Start:          req.start,
+				FirstByte:      firstByte,
+				Idle:           r.opts.Server.IdleTimeout,
+				Deadline:       req.start.Add(r.opts.Server.RequestTimeout),
+				KeepAlive:      r.opts.Server.KeepAlive,
+				PromptEstimate: req.estimate,
+				Gap:            gap,
+				Model:          m.Name,
+			}
+			rt.prepare(p, prompt, req.estimate, m.SLO.TTFTp99)
+			var tried uint64
+			for try := range 1 + r.opts.Server.Retries {
+				now := time.Now()
+				i, reason := p.pick(&rt, p.candidates(tried, now, relaxed), now)
+				if i < 0 {
+					break
+				}
+				if try == 0 {
+					p.budget.request(now)
+				} else if !p.budget.retry(now) {
+					r.log.Warn("retry budget spent", "id", req.id, "pool", p.name)
+					return res
+				} else {
+					r.m.retries.WithLabelValues(p.name, res.outcome.Reason).Inc()
+				}
+				if try == 0 && m != req.model {
+					r.m.fallbacks.WithLabelValues(req.model.Name, m.Name).Inc()
+				}
+				if relaxed {
+					reason = reasonLastResort
+				}
+				p.m.decisions[reason].Inc()
 				tried |= 1 << i
+				ep := p.endpoints[i]
+				w.Header().Set(modelHeader, m.Name)
+				call.URL = ep.targets[req.api.upstreamPath]
+				o := r.send(ctx, w, req, p, i, &rt, &call)
+				res = dispatchResult{outcome: o, pool: p.name, endpoint: ep.name, model: m}
+				if o.Reason != "" {
+					r.m.upstreamErrors.WithLabelValues(p.name, o.Reason).Inc()
+					r.log.Warn("upstream failed", "id", req.id, "pool", p.name, "endpoint", ep.name, "reason", o.Reason, "err", o.Err)
+					if countsAgainst(o) && ep.failed(time.Now()) {
+						r.m.ejections.WithLabelValues(p.name, ep.name, "failures").Inc()
+						r.log.Warn("endpoint ejected", "pool", p.name, "endpoint", ep.name, "after", o.Reason)
+					}
+				} else if o.Status < 500 {
+					ep.succeeded()
+				}
+				if !o.Retryable() {
+					return res
+				}
 			}
-			call.URL = ep.targets[req.api.upstreamPath]
-			o := r.proxy.Do(ctx, w, &call)
-			res = dispatchResult{outcome: o, pool: p.name, endpoint: ep.url, model: m}
-			if o.Reason != "" {
-				ep.failed(time.Now())
-				r.m.upstreamErrors.WithLabelValues(p.name, o.Reason).Inc()
-				r.log.Warn("upstream failed", "id", req.id, "pool", p.name, "endpoint", ep.url, "reason", o.Reason, "err", o.Err)
-			} else if o.Status < 500 {
-				ep.succeeded()
-			}
-			if !o.Retryable() {
-				return res
-			}
+		}
+		if res.pool != "" {
+			break // something was tried: the strict pass found an endpoint
 		}
 	}
 	if res.pool == "" {
+		w.Header().Del(modelHeader)
 		res.outcome = proxy.Outcome{
 			Status: http.StatusServiceUnavailable,
 			Err:    openai.Unavailable("No endpoint of the model's pool is available.", errNoEndpoint),
 		}
 	}
 	return res
+}
+
+// countsAgainst reports whether a failure is the endpoint's: a connect
+// error, a 5xx, a timeout or a broken stream. A 429 is the server
+// protecting itself, and the next request may well be served.
+func countsAgainst(o proxy.Outcome) bool {
+	return o.Reason != "" && o.Reason != "status_429"
+}
+
+// send makes one call to endpoint i of p, keeping the endpoint's signals
+// as it goes: the request is in flight from now to its end, and owes its
+// uncached prompt until its first token. The answer's cached tokens check
+// the prefix the index predicted.
+func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedRequest, p *pool, i int, rt *route, call *proxy.Call) proxy.Outcome {
+	ep := p.endpoints[i]
+	t := &sent{ep: ep, uncached: rt.uncached(i), stream: req.Stream, at: time.Now()}
+	ep.inflight.Add(1)
+	ep.pending.Add(1)
+	t.work = ep.owed.Add(t.uncached)
+	p.notePrompt(t.uncached)
+	if len(rt.hashes) > 0 {
+		rt.index.add(rt.hashes, i)
+	}
+	call.FirstToken = t.firstToken
+	o := r.proxy.Do(ctx, w, call)
+	t.end()
+
+	matched := rt.matched[i]
+	switch {
+	case o.Reason != "" && !o.Wrote && len(rt.hashes) > int(matched):
+		// Nothing was computed: the blocks past the prefix it held are
+		// not there.
+		rt.index.drop(rt.hashes[matched:], i)
+	case matched > 0 && o.Usage != nil && !o.Estimated && o.Usage.PromptTokensDetails != nil && rt.promptBytes > 0:
+		share := min(float64(matched)*float64(rt.index.block)/float64(rt.promptBytes), 1)
+		predicted := int64(share * float64(o.Usage.PromptTokens))
+		cached := min(o.Usage.CachedTokens(), predicted)
+		ep.confirm(predicted, cached)
+		p.m.predicted.Add(float64(predicted))
+		p.m.confirmed.Add(float64(cached))
+	}
+	return o
+}
+
+// sent is one call's mark on its endpoint's signals. Its methods run on
+// the call's goroutine.
+type sent struct {
+	ep       *endpoint
+	uncached int64     // prompt tokens the endpoint was expected to compute
+	work     int64     // prefill owed at the endpoint when sent, this call's included
+	at       time.Time // when it was sent
+	stream   bool
+	first    bool // the first token is in
+}
+
+// firstToken moves the call from owing its prefill to decoding, and
+// teaches the endpoint what the first token cost. A plain answer's
+// headers come with its last token, so only streams teach.
+func (t *sent) firstToken(now time.Time) {
+	if t.first {
+		return
+	}
+	t.first = true
+	t.ep.pending.Add(-1)
+	t.ep.owed.Add(-t.uncached)
+	if t.stream {
+		t.ep.decoding.Add(1)
+		t.ep.learn(now.Sub(t.at), t.work)
+	}
+}
+
+// end takes the call off its endpoint's signals.
+func (t *sent) end() {
+	switch {
+	case !t.first:
+		t.ep.pending.Add(-1)
+		t.ep.owed.Add(-t.uncached)
+	case t.stream:
+		t.ep.decoding.Add(-1)
+	}
+	t.ep.inflight.Add(-1)
 }
 
 // nextFallback is the fallback to try after cur, in the order the

@@ -7,6 +7,7 @@ package router
 
 import (
 	"errors"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -23,6 +24,17 @@ type metrics struct {
 	upstreamErrors *prometheus.CounterVec
 	reloadOK       prometheus.Gauge
 	reloadTime     prometheus.Gauge
+
+	// Routing.
+	decisions  *prometheus.CounterVec
+	predicted  *prometheus.CounterVec
+	confirmed  *prometheus.CounterVec
+	retries    *prometheus.CounterVec
+	fallbacks  *prometheus.CounterVec
+	ejections  *prometheus.CounterVec
+	tokens     *prometheus.CounterVec
+	endpointUp *prometheus.Desc
+	endpointIn *prometheus.Desc
 }
 
 // ttftBuckets span a cached short prompt's 25 ms to a queued long one's
@@ -66,11 +78,46 @@ func newMetrics(tenantLevel string) *metrics {
 			Name: "llmgw_config_last_reload_success_timestamp_seconds",
 			Help: "When the configuration was last loaded successfully, in seconds since the Unix epoch.",
 		}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmgw_route_decisions_total",
+			Help: "Endpoints picked, by pool, routing policy and the reason the policy gave.",
+		}, []string{"pool", "policy", "reason"}),
+		predicted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmgw_prefix_predicted_hits_total",
+			Help: "Prompt tokens routing expected the chosen endpoint to hold in its prefix cache, of answers that report cached tokens.",
+		}, []string{"pool"}),
+		confirmed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmgw_prefix_confirmed_hits_total",
+			Help: "Of the predicted prefix hits, the prompt tokens the answers reported cached.",
+		}, []string{"pool"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmgw_retries_total",
+			Help: "Requests sent to another endpoint after one failed before the first byte, by pool and the failure's reason.",
+		}, []string{"pool", "reason"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmgw_fallbacks_total",
+			Help: "Requests sent to a fallback model because the requested model's pool could not serve them, by requested model and fallback.",
+		}, []string{"model", "to"}),
+		ejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmgw_ejections_total",
+			Help: "Times an endpoint was taken out of its pool, by pool, endpoint and reason: failures (requests failed in a row) or health_check.",
+		}, []string{"pool", "endpoint", "reason"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmgw_tokens_total",
+			Help: "Tokens served, by model, pool and kind: prompt, completion, and cached (prompt tokens the backend served from its prefix cache).",
+		}, []string{"model", "pool", "kind"}),
+		endpointUp: prometheus.NewDesc("llmgw_endpoint_up",
+			"Whether routing sends to the endpoint (1) or has taken it out (0): its health check fails, or it failed requests in a row.",
+			[]string{"pool", "endpoint"}, nil),
+		endpointIn: prometheus.NewDesc("llmgw_endpoint_inflight",
+			"Requests this gateway has sent to the endpoint and not yet seen end.",
+			[]string{"pool", "endpoint"}, nil),
 	}
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	cs := append(m.token.collectors(), m.requests, m.ttft, m.duration, m.inflight, m.upstreamErrors, m.reloadOK, m.reloadTime)
+	cs := append(m.token.collectors(), m.requests, m.ttft, m.duration, m.inflight, m.upstreamErrors, m.reloadOK, m.reloadTime,
+		m.decisions, m.predicted, m.confirmed, m.retries, m.fallbacks, m.ejections, m.tokens)
 	var errs []error
 	for _, c := range cs {
 		errs = append(errs, reg.Register(c))
@@ -93,4 +140,62 @@ func (t tenantLabel) tenantOf(req *parsedRequest) string {
 		return ""
 	}
 	return tenant.AtLevel(req.key.Tenant, t.level)
+}
+
+// poolMetrics are a pool's routing counters, resolved once per pool.
+type poolMetrics struct {
+	decisions map[string]prometheus.Counter // key: reason
+	predicted prometheus.Counter
+	confirmed prometheus.Counter
+}
+
+// allReasons is every reason a pick may give.
+var allReasons = []string{reasonTurn, reasonLeastRequest, reasonPrefixHit, reasonNoPrefix, reasonScore,
+	reasonImbalanced, reasonSmallest, reasonFastest, reasonPrefix, reasonCold, reasonLastResort}
+
+// forPool resolves a pool's counters; m may be nil, in tests of picking
+// alone.
+func (m *metrics) forPool(pool, policy string) poolMetrics {
+	if m == nil {
+		m = newMetrics("team")
+	}
+	pm := poolMetrics{
+		decisions: make(map[string]prometheus.Counter, len(allReasons)),
+		predicted: m.predicted.WithLabelValues(pool),
+		confirmed: m.confirmed.WithLabelValues(pool),
+	}
+	for _, r := range allReasons {
+		pm.decisions[r] = m.decisions.WithLabelValues(pool, policy, r)
+	}
+	return pm
+}
+
+// endpointCollector exports each endpoint's state as routing sees it now,
+// read from the snapshot being served: an endpoint a reload removed is
+// gone from the next scrape.
+type endpointCollector struct {
+	r *Router
+}
+
+func (c endpointCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.r.m.endpointUp
+	ch <- c.r.m.endpointIn
+}
+
+func (c endpointCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.r.snap.Load()
+	if s == nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	for _, p := range s.pools {
+		for _, e := range p.endpoints {
+			up := 1.0
+			if e.out(now) {
+				up = 0
+			}
+			ch <- prometheus.MustNewConstMetric(c.r.m.endpointUp, prometheus.GaugeValue, up, p.name, e.name)
+			ch <- prometheus.MustNewConstMetric(c.r.m.endpointIn, prometheus.GaugeValue, float64(e.inflight.Load()), p.name, e.name)
+		}
+	}
 }

@@ -1,12 +1,12 @@
 package router
 
-// Picking an endpoint: weighted round robin over a pool's endpoints,
-// passing over those that just failed. A small, replaceable piece: it
-// knows nothing of the request but which endpoints it has already tried.
+// Picking an endpoint: a pool, what it knows of its endpoints and of the
+// prompts it has been sent, and the entry point that hands a request to
+// the pool's policy. The policies themselves are in policy.go.
 
 import (
+	"math"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -15,64 +15,86 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
-// failCooldown is how long an endpoint that failed is passed over: long
-// enough not to send the next few requests into the same refused
-// connection, short enough that a restarted server is back within seconds.
-const failCooldown = 2 * time.Second
-
-// pool is a catalog pool with what the router has learned of its endpoints.
+// pool is a catalog pool with what the router has learned of its
+// endpoints.
 type pool struct {
 	name      string
+	policy    string
 	plain     http.Header // what a call carries, unstreamed and streamed
 	streamed  http.Header
 	endpoints []*endpoint
 	order     []int // endpoint indexes, each repeated by its weight
+	weight    []int // by endpoint index
 	next      atomic.Uint64
-}
+	maxAge    time.Duration // a scrape older is unknown
+	hedge     float64       // catalog.Pool.HedgeAfter
 
-// endpoint is one server of a pool. It outlives catalog reloads that keep
-// its URL.
-type endpoint struct {
-	url         string              // base URL, no trailing slash
-	targets     map[string]*url.URL // key: API path; the URL a call to it goes to
-	failedUntil atomic.Int64        // unix nanoseconds until which it is passed over
-}
+	// index maps prompt blocks to the endpoints that hold them. It is
+	// replaced, empty, when a scrape reports another KV-cache block size.
+	index   atomic.Pointer[prefixIndex]
+	kvBlock atomic.Int32 // the KV-cache block the index is built for, in tokens
 
-// newEndpoint is the endpoint at base, with its URL for each API path. A
-// base URL that does not parse (the config refuses those) gets none, and
-// its calls fail.
-func newEndpoint(base string) *endpoint {
-	ep := &endpoint{url: base, targets: make(map[string]*url.URL, len(apis))}
-	for _, a := range apis {
-		if u, err := url.Parse(base + a.upstreamPath); err == nil {
-			ep.targets[a.upstreamPath] = u
-		}
-	}
-	return ep
+	// meanPrompt is the mean uncached prompt of recent requests, in tokens
+	// (float64 bits): what a request another gateway queued is assumed
+	// to owe.
+	meanPrompt atomic.Uint64
+
+	budget retryBudget
+	m      poolMetrics
 }
 
 // newPool builds a pool from its catalog entry, keeping prev's endpoint
-// state for URLs that stay.
-func newPool(p catalog.Pool, prev *pool) *pool {
-	np := &pool{name: p.Name, plain: proxy.Headers(p.APIKey, false), streamed: proxy.Headers(p.APIKey, true)}
+// state for URLs that stay, and prev's prefix index when the endpoints
+// stay in the same order (the index knows them by position).
+func newPool(p catalog.Pool, prev *pool, m *metrics) *pool {
+	np := &pool{
+		name: p.Name, policy: p.Policy, plain: proxy.Headers(p.APIKey, false), streamed: proxy.Headers(p.APIKey, true),
+		maxAge: p.Metrics.MaxAge, hedge: p.HedgeAfter,
+	}
+	if np.policy == "" {
+		np.policy = catalog.PolicyAuto
+	}
+	if np.maxAge <= 0 {
+		np.maxAge = time.Second
+	}
+	np.budget.share = p.RetryBudget
+	sameOrder := prev != nil && len(prev.endpoints) == len(p.Endpoints)
 	for i, e := range p.Endpoints {
 		u := strings.TrimRight(e.URL, "/")
+		name := e.Name
+		if name == "" {
+			name = u
+		}
 		var ep *endpoint
 		if prev != nil {
 			for _, old := range prev.endpoints {
-				if old.url == u {
+				if old.url == u && old.name == name {
 					ep = old
 				}
 			}
 		}
 		if ep == nil {
-			ep = newEndpoint(u)
+			ep = newEndpoint(name, u)
+		}
+		if sameOrder && prev.endpoints[i].url != u {
+			sameOrder = false
 		}
 		np.endpoints = append(np.endpoints, ep)
+		np.weight = append(np.weight, max(e.Weight, 1))
 		for range max(e.Weight, 1) {
 			np.order = append(np.order, i)
 		}
 	}
+	if sameOrder {
+		np.index.Store(prev.index.Load())
+		np.kvBlock.Store(prev.kvBlock.Load())
+		np.meanPrompt.Store(prev.meanPrompt.Load())
+		np.budget.carry(&prev.budget)
+	} else {
+		np.index.Store(newPrefixIndex(len(np.endpoints), blockBytes(defaultKVBlock)))
+		np.kvBlock.Store(defaultKVBlock)
+	}
+	np.m = m.forPool(np.name, np.policy)
 	return np
 }
 
@@ -84,44 +106,108 @@ func (p *pool) header(stream bool) http.Header {
 	return p.plain
 }
 
-// pick is the next endpoint in turn that is not in tried and is not
-// cooling down after a failure. When every untried endpoint is cooling
-// down it picks among them anyway: a pool that only just failed is a
-// better bet than no answer. Nil when every endpoint has been tried.
-func (p *pool) pick(tried uint64, now time.Time) (*endpoint, int) {
-	n := len(p.order)
-	if n == 0 {
-		return nil, -1
+// setKVBlock notes the KV-cache block size a scrape reported, starting an
+// empty index when it differs from the one in use.
+func (p *pool) setKVBlock(tokens int) {
+	if tokens <= 0 || int(p.kvBlock.Load()) == tokens {
+		return
 	}
-	start := int(p.next.Add(1) % uint64(n))
-	fallback := -1
-	for k := range n {
-		i := p.order[(start+k)%n]
-		if i < 64 && tried&(1<<i) != 0 {
-			continue
-		}
-		if p.endpoints[i].failedUntil.Load() > now.UnixNano() {
-			if fallback < 0 {
-				fallback = i
-			}
-			continue
-		}
-		return p.endpoints[i], i
-	}
-	if fallback >= 0 {
-		return p.endpoints[fallback], fallback
-	}
-	return nil, -1
+	p.kvBlock.Store(int32(tokens))
+	p.index.Store(newPrefixIndex(len(p.endpoints), blockBytes(tokens)))
 }
 
-// failed marks the endpoint to be passed over for a while.
-func (e *endpoint) failed(now time.Time) {
-	e.failedUntil.Store(now.Add(failCooldown).UnixNano())
+// route is one request as the policies see it.
+type route struct {
+	index       *prefixIndex
+	hashes      []uint64 // the prompt's chained block hashes
+	promptBytes int      // the prompt's length as sent
+	prompt      int64    // its size in tokens, estimated
+	slo         float64  // the model's TTFT SLO in seconds; 0 when it has none
+	matched     [64]int32
 }
 
-// succeeded clears a failure mark.
-func (e *endpoint) succeeded() {
-	if e.failedUntil.Load() != 0 {
-		e.failedUntil.Store(0)
+// prepare hashes prompt for p's index, once per request and pool.
+func (rt *route) prepare(p *pool, prompt []byte, tokens int64, slo time.Duration) {
+	rt.index = p.index.Load()
+	rt.promptBytes = len(prompt)
+	rt.prompt = tokens
+	rt.slo = slo.Seconds()
+	rt.hashes = nil
+	if n := min(len(prompt)/rt.index.block, maxPrefixBlocks); n > 0 {
+		rt.hashes = hashBlocks(make([]uint64, 0, n), prompt, rt.index.block)
 	}
+	if len(rt.hashes) > 0 && p.policy != catalog.PolicyRoundRobin && p.policy != catalog.PolicyLeastRequest {
+		rt.index.match(rt.hashes, &rt.matched)
+	} else {
+		rt.matched = [64]int32{}
+	}
+}
+
+// uncached is the estimated prompt tokens endpoint i must compute for rt:
+// the part past the prefix it holds.
+func (rt *route) uncached(i int) int64 {
+	if rt.promptBytes == 0 || rt.matched[i] == 0 {
+		return rt.prompt
+	}
+	cached := float64(rt.matched[i]) * float64(rt.index.block) / float64(rt.promptBytes)
+	return int64(math.Ceil(float64(rt.prompt) * max(0, 1-cached)))
+}
+
+// firstBlock is the hash rendezvous hashing places a prompt by: its first
+// block, or for a prompt shorter than a block, zero.
+func (rt *route) firstBlock() uint64 {
+	if len(rt.hashes) == 0 {
+		return 0
+	}
+	return rt.hashes[0]
+}
+
+// candidates is the set of endpoints a pick may take, as bits by index:
+// those not in tried and not out, or with relaxed those not in tried.
+func (p *pool) candidates(tried uint64, now time.Time, relaxed bool) uint64 {
+	var c uint64
+	t := now.UnixNano()
+	for i, e := range p.endpoints {
+		if tried&(1<<i) == 0 && (relaxed || !e.out(t)) {
+			c |= 1 << i
+		}
+	}
+	return c
+}
+
+// pick is the endpoint the pool's policy takes for rt among candidates,
+// and why; -1 when there are none.
+func (p *pool) pick(rt *route, candidates uint64, now time.Time) (int, string) {
+	if candidates == 0 {
+		return -1, ""
+	}
+	switch p.policy {
+	case catalog.PolicyRoundRobin:
+		return p.pickRoundRobin(candidates), reasonTurn
+	case catalog.PolicyLeastRequest:
+		return p.pickLeastRequest(candidates), reasonLeastRequest
+	case catalog.PolicyPrefix:
+		return p.pickPrefix(rt, candidates)
+	case catalog.PolicyGIE:
+		return p.pickGIE(rt, candidates, now), reasonScore
+	case catalog.PolicySGLang:
+		return p.pickSGLang(rt, candidates)
+	default:
+		return p.pickAuto(rt, candidates, now)
+	}
+}
+
+// meanPromptTokens is the pool's mean uncached prompt, in tokens.
+func (p *pool) meanPromptTokens() float64 {
+	if v := math.Float64frombits(p.meanPrompt.Load()); v > 0 {
+		return v
+	}
+	return 1000 // a guess until the first request: a short chat turn
+}
+
+// notePrompt folds one request's uncached prompt into the pool's mean,
+// weighted as costSmoothing is.
+func (p *pool) notePrompt(tokens int64) {
+	m := p.meanPromptTokens()
+	p.meanPrompt.Store(math.Float64bits(m + costSmoothing*(float64(tokens)-m)))
 }

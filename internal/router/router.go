@@ -89,6 +89,9 @@ func New(opts Options) (*Router, error) {
 	if err := r.m.register(opts.Registerer); err != nil {
 		return nil, err
 	}
+	if err := opts.Registerer.Register(endpointCollector{r}); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -109,7 +112,7 @@ func (r *Router) SetCatalog(c *catalog.Catalog) {
 		if old != nil {
 			prev = old.pools[p.Name]
 		}
-		s.pools[p.Name] = newPool(p, prev)
+		s.pools[p.Name] = newPool(p, prev, r.m)
 	}
 	s.models = renderModels(c, nil)
 	r.snap.Store(s)

@@ -133,35 +133,3 @@ func TestSLOPressure(t *testing.T) {
 	}
 }
 
-func TestPickRoundRobin(t *testing.T) {
-	p := newPool(catalog.Pool{Name: "p", Endpoints: []catalog.Endpoint{{URL: "http://a"}, {URL: "http://b/", Weight: 3}}}, nil)
-	now := time.Now()
-	counts := map[string]int{}
-	for range 400 {
-		e, _ := p.pick(0, now)
-		counts[e.url]++
-	}
-	if counts["http://a"] != 100 || counts["http://b"] != 300 {
-		t.Errorf("weighted picks %v, want 100/300", counts)
-	}
-	p.endpoints[1].failed(now)
-	for range 10 {
-		if e, _ := p.pick(0, now); e.url != "http://a" {
-			t.Fatalf("picked %s, which just failed", e.url)
-		}
-	}
-	if e, i := p.pick(1<<0, now); e == nil || i != 1 {
-		t.Errorf("with a tried, the cooling b is still better than nothing; got %v", e)
-	}
-	if e, _ := p.pick(1<<0|1<<1, now); e != nil {
-		t.Errorf("every endpoint tried, still picked %s", e.url)
-	}
-	if e, _ := p.pick(0, now.Add(failCooldown+time.Millisecond)); e == nil {
-		t.Error("nothing picked after the cooldown")
-	}
-	// A reload that keeps b keeps what was learned of it.
-	q := newPool(catalog.Pool{Name: "p", Endpoints: []catalog.Endpoint{{URL: "http://b"}}}, p)
-	if q.endpoints[0] != p.endpoints[1] {
-		t.Error("endpoint state was not carried over a reload")
-	}
-}

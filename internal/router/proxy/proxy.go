@@ -86,6 +86,12 @@ type Call struct {
 	PromptEstimate int64
 	// Gap, when set, observes every gap between streamed token events.
 	Gap prometheus.Observer
+	// Model, when set, is the model every answer object names, whatever
+	// the upstream called it: the catalog's name, not the backend's.
+	Model string
+	// FirstToken, when set, is called once, on the calling goroutine,
+	// when a stream's first token arrives or a plain answer's headers do.
+	FirstToken func(time.Time)
 }
 
 // Proxy sends calls upstream. It is safe for concurrent use.
@@ -294,6 +300,9 @@ func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome 
 		return p.relay(ctx, dog, w, c, resp)
 	}
 	dog.answered()
+	if c.FirstToken != nil {
+		c.FirstToken(time.Now())
+	}
 	if resp.StatusCode != http.StatusOK {
 		return p.upstreamError(ctx, w, c, resp)
 	}
@@ -473,6 +482,9 @@ func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, r
 	} else {
 		o.Usage = &openai.Usage{PromptTokens: c.PromptEstimate}
 		o.Estimated = true
+	}
+	if c.Model != "" {
+		body, _ = openai.RenameModel(nil, body, c.Model)
 	}
 	if err := writeAnswer(w, c.Idle, http.StatusOK, resp.Header.Get("Content-Type"), body); err != nil {
 		o.Status, o.Err = openai.StatusClientClosed, err

@@ -224,6 +224,7 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 		kind               []byte // the pending event's type, from an "event:" line
 		piece              []byte // read and not yet relayed
 		partial            []byte // a line begun in an earlier piece
+		renamed            []byte // the event's data with the catalog's model name
 		readErr, clientErr error
 	)
 	for clientErr == nil {
@@ -284,6 +285,9 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 			if events == 0 {
 				first = now
 				o.TTFT = now.Sub(c.Start)
+				if c.FirstToken != nil {
+					c.FirstToken(now)
+				}
 			} else if c.Gap != nil {
 				c.Gap.Observe(now.Sub(last).Seconds())
 			}
@@ -302,6 +306,11 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 			}
 			if c.StripUsage && openai.IsUsageOnly(data) {
 				continue
+			}
+		}
+		if c.Model != "" {
+			if out, ok := openai.RenameModel(renamed, data, c.Model); ok {
+				renamed, data = out, out
 			}
 		}
 		clientErr = sw.event(k, data)

@@ -1,0 +1,207 @@
+package router
+
+// An endpoint as routing sees it: what llmgw tracks of the requests it
+// sent there, which is never stale; what the endpoint's /metrics said last,
+// which is believed only while fresh; whether its health probe passes; and
+// whether it has been ejected for failing requests.
+
+import (
+	"math"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Passive outlier ejection: an endpoint that fails this many requests in a
+// row is ejected for ejectBase, doubling with each ejection that follows
+// without a success in between, up to ejectMax. Three consecutive
+// failures are not bad luck on a healthy server, where one failure in a
+// hundred is already rare; a second at first keeps a restarting server
+// (back within seconds) from waiting long, and half a minute bounds how
+// long a recovered one stays out.
+const (
+	ejectAfter = 3
+	ejectBase  = time.Second
+	ejectMax   = 30 * time.Second
+)
+
+// endpoint is one server of a pool. It outlives catalog reloads that keep
+// its URL, and so does everything it has learned.
+type endpoint struct {
+	name    string              // the configured name: the endpoint label
+	url     string              // base URL, no trailing slash
+	targets map[string]*url.URL // key: API path; the URL a call to it goes to
+	// id is the endpoint's identity in rendezvous hashing: a hash of its
+	// URL, the same in every gateway.
+	id uint64
+
+	// Tracked by llmgw, per request sent.
+	inflight atomic.Int64 // requests sent and not ended
+	pending  atomic.Int64 // of those, requests not yet at their first token
+	owed     atomic.Int64 // uncached prompt tokens of the pending requests: the prefill owed
+	decoding atomic.Int64 // streams past their first token and not ended
+
+	// load is the last scrape of the endpoint's /metrics; nil before the
+	// first.
+	load atomic.Pointer[endpointLoad]
+
+	down         atomic.Bool  // the last health probe failed
+	ejectedUntil atomic.Int64 // unix nanoseconds; passive ejection
+	failures     atomic.Int32 // requests failed in a row
+	ejections    atomic.Int32 // ejections since the last success
+
+	// hits is the share of predicted prefix hits the endpoint's answers
+	// confirmed, recently (float64 bits; zero means none were checked yet,
+	// and all are believed).
+	hits atomic.Uint64
+
+	// The learned cost of a first token: base seconds plus perToken
+	// seconds for each prompt token of prefill ahead of it, its own
+	// uncached tokens included (float64 bits; zero means not yet learned).
+	base, perToken atomic.Uint64
+}
+
+// endpointLoad is what one scrape of an endpoint's /metrics said. Fields
+// the server does not export are negative.
+type endpointLoad struct {
+	waiting, running float64 // requests
+	kvUsage          float64 // share of the KV cache in use, 0 to 1
+	at               time.Time
+}
+
+func newEndpoint(name, base string) *endpoint {
+	ep := &endpoint{name: name, url: base, targets: make(map[string]*url.URL, len(apis)), id: xxhash.Sum64String(base)}
+	for _, a := range apis {
+		if u, err := url.Parse(base + a.upstreamPath); err == nil {
+			ep.targets[a.upstreamPath] = u
+		}
+	}
+	return ep
+}
+
+// out reports whether the endpoint should be passed over: its health
+// probe fails, or it is ejected.
+func (e *endpoint) out(now int64) bool {
+	return e.down.Load() || e.ejectedUntil.Load() > now
+}
+
+// freshLoad is the last scrape if it is no older than maxAge, else nil:
+// a scrape too old is unknown, never idle.
+func (e *endpoint) freshLoad(now time.Time, maxAge time.Duration) *endpointLoad {
+	l := e.load.Load()
+	if l == nil || now.Sub(l.at) > maxAge {
+		return nil
+	}
+	return l
+}
+
+// failed counts a failed request, and ejects the endpoint after ejectAfter
+// in a row, or after one when it is just back from an ejection. It reports
+// whether this failure ejected it.
+func (e *endpoint) failed(now time.Time) bool {
+	n := e.failures.Add(1)
+	back := e.ejections.Load() > 0 && e.ejectedUntil.Load() <= now.UnixNano()
+	if n < ejectAfter && !back {
+		return false
+	}
+	k := e.ejections.Add(1)
+	wait := ejectBase << min(k-1, 5)
+	e.ejectedUntil.Store(now.Add(min(wait, ejectMax)).UnixNano())
+	e.failures.Store(0)
+	return true
+}
+
+// succeeded counts a request the endpoint served: one brings an ejected
+// endpoint back for good.
+func (e *endpoint) succeeded() {
+	if e.failures.Load() != 0 {
+		e.failures.Store(0)
+	}
+	if e.ejections.Load() != 0 {
+		e.ejections.Store(0)
+		e.ejectedUntil.Store(0)
+	}
+}
+
+// The first-token cost model's prior, used until an endpoint has answered:
+// 20 ms of fixed cost and 100 µs a prompt token (10,000 prefill tokens a
+// second, a modest GPU on an 8B model). Two or three answers replace it.
+const (
+	priorBase     = 0.020
+	priorPerToken = 100e-6
+	// costSmoothing is the weight of each new observation: about the last
+	// ten answers count.
+	costSmoothing = 0.2
+	// costSplit separates observations that teach the fixed cost (less
+	// prefill ahead than this) from those that teach the cost per token.
+	costSplit = 256
+)
+
+// firstTokenCost is the endpoint's learned fixed cost and cost per token of
+// prefill, in seconds.
+func (e *endpoint) firstTokenCost() (base, perToken float64) {
+	base, perToken = math.Float64frombits(e.base.Load()), math.Float64frombits(e.perToken.Load())
+	if base == 0 {
+		base = priorBase
+	}
+	if perToken == 0 {
+		perToken = priorPerToken
+	}
+	return base, perToken
+}
+
+// learn updates the cost model from one first token that took took, with
+// work tokens of prefill ahead of it, its own included. Racing updates
+// may lose one observation; the average does not care.
+func (e *endpoint) learn(took time.Duration, work int64) {
+	base, perToken := e.firstTokenCost()
+	t := took.Seconds()
+	if work < costSplit {
+		e.base.Store(math.Float64bits(base + costSmoothing*(t-base)))
+		return
+	}
+	sample := max((t-base)/float64(work), 0)
+	e.perToken.Store(math.Float64bits(perToken + costSmoothing*(sample-perToken)))
+}
+
+// predictTTFT is how long a request with uncached prompt tokens of its own
+// would wait for its first token here. The prefill ahead of it is what
+// this gateway sent and is still owed, or, when the endpoint reports more
+// requests waiting than this gateway has pending (other gateways send to
+// it too), those requests at meanPrompt tokens each.
+func (e *endpoint) predictTTFT(uncached int64, l *endpointLoad, meanPrompt float64) float64 {
+	ahead := float64(e.owed.Load())
+	if l != nil && l.waiting >= 0 {
+		if others := l.waiting - float64(e.pending.Load()); others > 0 {
+			ahead += others * meanPrompt
+		}
+	}
+	base, perToken := e.firstTokenCost()
+	return base + perToken*(ahead+float64(uncached))
+}
+
+// precision is the share of its predicted prefix hits the endpoint's
+// answers confirm: below 1 when it evicts sooner than the index assumes.
+func (e *endpoint) precision() float64 {
+	if v := math.Float64frombits(e.hits.Load()); v > 0 {
+		return v
+	}
+	return 1
+}
+
+// minPrecision keeps an endpoint whose cache was found cold a few times
+// from having its prefix ignored for good: its next hit raises it again.
+const minPrecision = 0.05
+
+// confirm folds one answer into the endpoint's precision: predicted
+// prompt tokens were expected cached, and the answer reported cached.
+func (e *endpoint) confirm(predicted, cached int64) {
+	if predicted <= 0 {
+		return
+	}
+	sample := min(float64(cached)/float64(predicted), 1)
+	p := e.precision()
+	e.hits.Store(math.Float64bits(max(p+costSmoothing*(sample-p), minPrecision)))
+}

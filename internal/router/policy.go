@@ -1,0 +1,275 @@
+package router
+
+// The routing policies: given a request and the endpoints a pool may send
+// it to, which one. round_robin, least_request, prefix, gie and sglang are
+// the common policies and two published routers' defaults, re-implemented
+// faithfully so that they can be compared through the same gateway; auto
+// is llmgw's own. docs/ROUTING.md explains each and its constants.
+
+import (
+	"math"
+	"math/bits"
+	"time"
+)
+
+// Reasons a policy gives for a pick: the reason label of
+// llmgw_route_decisions_total.
+const (
+	reasonTurn         = "turn"           // round_robin: the next in turn
+	reasonLeastRequest = "least_request"  // the fewest requests in flight
+	reasonPrefixHit    = "prefix_hit"     // prefix, sglang: the longest cached prefix
+	reasonNoPrefix     = "no_prefix"      // prefix: nothing cached anywhere; in turn
+	reasonScore        = "score"          // gie: the best weighted score
+	reasonImbalanced   = "imbalanced"     // sglang: load too uneven; the least loaded
+	reasonSmallest     = "smallest_cache" // sglang: too little cached; the emptiest cache
+	reasonFastest      = "fastest"        // auto: the least predicted TTFT
+	reasonPrefix       = "prefix"         // auto: a cached prefix worth waiting for
+	reasonCold         = "cold"           // auto: nothing cached; placed by the prompt's first block
+	reasonLastResort   = "last_resort"    // every endpoint was out; one was tried anyway
+)
+
+// pickRoundRobin is the next candidate in weighted turn.
+func (p *pool) pickRoundRobin(c uint64) int {
+	n := len(p.order)
+	start := int(p.next.Add(1) % uint64(n))
+	for k := range n {
+		if i := p.order[(start+k)%n]; c&(1<<i) != 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// rotation is where a scan over the endpoints starts, moving on with each
+// pick, so that ties fall to each endpoint in turn.
+func (p *pool) rotation() int {
+	return int(p.next.Add(1) % uint64(len(p.endpoints)))
+}
+
+// pickLeastRequest is the candidate with the fewest requests in flight for
+// its weight.
+func (p *pool) pickLeastRequest(c uint64) int {
+	best, bestLoad := -1, math.Inf(1)
+	n, start := len(p.endpoints), p.rotation()
+	for k := range n {
+		i := (start + k) % n
+		if c&(1<<i) == 0 {
+			continue
+		}
+		if load := float64(p.endpoints[i].inflight.Load()) / float64(p.weight[i]); load < bestLoad {
+			best, bestLoad = i, load
+		}
+	}
+	return best
+}
+
+// pickPrefix is the candidate holding the longest prefix of the prompt,
+// whatever its load: prefix affinity alone. With nothing cached anywhere
+// it takes endpoints in turn.
+func (p *pool) pickPrefix(rt *route, c uint64) (int, string) {
+	best, most := -1, int32(-1)
+	n, start := len(p.endpoints), p.rotation()
+	for k := range n {
+		i := (start + k) % n
+		if c&(1<<i) != 0 && rt.matched[i] > most {
+			best, most = i, rt.matched[i]
+		}
+	}
+	if most <= 0 {
+		return best, reasonNoPrefix
+	}
+	return best, reasonPrefixHit
+}
+
+// The Gateway API Inference Extension's default scorer weights: queue
+// depth 2, KV-cache use 2, prefix cache 3.
+const (
+	gieQueueWeight  = 2
+	gieKVWeight     = 2
+	giePrefixWeight = 3
+)
+
+// pickGIE scores candidates as the Inference Extension's default
+// scheduling profile does, each scorer between 0 and 1: the queue scorer
+// min-max normalized over the candidates (1 for the shortest queue), the
+// KV-cache scorer 1 minus the share in use, the prefix scorer the share
+// of the prompt's blocks the endpoint holds. The best weighted sum wins;
+// ties fall in turn. Where a scrape is missing or stale, the queue is this
+// gateway's own requests waiting for a first token and the cache counts
+// as full.
+func (p *pool) pickGIE(rt *route, c uint64, now time.Time) int {
+	var queue, kv [64]float64
+	minQ, maxQ := math.Inf(1), math.Inf(-1)
+	for m := c; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		e := p.endpoints[i]
+		queue[i], kv[i] = float64(e.pending.Load()), 1
+		if l := e.freshLoad(now, p.maxAge); l != nil {
+			if l.waiting >= 0 {
+				queue[i] = l.waiting
+			}
+			if l.kvUsage >= 0 {
+				kv[i] = l.kvUsage
+			}
+		}
+		minQ, maxQ = min(minQ, queue[i]), max(maxQ, queue[i])
+	}
+	best, bestScore := -1, math.Inf(-1)
+	n, start := len(p.endpoints), p.rotation()
+	for k := range n {
+		i := (start + k) % n
+		if c&(1<<i) == 0 {
+			continue
+		}
+		q := 1.0
+		if maxQ > minQ {
+			q = (maxQ - queue[i]) / (maxQ - minQ)
+		}
+		prefix := 0.0
+		if len(rt.hashes) > 0 {
+			prefix = float64(rt.matched[i]) / float64(len(rt.hashes))
+		}
+		if s := gieQueueWeight*q + gieKVWeight*(1-kv[i]) + giePrefixWeight*prefix; s > bestScore {
+			best, bestScore = i, s
+		}
+	}
+	return best
+}
+
+// SGLang's cache-aware load balancer's defaults.
+const (
+	// sglangCacheThreshold is the share of a prompt that must be cached on
+	// an endpoint for the balancer to send it there.
+	sglangCacheThreshold = 0.3
+	// Load is unbalanced when the most loaded endpoint has more than
+	// sglangBalanceAbs requests over the least loaded, and more than
+	// sglangBalanceRel times as many.
+	sglangBalanceAbs = 64
+	sglangBalanceRel = 1.5
+)
+
+// pickSGLang is SGLang's cache-aware load balancer: when load is
+// unbalanced, the least loaded endpoint; otherwise the endpoint holding
+// the longest prefix when it covers more than sglangCacheThreshold of the
+// prompt, else the endpoint whose cache holds the least. Load is requests
+// in flight, as the balancer counts its own.
+func (p *pool) pickSGLang(rt *route, c uint64) (int, string) {
+	minLoad, maxLoad := int64(math.MaxInt64), int64(-1)
+	for m := c; m != 0; m &= m - 1 {
+		l := p.endpoints[bits.TrailingZeros64(m)].inflight.Load()
+		minLoad, maxLoad = min(minLoad, l), max(maxLoad, l)
+	}
+	if maxLoad-minLoad > sglangBalanceAbs && float64(maxLoad) > sglangBalanceRel*float64(minLoad) {
+		return p.pickLeastRequest(c), reasonImbalanced
+	}
+	best, most := p.pickPrefix(rt, c)
+	if most == reasonPrefixHit && rt.promptBytes > 0 &&
+		float64(rt.matched[best])*float64(rt.index.block)/float64(rt.promptBytes) > sglangCacheThreshold {
+		return best, reasonPrefixHit
+	}
+	best, smallest := -1, int32(math.MaxInt32)
+	n, start := len(p.endpoints), p.rotation()
+	for k := range n {
+		i := (start + k) % n
+		if c&(1<<i) == 0 {
+			continue
+		}
+		if s := rt.index.size(i); s < smallest {
+			best, smallest = i, s
+		}
+	}
+	return best, reasonSmallest
+}
+
+// auto's constants; docs/ROUTING.md gives the measurements behind them.
+const (
+	// cacheCredit is what a second of prefill saved by a cached prefix is
+	// worth against a second more of waiting for this request: the work
+	// saved is capacity every request behind it gets back.
+	cacheCredit = 1.0
+	// sloShare is the share of the model's TTFT SLO an endpoint's
+	// predicted TTFT may reach and still be chosen over a faster one: a
+	// prediction is a typical wait, and the SLO bounds the 99th
+	// percentile, which runs about twice the typical wait under load.
+	sloShare = 0.5
+	// tieShare and tieFloor make predictions a near tie: within a tenth,
+	// or 5 ms, of the best. Near ties go to the endpoint rendezvous
+	// hashing ranks first for the prompt's first block, so that gateways
+	// that see different traffic still agree on where a cold prompt goes.
+	tieShare = 0.1
+	tieFloor = 0.005
+)
+
+// pickAuto predicts each candidate's time to first token for this request,
+// from the prefill it owes and the part of this prompt it does not hold,
+// and takes the candidate with the least prediction less the prefill its
+// cached prefix saves (weighted by cacheCredit), among those predicted to
+// meet sloShare of the model's TTFT SLO when any is. Near ties go by
+// rendezvous hashing of the prompt's first block.
+func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
+	var pred, score [64]float64
+	meanPrompt := p.meanPromptTokens()
+	fastest := math.Inf(1)
+	for m := c; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		e := p.endpoints[i]
+		uncached := rt.uncachedBelieved(i, e.precision())
+		pred[i] = e.predictTTFT(uncached, e.freshLoad(now, p.maxAge), meanPrompt)
+		_, perToken := e.firstTokenCost()
+		score[i] = pred[i] - cacheCredit*perToken*float64(rt.prompt-uncached)
+		fastest = min(fastest, pred[i])
+	}
+	// Within the SLO's share when any candidate is; otherwise every
+	// candidate, and the least score is still the best bet.
+	eligible := c
+	if rt.slo > 0 {
+		var within uint64
+		for m := c; m != 0; m &= m - 1 {
+			if i := bits.TrailingZeros64(m); pred[i] <= sloShare*rt.slo {
+				within |= 1 << i
+			}
+		}
+		if within != 0 {
+			eligible = within
+		}
+	}
+	best, bestScore := -1, math.Inf(1)
+	for m := eligible; m != 0; m &= m - 1 {
+		if i := bits.TrailingZeros64(m); score[i] < bestScore {
+			best, bestScore = i, score[i]
+		}
+	}
+	// Among near ties, rendezvous hashing decides; a prompt shorter than
+	// a block has nothing to place it by.
+	chosen := best
+	if first := rt.firstBlock(); first != 0 {
+		tie := max(tieShare*math.Abs(bestScore), tieFloor)
+		var rank uint64
+		for m := eligible; m != 0; m &= m - 1 {
+			i := bits.TrailingZeros64(m)
+			if score[i] > bestScore+tie {
+				continue
+			}
+			if r := mix(first ^ p.endpoints[i].id); r >= rank {
+				chosen, rank = i, r
+			}
+		}
+	}
+	switch {
+	case rt.matched[chosen] > 0 && pred[chosen] > fastest:
+		return chosen, reasonPrefix
+	case rt.matched[chosen] == 0 && chosen != best:
+		return chosen, reasonCold
+	}
+	return chosen, reasonFastest
+}
+
+// uncachedBelieved is uncached with endpoint i's held prefix discounted by
+// precision: the share of its predicted hits its answers have confirmed.
+func (rt *route) uncachedBelieved(i int, precision float64) int64 {
+	if precision >= 1 {
+		return rt.uncached(i)
+	}
+	full, cached := rt.prompt, rt.prompt-rt.uncached(i)
+	return full - int64(float64(cached)*precision)
+}

@@ -1,0 +1,184 @@
+package router
+
+// The prefix index: for each block of prompt text a pool has been sent,
+// which endpoints recently served a prompt that began with it. A prompt's
+// blocks are hashed in a chain, each hash covering the block and all
+// before it, so that one lookup per block finds how long a prefix each
+// endpoint holds. What backends report of their cache corrects it: a
+// predicted hit that the answer's cached_tokens does not confirm takes the
+// endpoint off the blocks it did not have.
+
+import (
+	"math/bits"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+const (
+	// minBlockBytes is the least prompt text one index block covers. A
+	// KV-cache block is 16 tokens on vLLM by default, about 64 bytes of
+	// prompt; four of them to an index block keeps a 32k-token prompt to
+	// 512 hashes and lookups, tens of microseconds, while placing a
+	// prefix to within 64 tokens, a fraction of any prompt worth routing
+	// for.
+	minBlockBytes = 256
+	// maxPrefixBlocks is the most blocks of a prompt the index looks at:
+	// 128 KiB of prompt text at the smallest block, about 32k tokens.
+	// Prompts that share that much share the rest often enough.
+	maxPrefixBlocks = 512
+	// blocksPerEndpoint is the index's capacity for each endpoint of the
+	// pool: 16,384 blocks of 64 tokens is a million tokens, what the KV
+	// cache of a large GPU holds for an 8B model. The index forgets the
+	// least recently used blocks past it, as the server's cache would.
+	blocksPerEndpoint = 16384
+	// defaultKVBlock is vLLM's KV-cache block in tokens, until a scrape of
+	// vllm:cache_config_info says otherwise.
+	defaultKVBlock = 16
+)
+
+// blockBytes is the index block for a backend's KV-cache block of kvBlock
+// tokens: a whole number of them, at least minBlockBytes of text.
+func blockBytes(kvBlock int) int {
+	b := max(kvBlock, 1) * bytesPerToken
+	return b * ((minBlockBytes + b - 1) / b)
+}
+
+// hashBlocks appends to dst the chained hashes of prompt's whole blocks of
+// size bytes, at most maxPrefixBlocks of them. A partial last block is
+// left out: no cache holds it as a block either.
+func hashBlocks(dst []uint64, prompt []byte, size int) []uint64 {
+	var h uint64
+	for i := 0; i+size <= len(prompt) && len(dst) < maxPrefixBlocks; i += size {
+		h = mix(h*0x9e3779b97f4a7c15 ^ xxhash.Sum64(prompt[i:i+size]))
+		dst = append(dst, h)
+	}
+	return dst
+}
+
+// mix is splitmix64's finalizer: every bit of x reaches every bit of the
+// result, so chained hashes of different prefixes do not line up.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// prefixIndex maps prompt blocks to the endpoints that hold them, by their
+// index in the pool, as bits of a word. It holds a fixed number of blocks
+// and evicts by the clock algorithm, an approximation of least recently
+// used that needs no list.
+type prefixIndex struct {
+	block  int              // bytes of prompt text to a block
+	mu     sync.Mutex       // protects all below
+	slot   map[uint64]int32 // key: chained block hash; value: index in blocks
+	blocks []prefixBlock    // fixed length: the capacity
+	used   int32            // blocks[:used] have been filled
+	hand   int32            // the clock's hand: the next block to consider evicting
+	held   [64]int32        // blocks held, by endpoint
+}
+
+type prefixBlock struct {
+	hash    uint64
+	holders uint64 // bit i: endpoint i holds the block
+	ref     bool   // used since the hand last passed
+}
+
+func newPrefixIndex(endpoints, block int) *prefixIndex {
+	n := blocksPerEndpoint * max(endpoints, 1)
+	return &prefixIndex{block: block, slot: make(map[uint64]int32, n), blocks: make([]prefixBlock, n)}
+}
+
+// match sets matched[i] to how many of hashes, from the first, endpoint i
+// holds, for every endpoint of the pool.
+func (x *prefixIndex) match(hashes []uint64, matched *[64]int32) {
+	*matched = [64]int32{}
+	alive := ^uint64(0)
+	n := int32(0)
+	x.mu.Lock()
+	for _, h := range hashes {
+		s, ok := x.slot[h]
+		if !ok {
+			break
+		}
+		b := &x.blocks[s]
+		b.ref = true
+		still := alive & b.holders
+		alive = still
+		if still == 0 {
+			break
+		}
+		n++
+		for m := still; m != 0; m &= m - 1 {
+			matched[bits.TrailingZeros64(m)] = n
+		}
+	}
+	x.mu.Unlock()
+}
+
+// add notes that endpoint i now holds every block of hashes.
+func (x *prefixIndex) add(hashes []uint64, i int) {
+	bit := uint64(1) << i
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, h := range hashes {
+		s, ok := x.slot[h]
+		if !ok {
+			s = x.evict()
+			x.blocks[s] = prefixBlock{hash: h}
+			x.slot[h] = s
+		}
+		b := &x.blocks[s]
+		b.ref = true
+		if b.holders&bit == 0 {
+			b.holders |= bit
+			x.held[i]++
+		}
+	}
+}
+
+// drop notes that endpoint i does not hold the blocks of hashes.
+func (x *prefixIndex) drop(hashes []uint64, i int) {
+	bit := uint64(1) << i
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, h := range hashes {
+		if s, ok := x.slot[h]; ok && x.blocks[s].holders&bit != 0 {
+			x.blocks[s].holders &^= bit
+			x.held[i]--
+		}
+	}
+}
+
+// size is how many blocks endpoint i holds.
+func (x *prefixIndex) size(i int) int32 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.held[i]
+}
+
+// evict frees a block for a new hash and returns its index: an unused one
+// while there are any, then the first the hand finds unused since it last
+// passed. x.mu is held.
+func (x *prefixIndex) evict() int32 {
+	if int(x.used) < len(x.blocks) {
+		x.used++
+		return x.used - 1
+	}
+	for {
+		s := x.hand
+		x.hand = (x.hand + 1) % int32(len(x.blocks))
+		b := &x.blocks[s]
+		if b.ref {
+			b.ref = false
+			continue
+		}
+		delete(x.slot, b.hash)
+		for m := b.holders; m != 0; m &= m - 1 {
+			x.held[bits.TrailingZeros64(m)]--
+		}
+		return s
+	}
+}
