@@ -8,9 +8,10 @@ package scrape
 // other line is passed over at the cost of finding its end. What it reads
 // it reads as prometheus/common's expfmt text parser does, so that for any
 // text expfmt accepts the two agree (FuzzParseMatchesExpfmt holds them to
-// it); the cost is a few microseconds where expfmt takes milliseconds and
-// thousands of allocations, which matters at ten scrapes a second for each
-// of 64 endpoints on two cores.
+// it). A scrape's text costs tens of microseconds and no allocation, where
+// expfmt takes milliseconds and thousands of allocations: at ten scrapes a
+// second for each of 64 endpoints, about 1% of a core against more than one
+// of a two-core machine's two.
 
 import (
 	"bytes"
