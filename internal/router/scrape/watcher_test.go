@@ -463,3 +463,24 @@ func TestWatcherRealServer(t *testing.T) {
 		t.Errorf("%d connections for 5 scrapes and 5 probes, want at most 2", got)
 	}
 }
+
+func TestWatcherLaterTargetOfOneNameCountsAndZeroIntervalIsFloored(t *testing.T) {
+	text := readTestdata(t, "sglang-0.5.txt")
+	synctest.Test(t, func(t *testing.T) {
+		tr := newPerHost(text)
+		w := NewWatcher(&http.Client{Transport: tr})
+		defer w.Close()
+		w.Set([]Target{
+			{Name: "a", MetricsURL: "http://first/metrics"},
+			{Name: "a", MetricsURL: "http://second/metrics"},
+		})
+		time.Sleep(35 * time.Millisecond)
+		synctest.Wait()
+		if got := tr.times("first"); len(got) != 0 {
+			t.Errorf("the earlier target scraped at %v", got)
+		}
+		if diff := cmp.Diff(ms(0, 10, 20, 30), tr.times("second")); diff != "" {
+			t.Errorf("scraped at (-want +got):\n%s", diff)
+		}
+	})
+}
