@@ -544,16 +544,21 @@ func parseFloat(b []byte) (float64, error) {
 	return strconv.ParseFloat(string(b), 64)
 }
 
-// typeKind reads a TYPE line's type as expfmt does, in any case (by
-// strings.ToUpper): whether it is a summary or histogram kind, and whether
-// it is a type at all.
+// typeKind reads a TYPE line's type as expfmt does: backslashes dropped
+// (expfmt reads the rest of the line as if to unescape it, but keeps
+// nothing of an escape), then in any case by strings.ToUpper. It reports
+// whether the type is a summary or histogram kind, and whether it is a type
+// at all.
 func typeKind(b []byte) (distribution, ok bool) {
 	var s [len("GAUGE_HISTOGRAM")]byte
 	upper := s[:0]
 	for _, c := range b {
 		if c >= 0x80 {
-			upper = []byte(strings.ToUpper(string(b)))
+			upper = []byte(strings.ToUpper(string(bytes.ReplaceAll(b, []byte{'\\'}, nil))))
 			break
+		}
+		if c == '\\' {
+			continue
 		}
 		if len(upper) == len(s) {
 			return false, false
