@@ -123,14 +123,14 @@ func keysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	)
 	fs.StringVar(&spec.Tenant, "tenant", "", "tenant `path` the key belongs to: org, org/team or org/team/user")
 	fs.StringVar(&spec.Name, "name", "", "a `name` for people to recognise the key by")
-	fs.StringVar(&models, "models", "", "comma-separated `list` of globs of the models the key may use (default every model)")
+	fs.StringVar(&models, "models", "", "comma-separated `list` of globs of the models the key may use (unset: every model)")
 	fs.Int64Var(&spec.RPM, "rpm", 0, "requests a minute (0: no limit)")
 	fs.Int64Var(&spec.TPM, "tpm", 0, "tokens a minute (0: no limit)")
 	fs.Int64Var(&spec.BudgetTokens, "budget-tokens", 0, "tokens a budget period (0: no budget)")
 	fs.Float64Var(&spec.BudgetUSD, "budget-usd", 0, "US dollars a budget period (0: no budget)")
 	fs.ChoiceVar(&spec.Period, "period", "", []string{tenant.PeriodDay, tenant.PeriodMonth}, "the budgets' period (default month)")
 	fs.ChoiceVar(&spec.Priority, "priority", "", []string{tenant.PriorityCritical, tenant.PriorityStandard, tenant.PrioritySheddable}, "the key's priority class under load (default standard)")
-	fs.StringVar(&spec.ExpiresIn, "expires", "", "lifetime: a `duration` such as 720h, or days such as 90d (default never)")
+	fs.StringVar(&spec.ExpiresIn, "expires", "", "lifetime: a `duration` such as 720h, or days such as 90d (unset: never)")
 	rest, err := parseKeysFlags(fs, args)
 	if err != nil {
 		return err

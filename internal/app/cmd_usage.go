@@ -34,10 +34,10 @@ func UsageCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	)
 	fs.StringVar(&configPath, "config", "", "configuration `file` naming the store")
 	fs.StringVar(&storeURL, "store", "", "store `URL`: sqlite:PATH, postgres://... (overrides the config's)")
-	fs.StringVar(&q.TenantPrefix, "tenant", "", "tenant `path` to sum, with the tenants below it (default every tenant)")
-	fs.StringVar(&q.KeyID, "key", "", "key `ID` to sum (default every key)")
-	fs.StringVar(&since, "since", "", "how far back to sum: a `duration` such as 24h, or days such as 30d (default all time)")
-	fs.ChoiceVar(&q.By, "by", "", []string{usage.ByModel, usage.ByTenant, usage.ByKey}, "group by model, tenant or key (default one total)")
+	fs.StringVar(&q.TenantPrefix, "tenant", "", "tenant `path` to sum, with the tenants below it (unset: every tenant)")
+	fs.StringVar(&q.KeyID, "key", "", "key `ID` to sum (unset: every key)")
+	fs.StringVar(&since, "since", "", "how far back to sum: a `duration` such as 24h, or days such as 30d (unset: all time)")
+	fs.ChoiceVar(&q.By, "by", "", []string{usage.ByModel, usage.ByTenant, usage.ByKey}, "group the rows by model, tenant or key (unset: one total)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

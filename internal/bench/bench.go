@@ -220,7 +220,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	fs.Float64Var(&o.lengthScale, "length-scale", 1, "trace replay: >1 shortens requests (token counts divided by X, a block becomes 512/X tokens)")
 	fs.StringVar(&o.model, "model", defaultModel, "model `name` sent in every request")
 	fs.IntVar(&o.concurrencyCap, "concurrency-cap", 0, "most requests in flight; arrivals past it are dropped and counted (0: no cap)")
-	fs.StringVar(&o.apiKey, "api-key", "", "bearer `key` for every request (default $"+apiKeyEnv+")")
+	fs.StringVar(&o.apiKey, "api-key", "", "bearer `key` for every request (unset: $"+apiKeyEnv+")")
 	keysPath := fs.String("api-keys", "", "`file` of tenant=key lines: each tenant's requests use its key")
 	fs.DurationVar(&o.slo.TTFT, "slo-ttft", defaultSLOTTFT, "TTFT objective of workloads without classes (0: none)")
 	fs.DurationVar(&o.slo.TPOT, "slo-tpot", defaultSLOTPOT, "TPOT objective of workloads without classes (0: none)")
