@@ -136,7 +136,7 @@ func keysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if len(rest) > 0 {
-		return fs.UsageErrorf("takes no arguments, got %d", len(rest))
+		return fs.UsageErrorf("unexpected argument %q", rest[0])
 	}
 	for _, g := range strings.Split(models, ",") {
 		if g = strings.TrimSpace(g); g != "" {
@@ -185,7 +185,7 @@ func keysList(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if len(rest) > 0 {
-		return fs.UsageErrorf("takes no arguments, got %d", len(rest))
+		return fs.UsageErrorf("unexpected argument %q", rest[0])
 	}
 	st, err := sf.open(ctx)
 	if err != nil {

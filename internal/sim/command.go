@@ -71,7 +71,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fs.Errorf("--replicas: must be at least 1, got %d", *replicas)
 	}
 	if err := f.Validate(); err != nil {
-		return fs.Errorf("%w", faultFlagError(err))
+		return cli.BadUsage("sim", faultFlagError(err))
 	}
 
 	rs, err := StartReplicas(ctx, cfg, *replicas, *listen)
