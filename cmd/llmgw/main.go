@@ -4,78 +4,98 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/app"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/bench"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/cli"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/sim"
 )
 
-const usage = `llmgw is an OpenAI-compatible gateway for pools of LLM inference servers.
-
-Usage:
-  llmgw serve [--config FILE | --upstream URL... --model NAME] [--listen ADDR] [--admin-listen ADDR] [--store URL] [--auth keys|none]
-  llmgw check --config FILE
-  llmgw keys create|list|revoke (--config FILE | --store URL) ...
-  llmgw usage (--config FILE | --store URL) [--tenant PREFIX] [--since DURATION] [--by model|tenant|key]
-  llmgw sim [--listen ADDR] [--model NAME] [--replicas N] ...
-  llmgw bench --workload chat|burst|mixed|flat|trace (--target URL | --spawn-sim N) ...
-
-Run 'llmgw COMMAND --help' for a command's flags.
-`
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "llmgw:", err)
-		}
-		os.Exit(1)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// command is one of llmgw's commands.
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// commands are llmgw's commands, in the order help lists them.
+func commands() []command {
+	return []command{
+		{"serve", "serve the OpenAI API in front of pools of inference servers", app.ServeCommand},
+		{"check", "check a configuration file and print its problems", checkCommand},
+		{"keys", "create, list and revoke API keys in the store", app.KeysCommand},
+		{"usage", "sum the usage ledger by model, tenant or key", app.UsageCommand},
+		{"sim", "run simulated vLLM-like inference servers", sim.Command},
+		{"bench", "send a seeded, open-loop workload and report latency and goodput", bench.Command},
+		{"help", "print a command's usage: llmgw help COMMAND", nil},
 	}
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return flag.ErrHelp
-	}
-	commands := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
-		"serve": app.ServeCommand,
-		"check": checkCommand,
-		"keys":  app.KeysCommand,
-		"usage": app.UsageCommand,
-		"sim":   sim.Command,
-		"bench": bench.Command,
-	}
-	cmd, ok := commands[args[0]]
-	if !ok {
-		if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-			fmt.Fprint(stdout, usage)
-			return nil
-		}
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("unknown command %q", args[0])
-	}
-	return cmd(ctx, args[1:], stdout, stderr)
+const about = `llmgw is an OpenAI-compatible gateway for pools of LLM inference servers.`
+
+// run runs the command that args name, writing to stdout and stderr, and
+// returns the process's exit status: 0 on success and for help, 2 for a
+// mistake on the command line, 1 for any other failure (see cli.Exit).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return cli.Exit(dispatch(ctx, args, stdout, stderr), stderr)
 }
 
-func checkCommand(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// dispatch runs the command that args name; `llmgw help CMD...` is `llmgw
+// CMD... --help`.
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("", "COMMAND [flags] [args]", about, stdout)
+	cmds := commands()
+	for _, c := range cmds {
+		fs.Commands = append(fs.Commands, cli.Command{Name: c.name, Summary: c.summary})
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return fs.UsageErrorf("no command given")
+	}
+	name, rest := fs.Arg(0), fs.Args()[1:]
+	if name == "help" && len(rest) > 0 && rest[0] != "help" {
+		name, rest = rest[0], slices.Concat(rest[1:], []string{"--help"})
+	}
+	if name == "help" {
+		fs.WriteUsage(stdout)
+		return nil
+	}
+	for _, c := range cmds {
+		if c.name == name && c.run != nil {
+			return c.run(ctx, rest, stdout, stderr)
+		}
+	}
+	return fs.UsageErrorf("unknown command %q", name)
+}
+
+const checkAbout = `Loads the configuration FILE as serve would, then prints every problem in
+it, each naming its field, and exits 1; or prints a summary and exits 0.`
+
+func checkCommand(_ context.Context, args []string, stdout, _ io.Writer) error {
+	fs := cli.NewFlagSet("check", "--config FILE", checkAbout, stdout)
 	path := fs.String("config", "", "configuration `file` to check")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := fs.NoArgs(); err != nil {
+		return err
+	}
 	if *path == "" {
-		return errors.New("check needs --config FILE")
+		return fs.UsageErrorf("--config FILE is required")
 	}
 	return config.Check(*path, stdout)
 }

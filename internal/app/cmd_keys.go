@@ -7,7 +7,6 @@ package app
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -15,41 +14,50 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/cli"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 )
 
-const keysUsage = `Usage:
-  llmgw keys create (--config FILE | --store URL) --tenant PATH [--name NAME] [--models 'glob,glob']
-                    [--rpm N] [--tpm N] [--budget-tokens N] [--budget-usd X] [--period day|month]
-                    [--priority critical|standard|sheddable] [--expires DURATION]
-  llmgw keys list   (--config FILE | --store URL)
-  llmgw keys revoke (--config FILE | --store URL) ID
+const keysAbout = `Creates, lists and revokes API keys straight in the store, for a first key
+before any gateway runs and for scripts.`
 
-create prints the new key alone on stdout; it is shown this once.
-`
+// keysCommands are the subcommands of `llmgw keys`.
+var keysCommands = []cli.Command{
+	{Name: "create", Summary: "create a key and print it, this once, on stdout"},
+	{Name: "list", Summary: "list the keys: what each may do, never its secret"},
+	{Name: "revoke", Summary: "revoke a key by its id"},
+}
 
 // KeysCommand runs `llmgw keys create|list|revoke`. Only a created key's
-// plaintext and the list go to stdout; everything else goes to stderr.
+// plaintext, the list and help go to stdout; everything else goes to stderr.
 func KeysCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, keysUsage)
-		return errors.New("keys needs a subcommand: create, list or revoke")
+	fs := cli.NewFlagSet("keys", "COMMAND [flags] [args]", keysAbout, stdout)
+	fs.Commands = keysCommands
+	if err := fs.Parse(args); err != nil {
+		return err
 	}
-	switch args[0] {
+	if fs.NArg() == 0 {
+		return fs.UsageErrorf("a subcommand is needed: create, list or revoke")
+	}
+	sub, rest := fs.Arg(0), fs.Args()[1:]
+	if sub == "help" {
+		if len(rest) == 0 {
+			fs.WriteUsage(stdout)
+			return nil
+		}
+		sub, rest = rest[0], []string{"--help"}
+	}
+	switch sub {
 	case "create":
-		return keysCreate(ctx, args[1:], stdout, stderr)
+		return keysCreate(ctx, rest, stdout, stderr)
 	case "list":
-		return keysList(ctx, args[1:], stdout, stderr)
+		return keysList(ctx, rest, stdout)
 	case "revoke":
-		return keysRevoke(ctx, args[1:], stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, keysUsage)
-		return nil
+		return keysRevoke(ctx, rest, stdout, stderr)
 	}
-	fmt.Fprint(stderr, keysUsage)
-	return fmt.Errorf("keys: unknown subcommand %q; want create, list or revoke", args[0])
+	return fs.UsageErrorf("unknown subcommand %q; want create, list or revoke", sub)
 }
 
 // keysStoreFlags are the flags that say which store to open.
@@ -57,13 +65,10 @@ type keysStoreFlags struct {
 	configPath, storeURL string
 }
 
-func newKeysFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *keysStoreFlags) {
-	fs := flag.NewFlagSet("keys "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, keysUsage+"\nFlags:\n")
-		fs.PrintDefaults()
-	}
+// newKeysFlagSet is the flags of `llmgw keys sub`, starting with those
+// that name the store.
+func newKeysFlagSet(sub, synopsis, about string, stdout io.Writer) (*cli.FlagSet, *keysStoreFlags) {
+	fs := cli.NewFlagSet("keys "+sub, synopsis, about, stdout)
 	var sf keysStoreFlags
 	fs.StringVar(&sf.configPath, "config", "", "configuration `file` naming the store")
 	fs.StringVar(&sf.storeURL, "store", "", "store `URL`: sqlite:PATH, postgres://... (overrides the config's)")
@@ -72,7 +77,7 @@ func newKeysFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *keysStoreFla
 
 // parseKeysFlags parses args with flags and arguments in any order, and returns
 // the arguments.
-func parseKeysFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+func parseKeysFlags(fs *cli.FlagSet, args []string) ([]string, error) {
 	var rest []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -105,28 +110,33 @@ var keysFlagNames = map[string]string{
 	"expires_in":    "--expires",
 }
 
+const keysCreateAbout = `Creates an API key for a tenant, with the models it may use, its rate
+limits, budgets, priority and lifetime, and prints the key alone on stdout:
+it is shown this once. Flags and the key's fields are checked before the
+store is opened.`
+
 func keysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, sf := newKeysFlagSet("create", stderr)
+	fs, sf := newKeysFlagSet("create", "[flags] (--config FILE | --store URL) --tenant PATH", keysCreateAbout, stdout)
 	var (
 		spec   keys.Spec
 		models string
 	)
 	fs.StringVar(&spec.Tenant, "tenant", "", "tenant `path` the key belongs to: org, org/team or org/team/user")
 	fs.StringVar(&spec.Name, "name", "", "a `name` for people to recognise the key by")
-	fs.StringVar(&models, "models", "", "comma-separated `globs` of the models the key may use (default every model)")
+	fs.StringVar(&models, "models", "", "comma-separated `list` of globs of the models the key may use (unset: every model)")
 	fs.Int64Var(&spec.RPM, "rpm", 0, "requests a minute (0: no limit)")
 	fs.Int64Var(&spec.TPM, "tpm", 0, "tokens a minute (0: no limit)")
 	fs.Int64Var(&spec.BudgetTokens, "budget-tokens", 0, "tokens a budget period (0: no budget)")
 	fs.Float64Var(&spec.BudgetUSD, "budget-usd", 0, "US dollars a budget period (0: no budget)")
-	fs.StringVar(&spec.Period, "period", "", "budget `period`: day or month (default month)")
-	fs.StringVar(&spec.Priority, "priority", "", "`class`: critical, standard or sheddable (default standard)")
-	fs.StringVar(&spec.ExpiresIn, "expires", "", "lifetime, such as 720h or 90d (default never)")
+	fs.ChoiceVar(&spec.Period, "period", "", []string{tenant.PeriodDay, tenant.PeriodMonth}, "the budgets' period (default month)")
+	fs.ChoiceVar(&spec.Priority, "priority", "", []string{tenant.PriorityCritical, tenant.PriorityStandard, tenant.PrioritySheddable}, "the key's priority class under load (default standard)")
+	fs.StringVar(&spec.ExpiresIn, "expires", "", "lifetime: a `duration` such as 720h, or days such as 90d (unset: never)")
 	rest, err := parseKeysFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(rest) > 0 {
-		return fmt.Errorf("keys create takes no arguments, got %d", len(rest))
+		return fs.UsageErrorf("unexpected argument %q", rest[0])
 	}
 	for _, g := range strings.Split(models, ",") {
 		if g = strings.TrimSpace(g); g != "" {
@@ -135,7 +145,7 @@ func keysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	// Check before opening the store, so a typo creates no database file.
 	if _, err := spec.Validate(); err != nil {
-		return keysFlagError(err)
+		return cli.BadUsage("keys create", keysFlagError(err))
 	}
 	st, err := sf.open(ctx)
 	if err != nil {
@@ -165,14 +175,17 @@ func keysFlagError(err error) error {
 	return err
 }
 
-func keysList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, sf := newKeysFlagSet("list", stderr)
+const keysListAbout = `Lists the keys in the store as a table: each key's id, name, tenant, models,
+limits, budgets, priority, dates and status; never its secret or hash.`
+
+func keysList(ctx context.Context, args []string, stdout io.Writer) error {
+	fs, sf := newKeysFlagSet("list", "[flags] (--config FILE | --store URL)", keysListAbout, stdout)
 	rest, err := parseKeysFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(rest) > 0 {
-		return fmt.Errorf("keys list takes no arguments, got %d", len(rest))
+		return fs.UsageErrorf("unexpected argument %q", rest[0])
 	}
 	st, err := sf.open(ctx)
 	if err != nil {
@@ -248,19 +261,23 @@ func cellBudget(l tenant.Limits) string {
 	return strings.Join(parts, ", ")
 }
 
-func keysRevoke(ctx context.Context, args []string, stderr io.Writer) error {
-	fs, sf := newKeysFlagSet("revoke", stderr)
+const keysRevokeAbout = `Revokes the key with the id ID (key_ and 12 characters, as keys list shows).
+Running gateways refuse it within a second. Revoking a revoked key is not an
+error.`
+
+func keysRevoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, sf := newKeysFlagSet("revoke", "[flags] (--config FILE | --store URL) ID", keysRevokeAbout, stdout)
 	rest, err := parseKeysFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(rest) != 1 {
-		return fmt.Errorf("keys revoke takes one key id, got %d arguments", len(rest))
+		return fs.UsageErrorf("takes one key id, got %d arguments", len(rest))
 	}
 	id := rest[0]
 	if !keys.ValidID(id) {
 		// Not repeated: it might be the key itself, pasted by mistake.
-		return errors.New("keys revoke: the argument is not a key id (key_ and 12 characters, as keys list shows)")
+		return fs.Errorf("the argument is not a key id (key_ and 12 characters, as keys list shows)")
 	}
 	st, err := sf.open(ctx)
 	if err != nil {

@@ -127,11 +127,11 @@ func TestKeysCommandErrors(t *testing.T) {
 		{"bad glob", []string{"create", "--store", storeURL, "--tenant", "acme", "--models", "ok,[x"}, "--models"},
 		{"bad expiry", []string{"create", "--store", storeURL, "--tenant", "acme", "--expires", "later"}, "--expires"},
 		{"not a number", []string{"create", "--store", storeURL, "--tenant", "acme", "--rpm", "lots"}, "invalid value"},
-		{"stray argument", []string{"create", "--store", storeURL, "--tenant", "acme", "extra"}, "no arguments"},
+		{"stray argument", []string{"create", "--store", storeURL, "--tenant", "acme", "extra"}, `unexpected argument "extra"`},
 		{"revoke without id", []string{"revoke", "--store", storeURL}, "one key id"},
 		{"revoke a plaintext key", []string{"revoke", "--store", storeURL, plain}, "not a key id"},
 		{"revoke unknown", []string{"revoke", "--store", storeURL, "key_abcdefghijkl"}, "no key key_abcdefghijkl"},
-		{"list with argument", []string{"list", "--store", storeURL, "x"}, "no arguments"},
+		{"list with argument", []string{"list", "--store", storeURL, "x"}, `unexpected argument "x"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,7 +7,6 @@ package app
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -15,26 +14,19 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/cli"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
 )
 
-const usageUsage = `Usage:
-  llmgw usage (--config FILE | --store URL) [--tenant PREFIX] [--key ID] [--since DURATION] [--by model|tenant|key]
+const usageAbout = `Prints requests, errors (status 400 and above), tokens and cost from the
+store's usage ledger, one row per group and a total. --tenant includes the
+tenants below the path.`
 
-Prints requests, errors (status 400 and above), tokens and cost, one row
-per group and a total. --tenant includes the tenants below the path.
-`
-
-// UsageCommand runs `llmgw usage`, printing the table on stdout; flag
-// problems and help go to stderr.
+// UsageCommand runs `llmgw usage`, printing the table on stdout; errors
+// go to stderr.
 func UsageCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("usage", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usageUsage+"\nFlags:\n")
-		fs.PrintDefaults()
-	}
+	fs := cli.NewFlagSet("usage", "[flags] (--config FILE | --store URL)", usageAbout, stdout)
 	var (
 		configPath, storeURL string
 		q                    usage.Query
@@ -42,33 +34,28 @@ func UsageCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	)
 	fs.StringVar(&configPath, "config", "", "configuration `file` naming the store")
 	fs.StringVar(&storeURL, "store", "", "store `URL`: sqlite:PATH, postgres://... (overrides the config's)")
-	fs.StringVar(&q.TenantPrefix, "tenant", "", "tenant `path` to sum, with the tenants below it (default every tenant)")
-	fs.StringVar(&q.KeyID, "key", "", "key `ID` to sum (default every key)")
-	fs.StringVar(&since, "since", "", "how far back to sum, such as 24h or 30d (default all time)")
-	fs.StringVar(&q.By, "by", "", "group by `model`, tenant or key (default one total)")
+	fs.StringVar(&q.TenantPrefix, "tenant", "", "tenant `path` to sum, with the tenants below it (unset: every tenant)")
+	fs.StringVar(&q.KeyID, "key", "", "key `ID` to sum (unset: every key)")
+	fs.StringVar(&since, "since", "", "how far back to sum: a `duration` such as 24h, or days such as 30d (unset: all time)")
+	fs.ChoiceVar(&q.By, "by", "", []string{usage.ByModel, usage.ByTenant, usage.ByKey}, "group the rows by model, tenant or key (unset: one total)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("usage takes no arguments, got %q", fs.Arg(0))
+	if err := fs.NoArgs(); err != nil {
+		return err
 	}
 	// Check everything before opening the store, so a typo creates no
 	// database file.
-	switch q.By {
-	case "", usage.ByModel, usage.ByTenant, usage.ByKey:
-	default:
-		return fmt.Errorf("--by: want model, tenant or key, got %q", q.By)
-	}
 	if q.TenantPrefix != "" {
 		if _, err := tenant.ParsePath(q.TenantPrefix); err != nil {
-			return fmt.Errorf("--tenant: %w", err)
+			return fs.Errorf("--tenant: %w", err)
 		}
 	}
 	now := time.Now()
 	if since != "" {
 		d, err := parseSince(since)
 		if err != nil {
-			return fmt.Errorf("--since: %w", err)
+			return fs.Errorf("--since: %w", err)
 		}
 		q.Since = now.Add(-d)
 	}

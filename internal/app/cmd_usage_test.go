@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,11 +142,11 @@ func TestUsageCommandErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--store", url, "--by", "pool"}, `--by: want model, tenant or key, got "pool"`},
+		{[]string{"--store", url, "--by", "pool"}, `invalid value "pool" for flag --by: want model, tenant or key`},
 		{[]string{"--store", url, "--since", "yesterday"}, `--since: "yesterday" is not a duration`},
 		{[]string{"--store", url, "--since", "-2h"}, "--since: must be positive"},
 		{[]string{"--store", url, "--tenant", "acme//x"}, "--tenant: tenant path"},
-		{[]string{"--store", url, "extra"}, `usage takes no arguments, got "extra"`},
+		{[]string{"--store", url, "extra"}, `unexpected argument "extra"`},
 		{[]string{"--store", "mysql://u:secret@db/x"}, `scheme "mysql" is not supported`},
 		{[]string{"--config", filepath.Join(dir, "missing.yaml")}, "load config"},
 		{[]string{"--nope"}, "flag provided but not defined"},
@@ -162,7 +163,8 @@ func TestUsageCommandErrors(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "never.db")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("refused commands created the database: %v", err)
 	}
-	if _, errOut, err := runUsage(t, "-h"); !errors.Is(err, flag.ErrHelp) || !strings.Contains(errOut, "llmgw usage") {
-		t.Errorf("usage -h: got %v and %q, want flag.ErrHelp and the usage text", err, errOut)
+	var stdout bytes.Buffer
+	if err := UsageCommand(t.Context(), []string{"-h"}, &stdout, io.Discard); !errors.Is(err, flag.ErrHelp) || !strings.HasPrefix(stdout.String(), "usage: llmgw usage") {
+		t.Errorf("usage -h: got %v and %q, want flag.ErrHelp and the usage text on stdout", err, stdout.String())
 	}
 }

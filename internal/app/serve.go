@@ -5,13 +5,12 @@ package app
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/cli"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/sim"
@@ -23,33 +22,34 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
+const serveAbout = `Serves the OpenAI API and, on a second listener, metrics, health and the
+admin API. With --config the pools, models and tenants come from the file;
+with --upstream and --model, one model is served by the servers named; with
+neither, a demo model is served by two simulated backends. --listen,
+--admin-listen, --store, --auth and --http override the file.`
+
 // ServeCommand runs `llmgw serve` until ctx ends.
 func ServeCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet("serve", "[flags]", serveAbout, stdout)
 	var (
 		configPath  = fs.String("config", "", "configuration `file`")
 		listen      = fs.String("listen", "", "API listener `address` (default "+config.DefaultListen+")")
 		adminListen = fs.String("admin-listen", "", "admin listener `address`: metrics, health, admin API (default "+config.DefaultAdminListen+")")
 		model       = fs.String("model", "", "with --upstream: the model `name` the upstreams serve")
-		storeURL    = fs.String("store", "", "store `URL`: sqlite:PATH, postgres://..., memory: (overrides the config)")
-		auth        = fs.String("auth", "", "keys or none (overrides the config)")
-		httpImpl    = fs.String("http", "", "llmgw or net/http: the HTTP/1.1 server and upstream client (overrides the config)")
-		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
+		storeURL    = fs.String("store", "", "store `URL`: sqlite:PATH, postgres://..., memory:")
+		auth        = fs.Choice("auth", "", []string{"keys", "none"}, "whether requests need an API key")
+		httpImpl    = fs.Choice("http", "", []string{config.HTTPLlmgw, config.HTTPNetHTTP}, "the HTTP/1.1 server and upstream client")
+		logLevel    = fs.LogLevel(slog.LevelInfo, "the least severe log lines written to stderr; debug logs every request")
 		upstreams   listFlag
 	)
 	fs.Var(&upstreams, "upstream", "an OpenAI-compatible server's base `URL`, such as http://10.0.0.7:8000/v1; repeat for a pool")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	if err := fs.NoArgs(); err != nil {
+		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: *logLevel}))
 
 	var (
 		cfg  *config.Config
@@ -58,14 +58,14 @@ func ServeCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	)
 	switch {
 	case *configPath != "" && len(upstreams) > 0:
-		return errors.New("give --config or --upstream, not both")
+		return fs.Errorf("give --config or --upstream, not both")
 	case *configPath != "":
 		if cfg, err = config.Load(*configPath); err != nil {
 			return err
 		}
 	case len(upstreams) > 0:
 		if *model == "" {
-			return errors.New("--upstream needs --model: the name the upstreams serve")
+			return fs.Errorf("--upstream needs --model: the name the upstreams serve")
 		}
 		cfg = upstreamConfig(*model, catalog.KindOpenAI, upstreams)
 	default:

@@ -13,10 +13,10 @@ package bench
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/cli"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/tokenize"
 )
 
@@ -73,17 +74,15 @@ type options struct {
 	simSpeed               float64
 	simInstant             bool
 	outputTokens           int
+	logLevel               slog.Level // of the in-process gateway
 }
 
 // Command runs `llmgw bench` with args (the flags after "bench"): the
 // table goes to stdout, progress and diagnostics to stderr.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, err := parseFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
+	o, err := parseFlags(args, stdout)
 	if err != nil {
-		return err
+		return cli.BadUsage("bench", err)
 	}
 	texts := NewTexts(tokenize.Count)
 	out := &Output{
@@ -193,28 +192,17 @@ func newClient() *http.Client {
 	return &http.Client{Transport: tr}
 }
 
-const usageText = `usage: llmgw bench --workload chat|burst|mixed|flat|trace [--trace FILE]
-        [--rate R | --sweep A:B:STEP] [--duration D] [--seed N] [--quick]
-        [--json FILE] [--plot FILE] (--target URL | --spawn-sim N [--direct])
-        [--policy NAME] [--admission on|off] [--time-scale X] [--length-scale X]
-        [--model NAME] [--concurrency-cap N] [--api-key KEY] [--api-keys FILE]
-
-Sends a seeded, open-loop workload and reports latency, goodput and prefix
+const about = `Sends a seeded, open-loop workload and reports latency, goodput and prefix
 hits. --rate is requests a second averaged over the run, for every workload
-(chat starts sessions at rate / mean turns). Latencies in the table are
-milliseconds; the --json file has seconds.
+(chat starts sessions at rate / mean turns); a trace's timestamps set its
+arrivals instead. Latencies in the table are milliseconds; the --json file
+has seconds.`
 
-`
-
-func parseFlags(args []string, stderr io.Writer) (*options, error) {
+// parseFlags reads the command line; help goes to stdout.
+func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	o := &options{}
-	fs := flag.NewFlagSet("llmgw bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usageText)
-		fs.PrintDefaults()
-	}
-	fs.StringVar(&o.workload, "workload", WorkloadChat, "workload: chat, burst, mixed, flat or trace")
+	fs := cli.NewFlagSet("bench", "[flags] (--target URL | --spawn-sim N)", about, stdout)
+	fs.ChoiceVar(&o.workload, "workload", WorkloadChat, []string{WorkloadChat, WorkloadBurst, WorkloadMixed, WorkloadFlat, WorkloadTrace}, "the workload to send")
 	fs.StringVar(&o.tracePath, "trace", "", "trace `file` to replay with --workload trace: Mooncake .jsonl or Azure .csv")
 	fs.Float64Var(&o.rate, "rate", defaultRate, "offered load in requests a second, averaged over the run")
 	sweep := fs.String("sweep", "", "run once per rate `A:B:STEP` from A to B, instead of --rate")
@@ -226,13 +214,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.targetURL, "target", "", "base `URL` of a gateway or backend, with or without /v1")
 	fs.IntVar(&o.spawn, "spawn-sim", 0, "start `N` simulated replicas in-process behind an in-process gateway")
 	fs.BoolVar(&o.direct, "direct", false, "with --spawn-sim, send straight to the first replica, without the gateway")
-	fs.StringVar(&o.policy, "policy", "", "with --spawn-sim, the gateway's routing policy")
-	fs.StringVar(&o.admission, "admission", "off", "with --spawn-sim, the gateway's SLO-aware admission: on or off")
+	fs.StringVar(&o.policy, "policy", "", "with --spawn-sim, the `name` of the gateway's routing policy")
+	fs.ChoiceVar(&o.admission, "admission", "off", []string{"on", "off"}, "with --spawn-sim, the gateway's SLO-aware admission")
 	fs.Float64Var(&o.timeScale, "time-scale", 1, "trace replay: >1 sends faster (inter-arrival times divided by X)")
 	fs.Float64Var(&o.lengthScale, "length-scale", 1, "trace replay: >1 shortens requests (token counts divided by X, a block becomes 512/X tokens)")
 	fs.StringVar(&o.model, "model", defaultModel, "model `name` sent in every request")
 	fs.IntVar(&o.concurrencyCap, "concurrency-cap", 0, "most requests in flight; arrivals past it are dropped and counted (0: no cap)")
-	fs.StringVar(&o.apiKey, "api-key", "", "bearer `key` for every request (default $"+apiKeyEnv+")")
+	fs.StringVar(&o.apiKey, "api-key", "", "bearer `key` for every request (unset: $"+apiKeyEnv+")")
 	keysPath := fs.String("api-keys", "", "`file` of tenant=key lines: each tenant's requests use its key")
 	fs.DurationVar(&o.slo.TTFT, "slo-ttft", defaultSLOTTFT, "TTFT objective of workloads without classes (0: none)")
 	fs.DurationVar(&o.slo.TPOT, "slo-tpot", defaultSLOTPOT, "TPOT objective of workloads without classes (0: none)")
@@ -240,12 +228,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Float64Var(&o.simSpeed, "sim-speed", 1, "with --spawn-sim, the replicas' speed: 2 is twice as fast")
 	fs.IntVar(&o.outputTokens, "output-tokens", 0, "with --workload flat, every answer's length in tokens (default 16)")
 	fs.BoolVar(&o.simInstant, "sim-instant", false, "with --spawn-sim, replicas answer as fast as they can (for overhead)")
+	logLevel := fs.LogLevel(slog.LevelWarn, "with --spawn-sim, the least severe log lines the gateway writes to stderr")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	if err := fs.NoArgs(); err != nil {
+		return nil, err
 	}
+	o.logLevel = *logLevel
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	o.durationSet, o.drainSet = set["duration"], set["drain"]

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -203,7 +204,7 @@ func TestCommandRejectsBadFlags(t *testing.T) {
 		{[]string{"--workload", "chat"}, "name a target"},
 		{[]string{"--target", "http://x", "--spawn-sim", "2"}, "not both"},
 		{[]string{"--target", "ftp://x"}, "http:// or https://"},
-		{[]string{"--workload", "nope", "--target", "http://x"}, `unknown workload "nope"`},
+		{[]string{"--workload", "nope", "--target", "http://x"}, `invalid value "nope" for flag --workload`},
 		{[]string{"--workload", "trace", "--target", "http://x"}, "needs --trace"},
 		{[]string{"--workload", "trace", "--trace", "t.csv", "--rate", "3", "--target", "http://x"}, "do not apply to a trace"},
 		{[]string{"--trace", "t.csv", "--target", "http://x"}, "needs --workload trace"},
@@ -231,8 +232,9 @@ func TestCommandRejectsBadFlags(t *testing.T) {
 			t.Errorf("bench %v: error or stderr shows a key: %v", tt.args, err)
 		}
 	}
-	if err := Command(context.Background(), []string{"-h"}, io.Discard, io.Discard); err != nil {
-		t.Errorf("-h: %v, want nil", err)
+	var stdout bytes.Buffer
+	if err := Command(context.Background(), []string{"-h"}, &stdout, io.Discard); !errors.Is(err, flag.ErrHelp) || !strings.HasPrefix(stdout.String(), "usage: llmgw bench") {
+		t.Errorf("-h: %v and %q, want flag.ErrHelp and the usage on stdout", err, stdout.String())
 	}
 	if !errors.Is(WritePlot("x.png", &Output{}, nil), ErrPlotFormat) {
 		t.Error("WritePlot(x.png) did not refuse")

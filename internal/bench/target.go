@@ -41,7 +41,7 @@ func openTarget(ctx context.Context, o *options, stderr io.Writer) (*target, err
 }
 
 // spawnSim starts o.spawn replicas on free loopback ports and, unless
-// --direct, a gateway in front of them that logs warnings to stderr.
+// --direct, a gateway in front of them that logs to stderr from --log-level up.
 func spawnSim(ctx context.Context, o *options, stderr io.Writer) (*target, error) {
 	cfg := sim.Config{Model: o.model, Speed: o.simSpeed, FixedTiming: o.simInstant}
 	replicas, err := sim.StartReplicas(ctx, cfg, o.spawn, "127.0.0.1:0")
@@ -62,7 +62,7 @@ func spawnSim(ctx context.Context, o *options, stderr io.Writer) (*target, error
 	}
 	gw, err := app.StartGateway(ctx, app.GatewayOptions{
 		Model: o.model, Kind: catalog.KindVLLM, Upstreams: upstreams, Policy: o.policy, Admission: o.admission == "on",
-		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel})),
 	})
 	if err != nil {
 		stopReplicas()

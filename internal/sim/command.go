@@ -4,30 +4,33 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"strings"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/cli"
 )
 
 // DefaultListen is where `llmgw sim` listens without --listen: vLLM's port.
 const DefaultListen = "127.0.0.1:8000"
+
+const about = `Runs simulated vLLM replicas serving the OpenAI API: continuous batching
+with chunked prefill, a KV cache with a prefix cache, a bounded waiting queue
+and vLLM's metrics, or fixed timing, and faults on demand. Each replica's
+URL is printed on stdout.`
 
 // Command runs `llmgw sim` with args (the flags after "sim"): it starts the
 // replicas, prints where each listens to stdout, and serves until ctx ends.
 // Setting any of --ttft, --tpot or --prefill-per-token, even to 0, selects
 // fixed timing; --ttft 0 --tpot 0 answers as fast as it can.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: llmgw sim [flags]\n\nRuns simulated vLLM replicas serving the OpenAI API.\n\nFlags:")
-		fs.PrintDefaults()
-	}
+	fs := cli.NewFlagSet("sim", "[flags]", about, stdout)
 	var cfg Config
-	listen := fs.String("listen", DefaultListen, "address of the first replica; the others take the ports after it (port 0: any free ports)")
+	listen := fs.String("listen", DefaultListen, "`address` of the first replica; the others take the ports after it (port 0: any free ports)")
 	replicas := fs.Int("replicas", 1, "number of replicas")
-	fs.StringVar(&cfg.Model, "model", DefaultModel, "model name served")
+	fs.StringVar(&cfg.Model, "model", DefaultModel, "model `name` served")
 	fs.Float64Var(&cfg.Speed, "speed", 1, "speed factor: 2 runs everything twice as fast")
 	fs.IntVar(&cfg.MaxSeqs, "max-seqs", DefaultMaxSeqs, "most sequences running at once")
 	fs.IntVar(&cfg.MaxBatchedTokens, "max-batched-tokens", DefaultMaxBatchedTokens, "token budget of one step, decodes and prefill chunks")
@@ -40,7 +43,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&cfg.TTFT, "ttft", 0, "fixed timing: time to first token before prefill")
 	fs.DurationVar(&cfg.TPOT, "tpot", 0, "fixed timing: time per output token")
 	fs.DurationVar(&cfg.PrefillPerToken, "prefill-per-token", 0, "fixed timing: added time to first token per uncached prompt token")
-	fs.Int64Var(&cfg.Seed, "seed", 0, "varies output text and lengths")
+	seed := fs.Uint64("seed", 0, "varies output text and lengths: the same seed gives the same answers")
 	f := &cfg.Faults
 	fs.Float64Var(&f.ErrorRate, "error-rate", 0, "fault: share of requests (0-1) answered with an error")
 	fs.IntVar(&f.ErrorStatus, "error-status", 0, "fault: the error's status, 429, 500 or 503 (0: any of them)")
@@ -49,15 +52,15 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&f.Refuse, "refuse", false, "fault: refuse connections")
 	fs.DurationVar(&f.RefuseFor, "refuse-for", 0, "fault: with --refuse, accept connections again after this long")
 	fs.Float64Var(&f.Slow, "slow", 0, "fault: multiply every step's duration by this")
+	logLevel := fs.LogLevel(slog.LevelInfo, "the least severe log lines written to stderr: the replicas' HTTP server errors are warnings")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("sim: %w", err)
+		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("sim: unexpected arguments %q", fs.Args())
+	if err := fs.NoArgs(); err != nil {
+		return err
 	}
+	cfg.Seed = int64(*seed) // the same bits: replicas mix the seed as a uint64
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: *logLevel}))
 	fs.Visit(func(fl *flag.Flag) {
 		switch fl.Name {
 		case "ttft", "tpot", "prefill-per-token":
@@ -65,10 +68,10 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	})
 	if *replicas < 1 {
-		return fmt.Errorf("sim: --replicas: must be at least 1, got %d", *replicas)
+		return fs.Errorf("--replicas: must be at least 1, got %d", *replicas)
 	}
 	if err := f.Validate(); err != nil {
-		return fmt.Errorf("sim: %w", err)
+		return cli.BadUsage("sim", faultFlagError(err))
 	}
 
 	rs, err := StartReplicas(ctx, cfg, *replicas, *listen)
@@ -87,4 +90,24 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		r.Close()
 	}
 	return nil
+}
+
+// faultFlags maps a Faults field, as Faults.Validate names it, to its flag.
+var faultFlags = map[string]string{
+	"error_rate":        "--error-rate",
+	"error_status":      "--error-status",
+	"die_after_tokens":  "--die-after",
+	"stall_first_token": "--stall",
+	"refuse_for":        "--refuse-for",
+	"slow":              "--slow",
+}
+
+// faultFlagError words an error of Faults.Validate with the flag's name
+// instead of the JSON field's.
+func faultFlagError(err error) error {
+	field, msg, ok := strings.Cut(err.Error(), ": ")
+	if name, known := faultFlags[field]; ok && known {
+		return fmt.Errorf("%s: %s", name, msg)
+	}
+	return err
 }

@@ -21,6 +21,7 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -77,6 +78,11 @@ type Config struct {
 
 	// Faults are the faults the replica starts with.
 	Faults Faults
+
+	// Logger gets a Replica's HTTP server errors, such as a connection
+	// that broke mid-request, at level warn; nil means the log package's
+	// standard logger, as net/http has it.
+	Logger *slog.Logger
 }
 
 // Defaults, from a mid-size model (8B parameters, bf16) on one H100 SXM.

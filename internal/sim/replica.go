@@ -7,6 +7,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -47,6 +48,9 @@ func Start(ctx context.Context, cfg Config, addr string) (*Replica, error) {
 		done: make(chan struct{}),
 	}
 	r.hs = &http.Server{Handler: r.srv, ReadHeaderTimeout: readHeaderTimeout}
+	if cfg.Logger != nil {
+		r.hs.ErrorLog = slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)
+	}
 	r.mu.Lock()
 	r.ln = ln
 	r.serve(ln)
