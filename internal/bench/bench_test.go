@@ -158,8 +158,12 @@ func TestCommandSweep(t *testing.T) {
 	if out["requests"].(float64) != total {
 		t.Errorf("top-level requests %v, want the runs' sum %v", out["requests"], total)
 	}
-	if strings.Count(table, "\n") != 4 {
-		t.Errorf("sweep table should have a header and three rows:\n%s", table)
+	if lines := strings.Split(strings.TrimSpace(table), "\n"); len(lines) != 6 || !strings.HasPrefix(lines[5], "capacity at SLO") {
+		t.Errorf("sweep table should have the setup, a header, three rows and the capacity:\n%s", table)
+	}
+	if out["capacity_at_slo"] != 60.0 || out["capacity_lower_bound"] != true || out["capacity_unit"] != "req/s" {
+		t.Errorf("capacity %v, lower bound %v, unit %v; want 60, true, req/s: every rate passed",
+			out["capacity_at_slo"], out["capacity_lower_bound"], out["capacity_unit"])
 	}
 	checkSVG(t, plotPath)
 }
@@ -205,7 +209,8 @@ func TestCommandRejectsBadFlags(t *testing.T) {
 		{[]string{"--target", "ftp://x"}, "http:// or https://"},
 		{[]string{"--workload", "nope", "--target", "http://x"}, `unknown workload "nope"`},
 		{[]string{"--workload", "trace", "--target", "http://x"}, "needs --trace"},
-		{[]string{"--workload", "trace", "--trace", "t.csv", "--rate", "3", "--target", "http://x"}, "do not apply to a trace"},
+		{[]string{"--workload", "trace", "--trace", "t.csv", "--rate", "3", "--target", "http://x"}, "does not apply to a trace"},
+		{[]string{"--workload", "trace", "--trace", "t.csv", "--sweep", "1:2:1", "--time-scale", "2", "--target", "http://x"}, "--time-scale or --sweep"},
 		{[]string{"--trace", "t.csv", "--target", "http://x"}, "needs --workload trace"},
 		{[]string{"--time-scale", "2", "--target", "http://x"}, "only to --workload trace"},
 		{[]string{"--rate", "0", "--target", "http://x"}, "--rate must be a positive number"},
@@ -214,7 +219,21 @@ func TestCommandRejectsBadFlags(t *testing.T) {
 		{[]string{"--sweep", "1:5", "--target", "http://x"}, "want A:B:STEP"},
 		{[]string{"--policy", "p2c", "--target", "http://x"}, "--policy applies only with --spawn-sim"},
 		{[]string{"--spawn-sim", "2", "--admission", "maybe"}, "on or off"},
-		{[]string{"--spawn-sim", "1", "--direct", "--policy", "p2c"}, "--direct bypasses the gateway"},
+		{[]string{"--spawn-sim", "1", "--direct", "--policy", "round_robin"}, "--direct bypasses the gateway"},
+		{[]string{"--spawn-sim", "2", "--direct", "--gateways", "2"}, "--direct bypasses the gateway"},
+		{[]string{"--spawn-sim", "2", "--policy", "p2c"}, `--policy: unknown policy "p2c": want one of auto, round_robin`},
+		{[]string{"--spawn-sim", "2", "--gateways", "0"}, "--gateways must be at least 1"},
+		{[]string{"--target", "http://x", "--gateways", "2"}, "--gateways applies only with --spawn-sim"},
+		{[]string{"--target", "http://x", "--sim-speeds", "1,2"}, "--sim-speeds applies only with --spawn-sim"},
+		{[]string{"--target", "http://x", "--sim-fault", "0:kill@1s"}, "--sim-fault applies only with --spawn-sim"},
+		{[]string{"--spawn-sim", "3", "--sim-speeds", "1,2"}, "lists 2 speeds for --spawn-sim 3"},
+		{[]string{"--spawn-sim", "2", "--sim-speeds", "1,2", "--sim-speed", "2"}, "--sim-speed or --sim-speeds, not both"},
+		{[]string{"--spawn-sim", "2", "--sim-speeds", "1,0"}, "want positive speeds"},
+		{[]string{"--spawn-sim", "2", "--sim-speeds", "1,,2"}, "want positive speeds"},
+		{[]string{"--spawn-sim", "2", "--sim-fault", "2:kill@1s"}, "replica 2 does not exist; --spawn-sim 2 makes replicas 0 to 1"},
+		{[]string{"--spawn-sim", "2", "--sim-fault", "1:crash@1s"}, `unknown fault "crash"`},
+		{[]string{"--spawn-sim", "2", "--sim-fault", "1:kill@1s", "--sim-fault", "1:stall@2s+1s"}, "replica 1 is already dead after 1:kill@1s"},
+		{[]string{"--spawn-sim", "2", "--sim-fault", "0:stall@1s+2s", "--sim-fault", "0:stall@2s+1s"}, "overlaps 0:stall@1s+2s"},
 		{[]string{"--plot", "out.png", "--target", "http://x"}, "SVG only"},
 		{[]string{"--duration", "0s", "--target", "http://x"}, "--duration must be positive"},
 		{[]string{"--api-keys", badKeys, "--target", "http://x"}, "line 2: want tenant=key"},
