@@ -357,3 +357,94 @@ func TestPlotTitle(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandSpawnSimPool runs against a pool shaped by the flags: replica
+// speeds, two gateways and faults, all said in the report.
+func TestCommandSpawnSimPool(t *testing.T) {
+	jsonPath := filepath.Join(t.TempDir(), "out.json")
+	var stdout, stderr bytes.Buffer
+	args := []string{"--workload", "flat", "--rate", "40", "--duration", "1s", "--sim-instant", "--json", jsonPath,
+		"--spawn-sim", "3", "--sim-speeds", "1,1,0.5", "--gateways", "2", "--policy", "round_robin",
+		"--sim-fault", "2:stall@100ms+200ms", "--sim-fault", "1:kill@500ms"}
+	if err := Command(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("bench: %v\nstderr:\n%s", err, stderr.String())
+	}
+	out := readJSON(t, jsonPath)
+	if out["requests"].(float64) != 40 {
+		t.Errorf("requests %v, want 40", out["requests"])
+	}
+	want := map[string]any{
+		"policy": "round_robin",
+		"pool":   map[string]any{"replicas": 3.0, "speeds": []any{1.0, 1.0, 0.5}, "gateways": 2.0, "instant": true},
+		"faults": []any{
+			map[string]any{"spec": "2:stall@100ms+200ms", "replica": 2.0, "kind": "stall", "at_s": 0.1, "for_s": 0.2},
+			map[string]any{"spec": "1:kill@500ms", "replica": 1.0, "kind": "kill", "at_s": 0.5},
+		},
+	}
+	for k, v := range want {
+		if diff := cmp.Diff(v, out[k]); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", k, diff)
+		}
+	}
+	for _, line := range []string{"fault at 100ms: replica 2 stalls for 200ms", "fault at 500ms: replica 1 killed"} {
+		if !strings.Contains(stderr.String(), line) {
+			t.Errorf("stderr lacks %q:\n%s", line, stderr.String())
+		}
+	}
+	if first, _, _ := strings.Cut(stdout.String(), "\n"); !strings.Contains(first, "3 simulated replicas (instant) behind 2 gateways, policy round_robin") ||
+		!strings.Contains(first, "faults 2:stall@100ms+200ms 1:kill@500ms") {
+		t.Errorf("table's first line %q does not say the pool, policy and faults", first)
+	}
+}
+
+// TestSpawnSimSpeeds starts a pool with a speed per replica.
+func TestSpawnSimSpeeds(t *testing.T) {
+	o := &options{model: defaultModel, spawn: 3, simSpeeds: []float64{1, 2, 0.5}, policy: "round_robin", admission: "off", gateways: 2}
+	tgt, err := spawnSim(t.Context(), o, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	var speeds []float64
+	for _, r := range tgt.replicas {
+		speeds = append(speeds, r.Speed())
+	}
+	if diff := cmp.Diff([]float64{1, 2, 0.5}, speeds); diff != "" {
+		t.Errorf("replica speeds (-want +got):\n%s", diff)
+	}
+	if len(tgt.URLs) != 2 || tgt.URLs[0] == tgt.URLs[1] {
+		t.Errorf("gateway URLs %v, want two", tgt.URLs)
+	}
+}
+
+// TestCommandTraceSweep sweeps a trace's time scale: each run says its
+// time scale, its offered rate and the trace's prefix hit ceiling, and
+// capacity is in time scale.
+func TestCommandTraceSweep(t *testing.T) {
+	srv := (&fakeServer{}).start(t)
+	jsonPath := filepath.Join(t.TempDir(), "out.json")
+	table := runCommand(t, "--workload", "trace", "--trace", "testdata/mooncake-tiny.jsonl", "--sweep", "20:40:20", "--length-scale", "8",
+		"--target", srv.URL, "--json", jsonPath, "--plot", filepath.Join(t.TempDir(), "out.svg"))
+	out := readJSON(t, jsonPath)
+	// At length scale 8 blocks are 64 tokens; requests of 150, 88, 192 and
+	// 38 tokens see 0, 88, 128 and 0 of them earlier in the trace.
+	ceiling := 216.0 / 468
+	runs := out["runs"].([]any)
+	if len(runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(runs))
+	}
+	for i, r := range runs {
+		run := r.(map[string]any)
+		scale := 20.0 * float64(i+1)
+		// Four requests, the last at 3s of trace time.
+		if run["time_scale"] != scale || run["rate"] != 4/(3/scale) || run["prefix_hit_ceiling"] != ceiling {
+			t.Errorf("run %d: time scale %v, rate %v, ceiling %v; want %v, %v, %v", i, run["time_scale"], run["rate"], run["prefix_hit_ceiling"], scale, 4/(3/scale), ceiling)
+		}
+	}
+	if out["prefix_hit_ceiling"] != ceiling || out["capacity_unit"] != "time_scale" || out["capacity_at_slo"] != 40.0 {
+		t.Errorf("ceiling %v, capacity %v %v; want %v and 40 time_scale", out["prefix_hit_ceiling"], out["capacity_at_slo"], out["capacity_unit"], ceiling)
+	}
+	if !strings.Contains(table, "time scale") || !strings.Contains(table, "hit ceiling") || !strings.Contains(table, "capacity at SLO") {
+		t.Errorf("table:\n%s", table)
+	}
+}

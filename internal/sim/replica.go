@@ -160,3 +160,6 @@ func (r *Replica) Close() {
 // connections are refused, and it stays down. It is Close, named for what
 // a fault schedule means by it.
 func (r *Replica) Kill() { r.Close() }
+
+// Speed is the replica's speed factor, 1 unless its Config said otherwise.
+func (r *Replica) Speed() float64 { return r.srv.cfg.Speed }
