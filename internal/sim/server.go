@@ -100,6 +100,9 @@ func (s *Server) Close() {
 	s.faultMu.Lock()
 	stopTimer(&s.refuseTimer)
 	stopTimer(&s.hangTimer)
+	if ch := s.hung.Swap(nil); ch != nil {
+		close(*ch) // requests held by a hang now meet the stopped engine
+	}
 	s.faultMu.Unlock()
 }
 
