@@ -37,12 +37,13 @@ var metavarKinds = map[string]func(string) error{
 	"KEY":      nil,
 	"LIST":     nil, // comma-separated
 	"A:B:STEP": nil,
+	"FAULT":    nil, // R:kill@T or R:stall@T+D
 	"N":        func(s string) error { _, err := strconv.ParseInt(s, 10, 64); return err },
 	"X":        func(s string) error { _, err := strconv.ParseFloat(s, 64); return err },
 	"DURATION": func(s string) error { _, err := time.ParseDuration(s); return err },
 }
 
-var choicesMetavar = regexp.MustCompile(`^[a-z0-9/]+(\|[a-z0-9/]+)+$`)
+var choicesMetavar = regexp.MustCompile(`^[a-z0-9/_]+(\|[a-z0-9/_]+)+$`)
 
 // usageFlag is a flag as usage shows it.
 type usageFlag struct {

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/cli"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/tokenize"
 )
 
@@ -72,7 +73,10 @@ type options struct {
 	keys                   map[string]string // by tenant
 	slo                    SLO
 	simSpeed               float64
+	simSpeeds              []float64 // from --sim-speeds: one per replica; nil means simSpeed for all
 	simInstant             bool
+	simFaults              []SimFault
+	gateways               int
 	outputTokens           int
 	logLevel               slog.Level // of the in-process gateway
 }
@@ -89,47 +93,81 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		Workload: o.workload, Seed: o.seed, Model: o.model, Quick: o.quick,
 		DurationS: o.duration.Seconds(), Direct: o.direct, Target: redactURL(o.targetURL),
 	}
-	if o.workload == WorkloadTrace {
+	trace := o.workload == WorkloadTrace
+	if trace {
 		out.Trace, out.TimeScale, out.LenScale = o.tracePath, o.timeScale, o.lengthScale
 	}
 	if o.spawn > 0 {
 		out.Target = fmt.Sprintf("spawn-sim:%d", o.spawn)
+		out.Pool = &Pool{Replicas: o.spawn, Speeds: o.replicaSpeeds(), Instant: o.simInstant}
 		if !o.direct {
-			out.Policy, out.Admission = o.policy, o.admission
+			out.Policy, out.Admission, out.Pool.Gateways = o.policy, o.admission, o.gateways
+		}
+		out.Faults = o.simFaults
+	}
+	// points are the sweep's values: offered rates, or a trace's time
+	// scales.
+	points := o.rates
+	if points == nil {
+		points = []float64{o.rate}
+		if trace {
+			points = []float64{o.timeScale}
 		}
 	}
-	rates := o.rates
-	if rates == nil {
-		rates = []float64{o.rate}
+	sweep := len(points) > 1
+	if sweep && trace {
+		out.TimeScale = 0 // each run has its own
 	}
 	var all [][]Result // each run's results
 	var single []Result
-	for i, rate := range rates {
-		label := fmt.Sprintf("%s rate %g", o.workload, rate)
-		if o.workload == WorkloadTrace {
+	var ceiling prefixCeiling
+	for i, x := range points {
+		spec := Spec{
+			Workload: o.workload, Rate: x, Duration: o.duration, Seed: o.seed, Quick: o.quick, SLO: o.slo,
+			TracePath: o.tracePath, TimeScale: o.timeScale, LengthScale: o.lengthScale, OutputTokens: o.outputTokens,
+		}
+		label := fmt.Sprintf("%s rate %g", o.workload, x)
+		if trace {
+			spec.Rate, spec.TimeScale = 0, x
 			label = "trace " + o.tracePath
+			if sweep {
+				label += fmt.Sprintf(" time scale %g", x)
+			}
 		}
-		if len(rates) > 1 {
-			label = fmt.Sprintf("[%d/%d] %s", i+1, len(rates), label)
+		if sweep {
+			label = fmt.Sprintf("[%d/%d] %s", i+1, len(points), label)
 		}
-		results, err := runOnce(ctx, o, texts, rate, label, stderr)
+		run, err := runOnce(ctx, o, texts, spec, label, stderr)
 		if err != nil {
 			return err
 		}
-		writeErrors(stderr, results)
-		all = append(all, results)
-		if len(rates) > 1 {
-			out.Runs = append(out.Runs, Run{Rate: rate, Report: Summarise(results)})
+		writeErrors(stderr, run.results)
+		all = append(all, run.results)
+		ceiling.add(run.ceiling)
+		if sweep {
+			r := Run{Rate: x, Report: Summarise(run.results)}
+			if trace {
+				r.Rate, r.TimeScale, r.PrefixHitCeiling = run.offered, x, run.ceiling.share()
+			}
+			out.Runs = append(out.Runs, r)
+			fmt.Fprintln(stderr, runLine(label, &r))
 		} else {
-			single = results
+			single = run.results
 		}
 		if ctx.Err() != nil {
 			break
 		}
 	}
 	out.Report = SummariseRuns(all...)
-	if len(rates) == 1 && o.workload != WorkloadTrace {
-		out.Rate = rates[0]
+	if trace {
+		out.PrefixHitCeiling = ceiling.share()
+	}
+	if !sweep && !trace {
+		out.Rate = points[0]
+	}
+	if sweep {
+		c := capacityOf(out.Runs, trace)
+		out.Capacity = &c
 	}
 	if o.jsonPath != "" {
 		if err := WriteJSON(o.jsonPath, out); err != nil {
@@ -147,26 +185,46 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return ctx.Err()
 }
 
-// runOnce generates the workload at rate, starts the target, sends the
-// workload and stops the target.
-func runOnce(ctx context.Context, o *options, texts *Texts, rate float64, label string, stderr io.Writer) ([]Result, error) {
-	reqs, err := Generate(Spec{
-		Workload: o.workload, Rate: rate, Duration: o.duration, Seed: o.seed, Quick: o.quick, SLO: o.slo,
-		TracePath: o.tracePath, TimeScale: o.timeScale, LengthScale: o.lengthScale, OutputTokens: o.outputTokens,
-	}, texts)
+// runLine is a sweep's progress line for one finished run.
+func runLine(label string, r *Run) string {
+	return fmt.Sprintf("%s: goodput %.3f, ttft p99 %sms, tpot p99 %sms, %d errors, %d rejected, %d dropped",
+		label, r.Goodput, ms(r.TTFTp99), ms(r.TPOTp99), r.Errors, r.Rejected, r.Dropped)
+}
+
+// oneRun is what runOnce measured.
+type oneRun struct {
+	results []Result
+	// offered is the requests a second the workload scheduled: its count
+	// over the time from the run's start to its last arrival.
+	offered float64
+	ceiling prefixCeiling
+}
+
+// runOnce generates the workload of spec, starts the target, sends the
+// workload with the faults scheduled from its start, and stops the target.
+func runOnce(ctx context.Context, o *options, texts *Texts, spec Spec, label string, stderr io.Writer) (oneRun, error) {
+	reqs, err := Generate(spec, texts)
 	if err != nil {
-		return nil, err
+		return oneRun{}, err
 	}
 	if len(reqs) == 0 {
-		return nil, fmt.Errorf("the %s workload at rate %g over %v has no requests; raise --rate or --duration", o.workload, rate, o.duration)
+		return oneRun{}, fmt.Errorf("the %s workload at rate %g over %v has no requests; raise --rate or --duration", o.workload, spec.Rate, o.duration)
+	}
+	run := oneRun{offered: spec.Rate, ceiling: ceilingOf(reqs)}
+	if last := reqs[len(reqs)-1].At; spec.Workload == WorkloadTrace && last > 0 {
+		run.offered = float64(len(reqs)) / last.Seconds()
 	}
 	tgt, err := openTarget(ctx, o, stderr)
 	if err != nil {
-		return nil, err
+		return oneRun{}, err
 	}
 	defer tgt.Close()
+	urls := make([]string, len(tgt.URLs))
+	for i, u := range tgt.URLs {
+		urls[i] = u + "/chat/completions"
+	}
 	d := &Driver{
-		Client: newClient(), URL: tgt.URL + "/chat/completions", Model: o.model,
+		Client: newClient(), URLs: urls, Seed: o.seed, Model: o.model,
 		APIKey: o.apiKey, Keys: o.keys, Cap: o.concurrencyCap, Drain: o.drain,
 		Progress: NewProgress(len(reqs)),
 	}
@@ -174,10 +232,12 @@ func runOnce(ctx context.Context, o *options, texts *Texts, rate float64, label 
 	showCtx, stopShow := context.WithCancel(ctx)
 	shown := make(chan struct{})
 	go func() { d.Progress.Show(showCtx, stderr, label); close(shown) }()
-	results := d.Run(ctx, reqs)
+	stopFaults := tgt.startFaults(o.simFaults, stderr)
+	run.results = d.Run(ctx, reqs)
+	stopFaults()
 	stopShow()
 	<-shown
-	return results, nil
+	return run, nil
 }
 
 // newClient is an HTTP client for many concurrent streams to one host:
@@ -205,7 +265,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	fs.ChoiceVar(&o.workload, "workload", WorkloadChat, []string{WorkloadChat, WorkloadBurst, WorkloadMixed, WorkloadFlat, WorkloadTrace}, "the workload to send")
 	fs.StringVar(&o.tracePath, "trace", "", "trace `file` to replay with --workload trace: Mooncake .jsonl or Azure .csv")
 	fs.Float64Var(&o.rate, "rate", defaultRate, "offered load in requests a second, averaged over the run")
-	sweep := fs.String("sweep", "", "run once per rate `A:B:STEP` from A to B, instead of --rate")
+	sweep := fs.String("sweep", "", "run once per rate `A:B:STEP` from A to B, instead of --rate; with a trace, once per time scale")
 	fs.DurationVar(&o.duration, "duration", defaultDuration, "how long arrivals go on per run (10s with --quick; the whole trace for trace unless set)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the workload: the same seed sends the same requests")
 	fs.BoolVar(&o.quick, "quick", false, "a short representative run, under 40 seconds end to end")
@@ -214,7 +274,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	fs.StringVar(&o.targetURL, "target", "", "base `URL` of a gateway or backend, with or without /v1")
 	fs.IntVar(&o.spawn, "spawn-sim", 0, "start `N` simulated replicas in-process behind an in-process gateway")
 	fs.BoolVar(&o.direct, "direct", false, "with --spawn-sim, send straight to the first replica, without the gateway")
-	fs.StringVar(&o.policy, "policy", "", "with --spawn-sim, the `name` of the gateway's routing policy")
+	fs.ChoiceVar(&o.policy, "policy", catalog.PolicyAuto, catalog.Policies, "with --spawn-sim, the gateway's routing policy")
 	fs.ChoiceVar(&o.admission, "admission", "off", []string{"on", "off"}, "with --spawn-sim, the gateway's SLO-aware admission")
 	fs.Float64Var(&o.timeScale, "time-scale", 1, "trace replay: >1 sends faster (inter-arrival times divided by X)")
 	fs.Float64Var(&o.lengthScale, "length-scale", 1, "trace replay: >1 shortens requests (token counts divided by X, a block becomes 512/X tokens)")
@@ -229,6 +289,17 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	fs.IntVar(&o.outputTokens, "output-tokens", 0, "with --workload flat, every answer's length in tokens (default 16)")
 	fs.BoolVar(&o.simInstant, "sim-instant", false, "with --spawn-sim, replicas answer as fast as they can (for overhead)")
 	logLevel := fs.LogLevel(slog.LevelWarn, "with --spawn-sim, the least severe log lines the gateway writes to stderr")
+	fs.Func("sim-speeds", "with --spawn-sim, each replica's speed, a `list` with one per replica such as 1,1,1,0.667 (instead of --sim-speed)", func(v string) error {
+		speeds, err := parseSpeeds(v)
+		o.simSpeeds = speeds
+		return err
+	})
+	fs.Func("sim-fault", "with --spawn-sim, a `fault` from each run's start: R:kill@T crashes replica R (0-based) for good, R:stall@T+D hangs it for D; repeatable", func(v string) error {
+		f, err := parseSimFault(v)
+		o.simFaults = append(o.simFaults, f)
+		return err
+	})
+	fs.IntVar(&o.gateways, "gateways", 1, "with --spawn-sim, `N` gateways in front of the same replicas; each request goes to one at random (from --seed)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -249,8 +320,11 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 		if o.tracePath == "" {
 			return nil, fmt.Errorf("--workload trace needs --trace FILE")
 		}
-		if set["rate"] || set["sweep"] {
-			return nil, fmt.Errorf("--rate and --sweep do not apply to a trace: its timestamps set the arrivals; use --time-scale")
+		if set["rate"] {
+			return nil, fmt.Errorf("--rate does not apply to a trace: its timestamps set the arrivals; use --time-scale, or --sweep over time scales")
+		}
+		if set["sweep"] && set["time-scale"] {
+			return nil, fmt.Errorf("give --time-scale or --sweep, not both: a trace's sweep is over time scales")
 		}
 	default:
 		return nil, fmt.Errorf("--workload: unknown workload %q: want chat, burst, mixed, flat or trace", o.workload)
@@ -321,7 +395,7 @@ func (o *options) checkTarget(set map[string]bool) error {
 		return fmt.Errorf("--spawn-sim must be a positive number of replicas, got %d", o.spawn)
 	}
 	if o.targetURL != "" {
-		for _, f := range []string{"direct", "policy", "admission", "sim-speed", "sim-instant"} {
+		for _, f := range []string{"direct", "policy", "admission", "sim-speed", "sim-speeds", "sim-instant", "sim-fault", "gateways"} {
 			if set[f] {
 				return fmt.Errorf("--%s applies only with --spawn-sim", f)
 			}
@@ -338,8 +412,22 @@ func (o *options) checkTarget(set map[string]bool) error {
 	if !(o.simSpeed > 0) || math.IsInf(o.simSpeed, 0) {
 		return fmt.Errorf("--sim-speed must be positive, got %v", o.simSpeed)
 	}
-	if o.direct && (o.policy != "" || set["admission"]) {
-		return fmt.Errorf("--direct bypasses the gateway: --policy and --admission do not apply")
+	if o.simSpeeds != nil {
+		if set["sim-speed"] {
+			return fmt.Errorf("give --sim-speed or --sim-speeds, not both")
+		}
+		if len(o.simSpeeds) != o.spawn {
+			return fmt.Errorf("--sim-speeds lists %d speeds for --spawn-sim %d: give one per replica", len(o.simSpeeds), o.spawn)
+		}
+	}
+	if err := checkFaults(o.simFaults, o.spawn); err != nil {
+		return err
+	}
+	if o.gateways < 1 {
+		return fmt.Errorf("--gateways must be at least 1, got %d", o.gateways)
+	}
+	if o.direct && (set["policy"] || set["admission"] || set["gateways"]) {
+		return fmt.Errorf("--direct bypasses the gateway: --policy, --admission and --gateways do not apply")
 	}
 	if set["output-tokens"] && (o.workload != WorkloadFlat || o.outputTokens <= 0) {
 		return fmt.Errorf("--output-tokens takes a positive length, and applies only to --workload flat")
@@ -369,6 +457,19 @@ func (o *options) applyQuick() {
 			o.drain = quickSweepDrain
 		}
 	}
+}
+
+// parseSpeeds reads a comma-separated list of positive speeds.
+func parseSpeeds(s string) ([]float64, error) {
+	var speeds []float64
+	for _, p := range strings.Split(s, ",") {
+		f, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || !(f > 0) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("want positive speeds separated by commas, such as 1,1,0.5, got %q", s)
+		}
+		speeds = append(speeds, f)
+	}
+	return speeds, nil
 }
 
 // parseSweep reads A:B:STEP as the rates A, A+STEP, ... up to B.

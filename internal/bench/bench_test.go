@@ -159,8 +159,12 @@ func TestCommandSweep(t *testing.T) {
 	if out["requests"].(float64) != total {
 		t.Errorf("top-level requests %v, want the runs' sum %v", out["requests"], total)
 	}
-	if strings.Count(table, "\n") != 4 {
-		t.Errorf("sweep table should have a header and three rows:\n%s", table)
+	if lines := strings.Split(strings.TrimSpace(table), "\n"); len(lines) != 6 || !strings.HasPrefix(lines[5], "capacity at SLO") {
+		t.Errorf("sweep table should have the setup, a header, three rows and the capacity:\n%s", table)
+	}
+	if out["capacity_at_slo"] != 60.0 || out["capacity_lower_bound"] != true || out["capacity_unit"] != "req/s" {
+		t.Errorf("capacity %v, lower bound %v, unit %v; want 60, true, req/s: every rate passed",
+			out["capacity_at_slo"], out["capacity_lower_bound"], out["capacity_unit"])
 	}
 	checkSVG(t, plotPath)
 }
@@ -206,16 +210,31 @@ func TestCommandRejectsBadFlags(t *testing.T) {
 		{[]string{"--target", "ftp://x"}, "http:// or https://"},
 		{[]string{"--workload", "nope", "--target", "http://x"}, `invalid value "nope" for flag --workload`},
 		{[]string{"--workload", "trace", "--target", "http://x"}, "needs --trace"},
-		{[]string{"--workload", "trace", "--trace", "t.csv", "--rate", "3", "--target", "http://x"}, "do not apply to a trace"},
+		{[]string{"--workload", "trace", "--trace", "t.csv", "--rate", "3", "--target", "http://x"}, "does not apply to a trace"},
+		{[]string{"--workload", "trace", "--trace", "t.csv", "--sweep", "1:2:1", "--time-scale", "2", "--target", "http://x"}, "--time-scale or --sweep"},
 		{[]string{"--trace", "t.csv", "--target", "http://x"}, "needs --workload trace"},
 		{[]string{"--time-scale", "2", "--target", "http://x"}, "only to --workload trace"},
 		{[]string{"--rate", "0", "--target", "http://x"}, "--rate must be a positive number"},
 		{[]string{"--rate", "2", "--sweep", "1:2:1", "--target", "http://x"}, "not both"},
 		{[]string{"--sweep", "5:1:1", "--target", "http://x"}, "B must not be below A"},
 		{[]string{"--sweep", "1:5", "--target", "http://x"}, "want A:B:STEP"},
-		{[]string{"--policy", "p2c", "--target", "http://x"}, "--policy applies only with --spawn-sim"},
+		{[]string{"--policy", "round_robin", "--target", "http://x"}, "--policy applies only with --spawn-sim"},
 		{[]string{"--spawn-sim", "2", "--admission", "maybe"}, "on or off"},
-		{[]string{"--spawn-sim", "1", "--direct", "--policy", "p2c"}, "--direct bypasses the gateway"},
+		{[]string{"--spawn-sim", "1", "--direct", "--policy", "round_robin"}, "--direct bypasses the gateway"},
+		{[]string{"--spawn-sim", "2", "--direct", "--gateways", "2"}, "--direct bypasses the gateway"},
+		{[]string{"--spawn-sim", "2", "--policy", "p2c"}, `invalid value "p2c" for flag --policy: want auto, round_robin`},
+		{[]string{"--spawn-sim", "2", "--gateways", "0"}, "--gateways must be at least 1"},
+		{[]string{"--target", "http://x", "--gateways", "2"}, "--gateways applies only with --spawn-sim"},
+		{[]string{"--target", "http://x", "--sim-speeds", "1,2"}, "--sim-speeds applies only with --spawn-sim"},
+		{[]string{"--target", "http://x", "--sim-fault", "0:kill@1s"}, "--sim-fault applies only with --spawn-sim"},
+		{[]string{"--spawn-sim", "3", "--sim-speeds", "1,2"}, "lists 2 speeds for --spawn-sim 3"},
+		{[]string{"--spawn-sim", "2", "--sim-speeds", "1,2", "--sim-speed", "2"}, "--sim-speed or --sim-speeds, not both"},
+		{[]string{"--spawn-sim", "2", "--sim-speeds", "1,0"}, "want positive speeds"},
+		{[]string{"--spawn-sim", "2", "--sim-speeds", "1,,2"}, "want positive speeds"},
+		{[]string{"--spawn-sim", "2", "--sim-fault", "2:kill@1s"}, "replica 2 does not exist; --spawn-sim 2 makes replicas 0 to 1"},
+		{[]string{"--spawn-sim", "2", "--sim-fault", "1:crash@1s"}, `unknown fault "crash"`},
+		{[]string{"--spawn-sim", "2", "--sim-fault", "1:kill@1s", "--sim-fault", "1:stall@2s+1s"}, "replica 1 is already dead after 1:kill@1s"},
+		{[]string{"--spawn-sim", "2", "--sim-fault", "0:stall@1s+2s", "--sim-fault", "0:stall@2s+1s"}, "overlaps 0:stall@1s+2s"},
 		{[]string{"--plot", "out.png", "--target", "http://x"}, "SVG only"},
 		{[]string{"--duration", "0s", "--target", "http://x"}, "--duration must be positive"},
 		{[]string{"--api-keys", badKeys, "--target", "http://x"}, "line 2: want tenant=key"},
@@ -338,5 +357,96 @@ func TestPlotTitle(t *testing.T) {
 		if got := plotTitle(&tt.out); got != tt.want {
 			t.Errorf("plotTitle(%+v)\n got %q\nwant %q", tt.out, got, tt.want)
 		}
+	}
+}
+
+// TestCommandSpawnSimPool runs against a pool shaped by the flags: replica
+// speeds, two gateways and faults, all said in the report.
+func TestCommandSpawnSimPool(t *testing.T) {
+	jsonPath := filepath.Join(t.TempDir(), "out.json")
+	var stdout, stderr bytes.Buffer
+	args := []string{"--workload", "flat", "--rate", "40", "--duration", "1s", "--sim-instant", "--json", jsonPath,
+		"--spawn-sim", "3", "--sim-speeds", "1,1,0.5", "--gateways", "2", "--policy", "round_robin",
+		"--sim-fault", "2:stall@100ms+200ms", "--sim-fault", "1:kill@500ms"}
+	if err := Command(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("bench: %v\nstderr:\n%s", err, stderr.String())
+	}
+	out := readJSON(t, jsonPath)
+	if out["requests"].(float64) != 40 {
+		t.Errorf("requests %v, want 40", out["requests"])
+	}
+	want := map[string]any{
+		"policy": "round_robin",
+		"pool":   map[string]any{"replicas": 3.0, "speeds": []any{1.0, 1.0, 0.5}, "gateways": 2.0, "instant": true},
+		"faults": []any{
+			map[string]any{"spec": "2:stall@100ms+200ms", "replica": 2.0, "kind": "stall", "at_s": 0.1, "for_s": 0.2},
+			map[string]any{"spec": "1:kill@500ms", "replica": 1.0, "kind": "kill", "at_s": 0.5},
+		},
+	}
+	for k, v := range want {
+		if diff := cmp.Diff(v, out[k]); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", k, diff)
+		}
+	}
+	for _, line := range []string{"fault at 100ms: replica 2 stalls for 200ms", "fault at 500ms: replica 1 killed"} {
+		if !strings.Contains(stderr.String(), line) {
+			t.Errorf("stderr lacks %q:\n%s", line, stderr.String())
+		}
+	}
+	if first, _, _ := strings.Cut(stdout.String(), "\n"); !strings.Contains(first, "3 simulated replicas (instant) behind 2 gateways, policy round_robin") ||
+		!strings.Contains(first, "faults 2:stall@100ms+200ms 1:kill@500ms") {
+		t.Errorf("table's first line %q does not say the pool, policy and faults", first)
+	}
+}
+
+// TestSpawnSimSpeeds starts a pool with a speed per replica.
+func TestSpawnSimSpeeds(t *testing.T) {
+	o := &options{model: defaultModel, spawn: 3, simSpeeds: []float64{1, 2, 0.5}, policy: "round_robin", admission: "off", gateways: 2}
+	tgt, err := spawnSim(t.Context(), o, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	var speeds []float64
+	for _, r := range tgt.replicas {
+		speeds = append(speeds, r.Speed())
+	}
+	if diff := cmp.Diff([]float64{1, 2, 0.5}, speeds); diff != "" {
+		t.Errorf("replica speeds (-want +got):\n%s", diff)
+	}
+	if len(tgt.URLs) != 2 || tgt.URLs[0] == tgt.URLs[1] {
+		t.Errorf("gateway URLs %v, want two", tgt.URLs)
+	}
+}
+
+// TestCommandTraceSweep sweeps a trace's time scale: each run says its
+// time scale, its offered rate and the trace's prefix hit ceiling, and
+// capacity is in time scale.
+func TestCommandTraceSweep(t *testing.T) {
+	srv := (&fakeServer{}).start(t)
+	jsonPath := filepath.Join(t.TempDir(), "out.json")
+	table := runCommand(t, "--workload", "trace", "--trace", "testdata/mooncake-tiny.jsonl", "--sweep", "20:40:20", "--length-scale", "8",
+		"--target", srv.URL, "--json", jsonPath, "--plot", filepath.Join(t.TempDir(), "out.svg"))
+	out := readJSON(t, jsonPath)
+	// At length scale 8 blocks are 64 tokens; requests of 150, 88, 192 and
+	// 38 tokens see 0, 88, 128 and 0 of them earlier in the trace.
+	ceiling := 216.0 / 468
+	runs := out["runs"].([]any)
+	if len(runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(runs))
+	}
+	for i, r := range runs {
+		run := r.(map[string]any)
+		scale := 20.0 * float64(i+1)
+		// Four requests, the last at 3s of trace time.
+		if run["time_scale"] != scale || run["rate"] != 4/(3/scale) || run["prefix_hit_ceiling"] != ceiling {
+			t.Errorf("run %d: time scale %v, rate %v, ceiling %v; want %v, %v, %v", i, run["time_scale"], run["rate"], run["prefix_hit_ceiling"], scale, 4/(3/scale), ceiling)
+		}
+	}
+	if out["prefix_hit_ceiling"] != ceiling || out["capacity_unit"] != "time_scale" || out["capacity_at_slo"] != 40.0 {
+		t.Errorf("ceiling %v, capacity %v %v; want %v and 40 time_scale", out["prefix_hit_ceiling"], out["capacity_at_slo"], out["capacity_unit"], ceiling)
+	}
+	if !strings.Contains(table, "time scale") || !strings.Contains(table, "hit ceiling") || !strings.Contains(table, "capacity at SLO") {
+		t.Errorf("table:\n%s", table)
 	}
 }

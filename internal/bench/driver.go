@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync"
@@ -111,7 +112,13 @@ type Driver struct {
 	Client *http.Client
 	// URL is the chat completions endpoint,
 	// such as http://127.0.0.1:8080/v1/chat/completions.
-	URL   string
+	URL string
+	// URLs, when it holds more than one, are chat completions endpoints
+	// alike, such as gateways in front of one pool: each request goes to
+	// one of them at random, drawn from Seed in schedule order, and URL is
+	// unused.
+	URLs  []string
+	Seed  uint64
 	Model string
 	// APIKey, when set, is sent as a bearer token; Keys, by tenant, wins
 	// over it for the tenants it names.
@@ -142,10 +149,12 @@ func (d *Driver) Run(ctx context.Context, reqs []Request) []Result {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
+	pick := d.picker()
 	i := 0
 schedule:
 	for ; i < len(reqs); i++ {
 		r := &reqs[i]
+		url := pick()
 		if wait := r.At - time.Since(start); wait > 0 {
 			timer.Reset(wait)
 			select {
@@ -168,7 +177,7 @@ schedule:
 		go func() {
 			defer wg.Done()
 			defer inflight.Add(-1)
-			d.do(reqCtx, r, res, start)
+			d.do(reqCtx, url, r, res, start)
 			d.Progress.done(res.Outcome)
 		}()
 	}
@@ -197,10 +206,26 @@ schedule:
 	return results
 }
 
-// do sends one request and measures its stream into res.
-func (d *Driver) do(ctx context.Context, r *Request, res *Result, runStart time.Time) {
+// urlStream is the PCG stream that spreads requests over Driver.URLs.
+const urlStream = 0x75726c73 // "urls"
+
+// picker returns the endpoint of each request in turn.
+func (d *Driver) picker() func() string {
+	if len(d.URLs) <= 1 {
+		url := d.URL
+		if len(d.URLs) == 1 {
+			url = d.URLs[0]
+		}
+		return func() string { return url }
+	}
+	rng := rand.New(rand.NewPCG(d.Seed, urlStream))
+	return func() string { return d.URLs[rng.IntN(len(d.URLs))] }
+}
+
+// do sends one request to url and measures its stream into res.
+func (d *Driver) do(ctx context.Context, url string, r *Request, res *Result, runStart time.Time) {
 	body := requestBody(d.Model, r)
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		res.Outcome, res.Err = OutcomeError, err.Error()
 		return

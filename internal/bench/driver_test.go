@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -221,5 +222,54 @@ func TestRequestBodyEscapes(t *testing.T) {
 	}
 	if want := "a\"b\\c\n\t\x01é<&>"; got.Messages[0].Content != want {
 		t.Errorf("content %q, want %q", got.Messages[0].Content, want)
+	}
+}
+
+// TestDriverSpreadsOverURLs sends to two servers: each gets a share, and
+// the same seed sends the same requests to the same server.
+func TestDriverSpreadsOverURLs(t *testing.T) {
+	spread := func(seed uint64) [2][]int {
+		var got [2][]int
+		var mu sync.Mutex
+		var urls []string
+		for i := range 2 {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var body struct {
+					MaxTokens int `json:"max_tokens"`
+				}
+				json.NewDecoder(r.Body).Decode(&body)
+				mu.Lock()
+				got[i] = append(got[i], body.MaxTokens)
+				mu.Unlock()
+				w.Header().Set("Content-Type", "text/event-stream")
+				fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n")
+			}))
+			t.Cleanup(srv.Close)
+			urls = append(urls, srv.URL+"/v1/chat/completions")
+		}
+		reqs := simpleRequests(40, 0, 1)
+		for i := range reqs {
+			reqs[i].MaxTokens = i + 1 // names the request
+		}
+		d := &Driver{Client: newClient(), URLs: urls, Seed: seed, Model: "m"}
+		for _, r := range d.Run(context.Background(), reqs) {
+			if r.Outcome != OutcomeOK {
+				t.Fatalf("outcome %v: %s", r.Outcome, r.Err)
+			}
+		}
+		for i := range got {
+			slices.Sort(got[i])
+		}
+		return got
+	}
+	a, b := spread(7), spread(7)
+	if len(a[0]) < 5 || len(a[1]) < 5 || len(a[0])+len(a[1]) != 40 {
+		t.Errorf("requests per server %d and %d; want both a share of 40", len(a[0]), len(a[1]))
+	}
+	if diff := cmp.Diff(a, b); diff != "" {
+		t.Errorf("the same seed spread requests differently (-first +second):\n%s", diff)
+	}
+	if c := spread(8); cmp.Equal(a, c) {
+		t.Error("seeds 7 and 8 spread requests the same way")
 	}
 }

@@ -66,22 +66,40 @@ const (
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"}
 
 func sweepPlot(out *Output) []byte {
-	var rates, ttft50, ttft99, tpot99, itl99, good []float64
+	var xs, ttft50, ttft99, tpot99, itl99, good []float64
+	xLabel := "offered rate (req/s)"
+	if out.Trace != "" {
+		xLabel = "time scale (arrivals ×)"
+	}
 	for _, r := range out.Runs {
-		rates = append(rates, r.Rate)
+		x := r.Rate
+		if out.Trace != "" {
+			x = r.TimeScale
+		}
+		xs = append(xs, x)
 		ttft50 = append(ttft50, r.TTFTp50)
 		ttft99 = append(ttft99, r.TTFTp99)
 		tpot99 = append(tpot99, r.TPOTp99*1000)
 		itl99 = append(itl99, r.ITLp99*1000)
 		good = append(good, r.Goodput)
 	}
+	goodput := panel{title: "goodput (share meeting SLO)", xLabel: xLabel, yLabel: "share", yMin: 0, yMax: 1, lines: []series{
+		{name: "goodput", x: xs, y: good}}}
+	if c := out.Capacity; c != nil && len(xs) > 0 {
+		goodput.lines = append(goodput.lines, series{name: fmt.Sprintf("%.0f%% target", capacityGoodput*100), color: "#999",
+			x: []float64{slices.Min(xs), slices.Max(xs)}, y: []float64{capacityGoodput, capacityGoodput}})
+		name := fmt.Sprintf("capacity %.3g", c.AtSLO)
+		if c.LowerBound {
+			name = "capacity ≥ " + name[len("capacity "):]
+		}
+		goodput.lines = append(goodput.lines, series{name: name, color: "#000", x: []float64{c.AtSLO, c.AtSLO}, y: []float64{0, 1}})
+	}
 	return render(plotTitle(out), []panel{
-		{title: "time to first token", xLabel: "offered rate (req/s)", yLabel: "seconds", lines: []series{
-			{name: "TTFT p50", x: rates, y: ttft50}, {name: "TTFT p99", x: rates, y: ttft99}}},
-		{title: "time per output token", xLabel: "offered rate (req/s)", yLabel: "milliseconds", lines: []series{
-			{name: "TPOT p99", x: rates, y: tpot99}, {name: "ITL p99", x: rates, y: itl99}}},
-		{title: "goodput (share meeting SLO)", xLabel: "offered rate (req/s)", yLabel: "share", yMin: 0, yMax: 1, lines: []series{
-			{name: "goodput", x: rates, y: good}}},
+		{title: "time to first token", xLabel: xLabel, yLabel: "seconds", lines: []series{
+			{name: "TTFT p50", x: xs, y: ttft50}, {name: "TTFT p99", x: xs, y: ttft99}}},
+		{title: "time per output token", xLabel: xLabel, yLabel: "milliseconds", lines: []series{
+			{name: "TPOT p99", x: xs, y: tpot99}, {name: "ITL p99", x: xs, y: itl99}}},
+		goodput,
 	})
 }
 

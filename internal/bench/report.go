@@ -9,35 +9,62 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 )
 
 // Output is the --json file. Its top-level figures are every request of
 // every run; with a sweep, Runs holds one report per rate.
 type Output struct {
-	Workload  string  `json:"workload"`
-	Seed      uint64  `json:"seed"`
-	Target    string  `json:"target"` // the URL, or spawn-sim:N; never a key
-	Direct    bool    `json:"direct,omitempty"`
-	Model     string  `json:"model"`
-	Policy    string  `json:"policy,omitempty"`
-	Admission string  `json:"admission,omitempty"`
-	Quick     bool    `json:"quick"`
-	DurationS float64 `json:"duration_s"` // arrivals of each run; 0 for a whole trace
-	Trace     string  `json:"trace,omitempty"`
-	TimeScale float64 `json:"time_scale,omitempty"`
-	LenScale  float64 `json:"length_scale,omitempty"`
+	Workload  string `json:"workload"`
+	Seed      uint64 `json:"seed"`
+	Target    string `json:"target"` // the URL, or spawn-sim:N; never a key
+	Direct    bool   `json:"direct,omitempty"`
+	Model     string `json:"model"`
+	Policy    string `json:"policy,omitempty"` // the gateways' routing policy; empty with --direct or --target
+	Admission string `json:"admission,omitempty"`
+	// Pool is the shape of the spawned pool; nil with --target.
+	Pool *Pool `json:"pool,omitempty"`
+	// Faults are the faults scheduled on spawned replicas, from each run's
+	// start.
+	Faults    []SimFault `json:"faults,omitempty"`
+	Quick     bool       `json:"quick"`
+	DurationS float64    `json:"duration_s"` // arrivals of each run; 0 for a whole trace
+	Trace     string     `json:"trace,omitempty"`
+	TimeScale float64    `json:"time_scale,omitempty"`
+	LenScale  float64    `json:"length_scale,omitempty"`
 	// Rate is the offered rate of a single run; 0 with a sweep or a trace.
 	Rate float64 `json:"rate,omitempty"`
 	Report
+	// PrefixHitCeiling is, for a trace, the share of its prompt tokens an
+	// unbounded cache shared by every replica would hit (see
+	// prefixCeiling), beside the measured prefix_hit_rate; nil for the
+	// other workloads.
+	PrefixHitCeiling *float64 `json:"prefix_hit_ceiling,omitempty"`
+	// Capacity is a sweep's capacity at SLO; nil for a single run.
+	*Capacity
 	Runs []Run `json:"runs,omitempty"`
 }
 
-// Run is one rate of a sweep.
+// Pool is the shape of a spawned pool.
+type Pool struct {
+	Replicas int       `json:"replicas"`
+	Speeds   []float64 `json:"speeds"`             // each replica's, in order
+	Instant  bool      `json:"instant,omitempty"`  // --sim-instant: speeds do not matter
+	Gateways int       `json:"gateways,omitempty"` // 0 with --direct
+}
+
+// Run is one rate of a sweep, or one time scale of a trace's sweep.
 type Run struct {
-	Rate float64 `json:"rate"` // offered, requests a second
+	// Rate is the offered rate in requests a second: the swept rate, or a
+	// trace's requests over the time to its last arrival at TimeScale.
+	Rate      float64 `json:"rate"`
+	TimeScale float64 `json:"time_scale,omitempty"` // a trace's sweep only
 	Report
+	PrefixHitCeiling *float64 `json:"prefix_hit_ceiling,omitempty"`
 }
 
 // WriteJSON writes out to path, indented.
@@ -68,13 +95,28 @@ func tableRow(s Stats) string {
 // sweep, else the run overall, then by class and by tenant. Latencies are
 // in milliseconds.
 func WriteTable(w io.Writer, out *Output) error {
+	fmt.Fprintln(w, setupLine(out))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if len(out.Runs) > 0 {
-		fmt.Fprintln(tw, "rate\tachieved\t"+tableHeader)
-		for _, r := range out.Runs {
-			fmt.Fprintf(tw, "%g\t%.1f\t%s\n", r.Rate, r.AchievedRate, tableRow(r.Stats))
+		if out.Trace != "" {
+			fmt.Fprintln(tw, "time scale\toffered\tachieved\t"+tableHeader+"hit ceiling\t")
+			for _, r := range out.Runs {
+				fmt.Fprintf(tw, "%g\t%.1f\t%.1f\t%s%s\t\n", r.TimeScale, r.Rate, r.AchievedRate, tableRow(r.Stats), share(r.PrefixHitCeiling))
+			}
+		} else {
+			fmt.Fprintln(tw, "rate\tachieved\t"+tableHeader)
+			for _, r := range out.Runs {
+				fmt.Fprintf(tw, "%g\t%.1f\t%s\n", r.Rate, r.AchievedRate, tableRow(r.Stats))
+			}
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if out.Capacity != nil {
+			_, err := fmt.Fprintln(w, out.Capacity.String())
+			return err
+		}
+		return nil
 	}
 	fmt.Fprintln(tw, "\t\t"+tableHeader)
 	fmt.Fprintf(tw, "all\t\t%s\n", tableRow(out.Stats))
@@ -87,9 +129,67 @@ func WriteTable(w io.Writer, out *Output) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if out.PrefixHitCeiling != nil {
+		fmt.Fprintf(w, "prefix hit rate %.3f of the trace's ceiling %.3f\n", out.PrefixHitRate, *out.PrefixHitCeiling)
+	}
 	_, err := fmt.Fprintf(w, "achieved %.1f req/s over %.1fs; driver lag p99 %sms; latencies in ms\n",
 		out.AchievedRate, out.WallSeconds, ms(out.LagP99))
 	return err
+}
+
+// share formats an optional share for the table; "-" when absent.
+func share(f *float64) string {
+	if f == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", *f)
+}
+
+// setupLine says what a run was sent to: the target, or the spawned
+// pool's shape, the gateways' policy and the faults.
+func setupLine(out *Output) string {
+	var b strings.Builder
+	b.WriteString(out.Workload)
+	if out.Trace != "" {
+		fmt.Fprintf(&b, " %s (lengths ÷%g", filepath.Base(out.Trace), out.LenScale)
+		if out.TimeScale != 0 {
+			fmt.Fprintf(&b, ", time scale %g", out.TimeScale)
+		}
+		b.WriteString(")")
+	}
+	fmt.Fprintf(&b, ", seed %d: ", out.Seed)
+	p := out.Pool
+	if p == nil {
+		b.WriteString(out.Target)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%d simulated replicas", p.Replicas)
+	if p.Instant {
+		b.WriteString(" (instant)")
+	} else {
+		speeds := make([]string, len(p.Speeds))
+		for i, v := range p.Speeds {
+			speeds[i] = strconv.FormatFloat(v, 'g', -1, 64)
+		}
+		fmt.Fprintf(&b, " (speeds %s)", strings.Join(speeds, ","))
+	}
+	if out.Direct {
+		b.WriteString(", direct to replica 0")
+	} else {
+		fmt.Fprintf(&b, " behind %d gateway", p.Gateways)
+		if p.Gateways != 1 {
+			b.WriteString("s")
+		}
+		fmt.Fprintf(&b, ", policy %s, admission %s", out.Policy, out.Admission)
+	}
+	if len(out.Faults) > 0 {
+		faults := make([]string, len(out.Faults))
+		for i, f := range out.Faults {
+			faults[i] = f.String()
+		}
+		fmt.Fprintf(&b, "; faults %s", strings.Join(faults, " "))
+	}
+	return b.String()
 }
 
 // maxErrorKinds is how many distinct error messages a run lists.

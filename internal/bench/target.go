@@ -1,8 +1,8 @@
 package bench
 
 // Where a run's requests go: a URL given with --target, or simulated
-// replicas started in-process with --spawn-sim, behind an in-process
-// gateway unless --direct sends straight to the first replica.
+// replicas started in-process with --spawn-sim, behind one or more
+// in-process gateways unless --direct sends straight to the first replica.
 
 import (
 	"context"
@@ -18,8 +18,11 @@ import (
 
 // target is the endpoint of one run.
 type target struct {
-	URL   string // OpenAI API base, ending in /v1
-	close func() error
+	// URLs are the OpenAI API bases, ending in /v1: one, or one per
+	// gateway with --gateways.
+	URLs     []string
+	replicas []*sim.Replica // spawned; nil for a --target URL
+	close    func() error
 }
 
 // Close stops what the target started; a --target URL has nothing to stop.
@@ -30,50 +33,94 @@ func (t *target) Close() error {
 	return t.close()
 }
 
+// startFaults schedules faults on the target's replicas from now, saying
+// on w as each is applied. The returned stop must be called before Close.
+func (t *target) startFaults(faults []SimFault, w io.Writer) (stop func()) {
+	return scheduleFaults(faults, func(f SimFault) {
+		logFault(w, f)
+		r := t.replicas[f.Replica]
+		switch f.Kind {
+		case FaultKill:
+			r.Kill()
+		case FaultStall:
+			cur := r.Server().Faults()
+			cur.Hang, cur.HangFor = true, f.For
+			r.Server().SetFaults(cur)
+		}
+	})
+}
+
 // openTarget starts or names the target of one run. Spawned replicas are
 // started afresh for every run, so each rate of a sweep begins with cold
 // caches and empty queues.
 func openTarget(ctx context.Context, o *options, stderr io.Writer) (*target, error) {
 	if o.spawn == 0 {
-		return &target{URL: o.targetURL}, nil
+		return &target{URLs: []string{o.targetURL}}, nil
 	}
 	return spawnSim(ctx, o, stderr)
 }
 
-// spawnSim starts o.spawn replicas on free loopback ports and, unless
-// --direct, a gateway in front of them that logs to stderr from --log-level up.
-func spawnSim(ctx context.Context, o *options, stderr io.Writer) (*target, error) {
-	cfg := sim.Config{Model: o.model, Speed: o.simSpeed, FixedTiming: o.simInstant}
-	replicas, err := sim.StartReplicas(ctx, cfg, o.spawn, "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("--spawn-sim: %w", err)
+// replicaSpeeds is each spawned replica's speed: --sim-speeds, or
+// --sim-speed for all.
+func (o *options) replicaSpeeds() []float64 {
+	if o.simSpeeds != nil {
+		return o.simSpeeds
 	}
-	stopReplicas := func() {
-		for _, r := range replicas {
+	speeds := make([]float64, o.spawn)
+	for i := range speeds {
+		speeds[i] = o.simSpeed
+	}
+	return speeds
+}
+
+// spawnSim starts o.spawn replicas on free loopback ports, each at its
+// speed, and, unless --direct, o.gateways gateways in front of them that
+// log to stderr from --log-level up.
+func spawnSim(ctx context.Context, o *options, stderr io.Writer) (*target, error) {
+	t := &target{}
+	var gateways []*app.InProcess
+	stop := func() error {
+		var err error
+		for _, gw := range gateways {
+			if e := gw.Close(); e != nil && !errors.Is(e, context.Canceled) {
+				err = errors.Join(err, e)
+			}
+		}
+		for _, r := range t.replicas {
 			r.Close()
 		}
+		return err
+	}
+	t.close = stop
+	for i, speed := range o.replicaSpeeds() {
+		cfg := sim.Config{Model: o.model, Speed: speed, FixedTiming: o.simInstant}
+		r, err := sim.Start(ctx, cfg, "127.0.0.1:0")
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("--spawn-sim: replica %d: %w", i, err)
+		}
+		t.replicas = append(t.replicas, r)
 	}
 	if o.direct {
-		return &target{URL: replicas[0].URL(), close: func() error { stopReplicas(); return nil }}, nil
+		t.URLs = []string{t.replicas[0].URL()}
+		return t, nil
 	}
-	upstreams := make([]string, len(replicas))
-	for i, r := range replicas {
+	upstreams := make([]string, len(t.replicas))
+	for i, r := range t.replicas {
 		upstreams[i] = r.URL()
 	}
-	gw, err := app.StartGateway(ctx, app.GatewayOptions{
-		Model: o.model, Kind: catalog.KindVLLM, Upstreams: upstreams, Policy: o.policy, Admission: o.admission == "on",
-		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel})),
-	})
-	if err != nil {
-		stopReplicas()
-		return nil, fmt.Errorf("--spawn-sim: starting the gateway: %w", err)
-	}
-	return &target{URL: gw.URL(), close: func() error {
-		err := gw.Close()
-		stopReplicas()
-		if errors.Is(err, context.Canceled) {
-			err = nil
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+	for i := range max(o.gateways, 1) {
+		gw, err := app.StartGateway(ctx, app.GatewayOptions{
+			Model: o.model, Kind: catalog.KindVLLM, Upstreams: upstreams, Policy: o.policy, Admission: o.admission == "on",
+			Logger: log.With("gateway", i),
+		})
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("--spawn-sim: starting gateway %d: %w", i, err)
 		}
-		return err
-	}}, nil
+		gateways = append(gateways, gw)
+		t.URLs = append(t.URLs, gw.URL())
+	}
+	return t, nil
 }

@@ -209,6 +209,7 @@ func replay(s Spec, texts *Texts) ([]Request, error) {
 	}
 	blockTokens := max(1, int(math.Round(MooncakeBlockTokens/ls)))
 	var reqs []Request
+	seen := map[uint64]int{} // key: block id; the most of its tokens sent so far
 	for i, r := range recs {
 		at := time.Duration(float64(r.At) / ts)
 		if s.Duration > 0 && at >= s.Duration {
@@ -217,6 +218,7 @@ func replay(s Spec, texts *Texts) ([]Request, error) {
 		input := scaleTokens(r.Input, ls)
 		var parts []string
 		left := input
+		prefixSeen, shared := 0, true
 		for _, id := range r.Blocks {
 			if left <= 0 {
 				break
@@ -224,6 +226,12 @@ func replay(s Spec, texts *Texts) ([]Request, error) {
 			n := min(blockTokens, left)
 			parts = append(parts, texts.Block(id, n))
 			left -= n
+			if shared {
+				hit := min(n, seen[id])
+				prefixSeen += hit
+				shared = hit == n
+			}
+			seen[id] = max(seen[id], n)
 		}
 		if left > 0 {
 			parts = append(parts, texts.Random(rand.New(rand.NewPCG(uint64(i), uniqueStream)), left))
@@ -232,6 +240,7 @@ func replay(s Spec, texts *Texts) ([]Request, error) {
 			At: at, Tenant: defaultTenant, Class: defaultClass,
 			Prompt:       []Message{{Role: "user", Content: parts}},
 			PromptTokens: input, MaxTokens: max(1, scaleTokens(r.Output, ls)), IgnoreEOS: true, SLO: s.SLO,
+			PrefixSeen: prefixSeen,
 		})
 	}
 	return reqs, nil
@@ -244,4 +253,45 @@ func scaleTokens(n int, scale float64) int {
 		return 0
 	}
 	return max(1, int(math.Round(float64(n)/scale)))
+}
+
+// prefixCeiling is a trace's own prefix hit ceiling: the share of its
+// prompt tokens, as replayed (after length scaling and the --duration
+// cut, in arrival order), that an unbounded prefix cache shared by every
+// replica would serve. A request's prompt is its blocks in order, each
+// 512/length-scale tokens and the last cut to the prompt's length, then
+// text of its own. Walking its blocks from the first, a block's tokens
+// count as hits up to the most of that block an earlier request sent; the
+// walk stops at the first block not wholly seen, since a cache matches
+// prefixes only. Tokens past the blocks never hit. A trace without block
+// ids (Azure) has a ceiling of 0. The ceiling ignores that a server
+// computes at least one prompt token and caches in blocks of its own size,
+// so a perfect router measures slightly below it.
+type prefixCeiling struct {
+	seen, prompt int64 // tokens
+}
+
+// ceilingOf is the prefix hit ceiling of replayed requests.
+func ceilingOf(reqs []Request) prefixCeiling {
+	var c prefixCeiling
+	for i := range reqs {
+		c.seen += int64(reqs[i].PrefixSeen)
+		c.prompt += int64(reqs[i].PromptTokens)
+	}
+	return c
+}
+
+// add pools another run's tokens into c.
+func (c *prefixCeiling) add(o prefixCeiling) {
+	c.seen += o.seen
+	c.prompt += o.prompt
+}
+
+// share is the ceiling, 0 to 1, or nil without prompt tokens.
+func (c prefixCeiling) share() *float64 {
+	if c.prompt == 0 {
+		return nil
+	}
+	f := float64(c.seen) / float64(c.prompt)
+	return &f
 }

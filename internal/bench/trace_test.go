@@ -195,3 +195,61 @@ func TestReplaySharedTraces(t *testing.T) {
 		})
 	}
 }
+
+// TestPrefixCeiling works the tiny trace's ceiling out by hand. At length
+// scale 1 (blocks of 512): request 0 (blocks 0 1 2, 1200 tokens) is all
+// new; request 1 (blocks 0 1, 700 tokens: 512 + 188) was wholly sent
+// before; request 2 (blocks 0 1 3, 1536 tokens) hits 0 and 1, not 3;
+// request 3 (block 7) is new. At scale 4 blocks are 128 tokens and the
+// same walk gives 0, 175, 256 and 0.
+func TestPrefixCeiling(t *testing.T) {
+	tests := []struct {
+		lengthScale float64
+		seen        []int
+		prompt      int64
+	}{
+		{1, []int{0, 700, 1024, 0}, 3736},
+		{4, []int{0, 175, 256, 0}, 934},
+	}
+	for _, tt := range tests {
+		reqs, err := Generate(Spec{Workload: WorkloadTrace, TracePath: "testdata/mooncake-tiny.jsonl", LengthScale: tt.lengthScale}, NewTexts(tokenize.Count))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seen []int
+		for _, r := range reqs {
+			seen = append(seen, r.PrefixSeen)
+		}
+		if diff := cmp.Diff(tt.seen, seen); diff != "" {
+			t.Errorf("scale %v: tokens seen before (-want +got):\n%s", tt.lengthScale, diff)
+		}
+		c := ceilingOf(reqs)
+		want := float64(tt.seen[1]+tt.seen[2]) / float64(tt.prompt)
+		if got := c.share(); got == nil || *got != want {
+			t.Errorf("scale %v: ceiling %v, want %v", tt.lengthScale, got, want)
+		}
+	}
+	// Only a partly seen block hits only what was seen, and ends the walk.
+	dir := t.TempDir()
+	path := filepath.Join(dir, "partial.jsonl")
+	os.WriteFile(path, []byte(`{"timestamp":0,"input_length":600,"output_length":1,"hash_ids":[1,2]}
+{"timestamp":1,"input_length":1536,"output_length":1,"hash_ids":[1,2,3]}
+{"timestamp":2,"input_length":1536,"output_length":1,"hash_ids":[1,2,3]}
+`), 0o644)
+	reqs, err := Generate(Spec{Workload: WorkloadTrace, TracePath: path}, NewTexts(tokenize.Count))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []int
+	for _, r := range reqs {
+		seen = append(seen, r.PrefixSeen)
+	}
+	// Request 1 hits block 1 whole and the 88 tokens of block 2 request 0
+	// sent; request 2 hits all three blocks.
+	if diff := cmp.Diff([]int{0, 512 + 88, 1536}, seen); diff != "" {
+		t.Errorf("tokens seen before (-want +got):\n%s", diff)
+	}
+	if (prefixCeiling{}).share() != nil {
+		t.Error("the ceiling of no prompt tokens is not nil")
+	}
+}

@@ -34,6 +34,10 @@ type Request struct {
 	MaxTokens int
 	IgnoreEOS bool
 	SLO       SLO
+	// PrefixSeen is, for a replayed trace, how many of the prompt's tokens
+	// lie in blocks an earlier request of the trace already sent (see
+	// prefixCeiling).
+	PrefixSeen int
 }
 
 // Message is one chat message. Its text is Content's pieces joined: pieces

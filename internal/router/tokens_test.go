@@ -132,4 +132,3 @@ func TestSLOPressure(t *testing.T) {
 		t.Errorf("pressure of an unknown model = %v, want 0", p)
 	}
 }
-

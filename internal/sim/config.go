@@ -184,6 +184,15 @@ type Faults struct {
 	RefuseFor time.Duration
 	// Slow multiplies every step's duration; 0 and 1 mean normal speed.
 	Slow float64
+	// Hang makes the replica stop answering, as a GPU server whose engine
+	// is stuck does: connections are still accepted, but no step runs and
+	// no request, new or in flight, gets another byte. Streams freeze
+	// mid-way; /health and /metrics wait too. When the hang ends every
+	// request carries on where it stopped. Only /sim/faults still answers.
+	Hang bool
+	// HangFor, when positive with Hang, ends the hang by itself after this
+	// long.
+	HangFor time.Duration
 }
 
 // faultsJSON is Faults on the wire, with the stall as a Go duration string
@@ -196,6 +205,8 @@ type faultsJSON struct {
 	Refuse          bool    `json:"refuse"`
 	RefuseFor       string  `json:"refuse_for"`
 	Slow            float64 `json:"slow"`
+	Hang            bool    `json:"hang"`
+	HangFor         string  `json:"hang_for"`
 }
 
 // MarshalJSON writes f as the admin endpoint shows it.
@@ -203,6 +214,7 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 	return json.Marshal(faultsJSON{
 		ErrorRate: f.ErrorRate, ErrorStatus: f.ErrorStatus, DieAfterTokens: f.DieAfterTokens,
 		StallFirstToken: f.StallFirstToken.String(), Refuse: f.Refuse, RefuseFor: f.RefuseFor.String(), Slow: f.Slow,
+		Hang: f.Hang, HangFor: f.HangFor.String(),
 	})
 }
 
@@ -221,9 +233,14 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
+	hangFor, err := parseDuration("hang_for", j.HangFor)
+	if err != nil {
+		return err
+	}
 	*f = Faults{
 		ErrorRate: j.ErrorRate, ErrorStatus: j.ErrorStatus, DieAfterTokens: j.DieAfterTokens,
 		StallFirstToken: stall, Refuse: j.Refuse, RefuseFor: refuseFor, Slow: j.Slow,
+		Hang: j.Hang, HangFor: hangFor,
 	}
 	return nil
 }
@@ -255,6 +272,8 @@ func (f Faults) Validate() error {
 		return fmt.Errorf("refuse_for: must not be negative, got %v", f.RefuseFor)
 	case f.Slow < 0:
 		return fmt.Errorf("slow: must not be negative, got %v", f.Slow)
+	case f.HangFor < 0:
+		return fmt.Errorf("hang_for: must not be negative, got %v", f.HangFor)
 	}
 	return nil
 }

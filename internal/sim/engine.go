@@ -89,6 +89,9 @@ type engine struct {
 	due     dueHeap    // fixed mode: running sequences by due time; done ones linger until popped
 	kv      *kvCache
 	stopped bool
+	// pausedAt is when the Hang fault stopped the step loop; zero while it
+	// runs.
+	pausedAt time.Time
 }
 
 func newEngine(cfg Config, reg prometheus.Registerer) *engine {
@@ -103,6 +106,50 @@ func newEngine(cfg Config, reg prometheus.Registerer) *engine {
 
 // setSlow sets the Slow fault's step-time multiplier.
 func (e *engine) setSlow(f float64) { e.slow.Store(math.Float64bits(f)) }
+
+// pause stops the step loop as of now: nothing is admitted, no step
+// starts, and a step under way does not end until resume.
+func (e *engine) pause(now time.Time) {
+	e.mu.Lock()
+	if e.pausedAt.IsZero() {
+		e.pausedAt = now
+	}
+	e.mu.Unlock()
+	e.poke()
+}
+
+// resume restarts the step loop as of now. Fixed-mode tokens fall due as
+// much later as the pause lasted, so a sequence's pace is the same on
+// either side of it.
+func (e *engine) resume(now time.Time) {
+	e.mu.Lock()
+	if !e.pausedAt.IsZero() {
+		d := now.Sub(e.pausedAt)
+		for _, s := range e.due {
+			s.due = s.due.Add(d) // the same shift for all keeps the heap's order
+		}
+		e.pausedAt = time.Time{}
+	}
+	e.mu.Unlock()
+	e.poke()
+}
+
+// lockRunning takes e.mu once the engine is not paused, and reports
+// whether it did: false when ctx ended first.
+func (e *engine) lockRunning(ctx context.Context) bool {
+	for {
+		e.mu.Lock()
+		if e.pausedAt.IsZero() {
+			return true
+		}
+		e.mu.Unlock()
+		select {
+		case <-e.wake:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
 
 // scaled is d as this replica runs it: divided by Speed, multiplied by Slow.
 func (e *engine) scaled(d time.Duration) time.Duration {
@@ -164,7 +211,9 @@ func (e *engine) run(ctx context.Context) {
 	timer.Stop()
 	defer e.stop()
 	for {
-		e.mu.Lock()
+		if !e.lockRunning(ctx) {
+			return
+		}
 		now := time.Now()
 		e.admit(now)
 		if !e.cfg.FixedTiming && len(e.running) > 0 {
@@ -176,7 +225,9 @@ func (e *engine) run(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			}
-			e.mu.Lock()
+			if !e.lockRunning(ctx) { // a hang holds the step under way
+				return
+			}
 			e.commit(time.Now())
 			e.mu.Unlock()
 			continue

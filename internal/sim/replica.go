@@ -158,3 +158,12 @@ func (r *Replica) Close() {
 		r.srv.Close()
 	})
 }
+
+// Kill crashes the replica: its listener and every open connection close
+// at once, so streams in flight break off without an end and new
+// connections are refused, and it stays down. It is Close, named for what
+// a fault schedule means by it.
+func (r *Replica) Kill() { r.Close() }
+
+// Speed is the replica's speed factor, 1 unless its Config said otherwise.
+func (r *Replica) Speed() float64 { return r.srv.cfg.Speed }

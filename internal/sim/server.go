@@ -38,10 +38,13 @@ type Server struct {
 	ids       atomic.Uint64
 
 	faults atomic.Pointer[Faults]
+	// hung, while the Hang fault is on, is closed when it ends; nil
+	// otherwise.
+	hung atomic.Pointer[chan struct{}]
 
-	faultMu     sync.Mutex // protects faultGen, refuseTimer and onRefuse, and orders SetFaults calls
-	faultGen    uint64     // counts SetFaults calls, so a stale RefuseFor timer does nothing
+	faultMu     sync.Mutex // protects refuseTimer, hangTimer and onRefuse, and orders SetFaults calls
 	refuseTimer *time.Timer
+	hangTimer   *time.Timer
 	onRefuse    func(refuse bool) // set by a Replica to close or reopen its listener
 
 	rngMu sync.Mutex // protects rng
@@ -95,8 +98,10 @@ func (s *Server) Close() {
 	s.stopLoop()
 	<-s.loopDone
 	s.faultMu.Lock()
-	if s.refuseTimer != nil {
-		s.refuseTimer.Stop()
+	stopTimer(&s.refuseTimer)
+	stopTimer(&s.hangTimer)
+	if ch := s.hung.Swap(nil); ch != nil {
+		close(*ch) // requests held by a hang now meet the stopped engine
 	}
 	s.faultMu.Unlock()
 }
@@ -108,44 +113,83 @@ func (s *Server) Model() string { return s.cfg.Model }
 func (s *Server) Faults() Faults { return *s.faults.Load() }
 
 // SetFaults replaces the injected faults. Out-of-range values are clamped:
-// rates into 0–1, negatives to zero, an unknown status to 0.
+// rates into 0–1, negatives to zero, an unknown status to 0. RefuseFor and
+// HangFor count from this call.
 func (s *Server) SetFaults(f Faults) {
 	s.faultMu.Lock()
 	defer s.faultMu.Unlock()
-	s.setFaultsLocked(f)
-}
-
-func (s *Server) setFaultsLocked(f Faults) {
 	f.ErrorRate = min(max(f.ErrorRate, 0), 1)
 	f.DieAfterTokens = max(f.DieAfterTokens, 0)
 	f.StallFirstToken = max(f.StallFirstToken, 0)
 	f.RefuseFor = max(f.RefuseFor, 0)
+	f.HangFor = max(f.HangFor, 0)
 	f.Slow = max(f.Slow, 0)
 	if f.ErrorStatus != 429 && f.ErrorStatus != 500 && f.ErrorStatus != 503 {
 		f.ErrorStatus = 0
 	}
+	s.applyFaultsLocked(f)
+	stopTimer(&s.refuseTimer)
+	stopTimer(&s.hangTimer)
+	if f.Refuse && f.RefuseFor > 0 {
+		s.endAfter(&s.refuseTimer, f.RefuseFor, func(f *Faults) { f.Refuse, f.RefuseFor = false, 0 })
+	}
+	if f.Hang && f.HangFor > 0 {
+		s.endAfter(&s.hangTimer, f.HangFor, func(f *Faults) { f.Hang, f.HangFor = false, 0 })
+	}
+}
+
+// endAfter sets *slot to a timer that, after d, clears one fault with
+// end, leaving the others and their timers as they are. A timer no longer
+// in its slot when it fires does nothing. s.faultMu must be held.
+func (s *Server) endAfter(slot **time.Timer, d time.Duration, end func(*Faults)) {
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
+		s.faultMu.Lock()
+		defer s.faultMu.Unlock()
+		if *slot != t {
+			return // the faults changed since
+		}
+		*slot = nil
+		cur := *s.faults.Load()
+		end(&cur)
+		s.applyFaultsLocked(cur)
+	})
+	*slot = t
+}
+
+func stopTimer(slot **time.Timer) {
+	if *slot != nil {
+		(*slot).Stop()
+		*slot = nil
+	}
+}
+
+// applyFaultsLocked puts f in force: the step time, the listener and the
+// hang. s.faultMu must be held.
+func (s *Server) applyFaultsLocked(f Faults) {
 	old := s.faults.Swap(&f)
 	s.eng.setSlow(f.Slow)
-	s.faultGen++
-	if s.refuseTimer != nil {
-		s.refuseTimer.Stop()
-		s.refuseTimer = nil
-	}
-	if f.Refuse && f.RefuseFor > 0 {
-		gen := s.faultGen
-		s.refuseTimer = time.AfterFunc(f.RefuseFor, func() {
-			s.faultMu.Lock()
-			defer s.faultMu.Unlock()
-			if s.faultGen != gen {
-				return // the faults changed since
-			}
-			cur := *s.faults.Load()
-			cur.Refuse, cur.RefuseFor = false, 0
-			s.setFaultsLocked(cur)
-		})
-	}
 	if s.onRefuse != nil && (old == nil || old.Refuse != f.Refuse) {
 		s.onRefuse(f.Refuse)
+	}
+	if wasHung := old != nil && old.Hang; wasHung != f.Hang {
+		s.setHung(f.Hang)
+	}
+}
+
+// setHung starts or ends a hang: the engine stops or resumes stepping,
+// and requests arriving wait at the door until it ends.
+func (s *Server) setHung(hung bool) {
+	now := time.Now()
+	if hung {
+		ch := make(chan struct{})
+		s.hung.Store(&ch)
+		s.eng.pause(now)
+		return
+	}
+	s.eng.resume(now)
+	if ch := s.hung.Swap(nil); ch != nil {
+		close(*ch)
 	}
 }
 
@@ -159,8 +203,17 @@ func (s *Server) setOnRefuse(fn func(bool)) {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.faults.Load().Refuse && r.URL.Path != "/sim/faults" {
-		panic(http.ErrAbortHandler) // cuts the connection, logging nothing
+	if r.URL.Path != "/sim/faults" {
+		if s.faults.Load().Refuse {
+			panic(http.ErrAbortHandler) // cuts the connection, logging nothing
+		}
+		if hung := s.hung.Load(); hung != nil {
+			select {
+			case <-*hung:
+			case <-r.Context().Done():
+				return
+			}
+		}
 	}
 	s.mux.ServeHTTP(w, r)
 }
