@@ -297,7 +297,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 // close releases what newGateway opened.
 func (g *Gateway) close() {
 	if g.router != nil {
-		g.router.CloseIdle()
+		g.router.Close()
 	}
 	for _, ln := range []net.Listener{g.apiLn, g.adminLn} {
 		if ln != nil {

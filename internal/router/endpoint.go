@@ -14,15 +14,16 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// Passive outlier ejection: an endpoint that fails this many requests in a
-// row is ejected for ejectBase, doubling with each ejection that follows
-// without a success in between, up to ejectMax. Three consecutive
-// failures are not bad luck on a healthy server, where one failure in a
-// hundred is already rare; a second at first keeps a restarting server
-// (back within seconds) from waiting long, and half a minute bounds how
-// long a recovered one stays out.
+// Passive outlier ejection: an endpoint that fails ejectAfter requests in
+// a row is ejected for ejectBase, doubling with each ejection that follows
+// without a success in between, up to ejectMax. One failure is enough:
+// every request sent to a failing endpoint costs its client a wasted round
+// trip before the retry, while passing over a healthy one for a second
+// costs the pool a second of one endpoint. A second at first keeps a
+// restarting server (back within seconds) from waiting long, and half a
+// minute bounds how long a recovered one stays out.
 const (
-	ejectAfter = 3
+	ejectAfter = 1
 	ejectBase  = time.Second
 	ejectMax   = 30 * time.Second
 )

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/scrape"
 )
 
 // Authenticator checks an API key and says whose it is.
@@ -62,6 +64,8 @@ type Router struct {
 	slo   sloTracker
 	snap  atomic.Pointer[snapshot]
 	ids   requestIDs
+	// watch scrapes and probes every endpoint of the catalog in service.
+	watch *scrape.Watcher
 }
 
 // New builds a Router and registers its metrics.
@@ -85,6 +89,9 @@ func New(opts Options) (*Router, error) {
 		proxy: proxy.New(opts.Server.ConnectTimeout, opts.Transport),
 		m:     newMetrics(opts.Router.TenantLabel),
 		ids:   newRequestIDs(),
+		// Probes have their own connections: a pool of streams busy to
+		// the last connection must not delay its health check.
+		watch: scrape.NewWatcher(&http.Client{Transport: proxy.StdTransport(opts.Server.ConnectTimeout)}),
 	}
 	if err := r.m.register(opts.Registerer); err != nil {
 		return nil, err
@@ -116,6 +123,7 @@ func (r *Router) SetCatalog(c *catalog.Catalog) {
 	}
 	s.models = renderModels(c, nil)
 	r.snap.Store(s)
+	r.watch.Set(r.watchTargets(c, s))
 	r.m.token.setSLOs(c.Models())
 	if old != nil {
 		// An endpoint the catalog no longer has keeps no connections:
@@ -164,6 +172,13 @@ func (r *Router) ReloadFailed(failed bool) {
 
 // CloseIdle closes idle upstream connections.
 func (r *Router) CloseIdle() { r.proxy.CloseIdle() }
+
+// Close stops scraping and probing the endpoints, and closes idle
+// upstream connections. The Router serves on, on what it last learned.
+func (r *Router) Close() {
+	r.watch.Close()
+	r.proxy.CloseIdle()
+}
 
 // renderModels is the /v1/models answer: every model and alias, or with
 // allow those of the models it allows.
@@ -231,4 +246,62 @@ func newRequestIDs() requestIDs {
 
 func (g *requestIDs) next() string {
 	return g.prefix + formatCounter(g.n.Add(1))
+}
+
+// watchTargets is what to scrape and probe for every endpoint of s, by
+// c's settings for its pool: each scrape sets the endpoint's load, and
+// each probe whether it is down.
+func (r *Router) watchTargets(c *catalog.Catalog, s *snapshot) []scrape.Target {
+	var ts []scrape.Target
+	for _, cp := range c.Pools() {
+		p := s.pools[cp.Name]
+		for _, ep := range p.endpoints {
+			root := hostRoot(ep.url)
+			t := scrape.Target{
+				Name:           p.name + " " + ep.url,
+				Interval:       cp.Metrics.Interval,
+				MaxAge:         cp.Metrics.MaxAge,
+				HealthInterval: cp.Health.Interval,
+				HealthTimeout:  cp.Health.Timeout,
+				OnLoad: func(l scrape.Load) {
+					ep.load.Store(&endpointLoad{waiting: l.Waiting, running: l.Running, kvUsage: l.KVUsage, at: l.At})
+					p.setKVBlock(l.BlockSize)
+				},
+				OnHealth: func(up bool, err error) { r.probed(p, ep, up, err) },
+			}
+			if cp.Metrics.Path != "" && root != "" {
+				t.MetricsURL = root + cp.Metrics.Path
+			}
+			if cp.Health.Path != "" && root != "" {
+				t.HealthURL = root + cp.Health.Path
+			}
+			if t.MetricsURL != "" || t.HealthURL != "" {
+				ts = append(ts, t)
+			}
+		}
+	}
+	return ts
+}
+
+// probed notes a health probe of ep: a failure takes it out of the pool,
+// a success brings it back.
+func (r *Router) probed(p *pool, ep *endpoint, up bool, err error) {
+	wasDown := ep.down.Swap(!up)
+	switch {
+	case !up && !wasDown:
+		r.m.ejections.WithLabelValues(p.name, ep.name, "health_check").Inc()
+		r.log.Warn("endpoint failed its health check", "pool", p.name, "endpoint", ep.name, "err", err)
+	case up && wasDown:
+		r.log.Info("endpoint passed its health check", "pool", p.name, "endpoint", ep.name)
+	}
+}
+
+// hostRoot is a base URL's scheme and host, where a server's /metrics and
+// /health are; empty for one that does not parse.
+func hostRoot(base string) string {
+	u, err := url.Parse(base)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
 }
