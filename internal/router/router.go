@@ -52,6 +52,9 @@ type Options struct {
 	// Transport carries upstream calls; nil means llmgw's own, tuned for
 	// many long-lived streams.
 	Transport http.RoundTripper
+	// ProbeClient scrapes endpoints' metrics and probes their health; nil
+	// means a client of its own, apart from the upstream calls'.
+	ProbeClient *http.Client
 }
 
 // Router serves the OpenAI API. Build it with New, give it a catalog with
@@ -89,10 +92,13 @@ func New(opts Options) (*Router, error) {
 		proxy: proxy.New(opts.Server.ConnectTimeout, opts.Transport),
 		m:     newMetrics(opts.Router.TenantLabel),
 		ids:   newRequestIDs(),
+	}
+	if opts.ProbeClient == nil {
 		// Probes have their own connections: a pool of streams busy to
 		// the last connection must not delay its health check.
-		watch: scrape.NewWatcher(&http.Client{Transport: proxy.StdTransport(opts.Server.ConnectTimeout)}),
+		opts.ProbeClient = &http.Client{Transport: proxy.StdTransport(opts.Server.ConnectTimeout)}
 	}
+	r.watch = scrape.NewWatcher(opts.ProbeClient)
 	if err := r.m.register(opts.Registerer); err != nil {
 		return nil, err
 	}
