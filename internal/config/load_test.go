@@ -116,7 +116,7 @@ func TestFullExample(t *testing.T) {
 		Pools: []catalog.Pool{
 			{
 				Name: "gpu-a", Kind: "vllm", Policy: "auto",
-				Metrics: selfHosted.Metrics, Health: selfHosted.Health, RetryBudget: 0.2, HedgeAfter: 3,
+				Metrics: selfHosted.Metrics, Health: selfHosted.Health, RetryBudget: 0.2,
 				Endpoints: []catalog.Endpoint{
 					{Name: "a7", URL: "http://10.0.0.7:8000/v1", Weight: 2}, {Name: "10.0.0.8:8000", URL: "http://10.0.0.8:8000/v1", Weight: 1}},
 			},

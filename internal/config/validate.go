@@ -307,9 +307,6 @@ func validatePools(ps *problems, pools []catalog.Pool) {
 		if !(p.RetryBudget >= 0 && p.RetryBudget <= 1) {
 			ps.add(at+".retry_budget", "must be a share from 0 to 1, got %v", p.RetryBudget)
 		}
-		if !(p.HedgeAfter == 0 || p.HedgeAfter >= 1 && !math.IsInf(p.HedgeAfter, 0)) {
-			ps.add(at+".hedge_after", "must be 0 (no hedging) or a multiple of the predicted TTFT of at least 1, got %v", p.HedgeAfter)
-		}
 		if len(p.Endpoints) == 0 {
 			ps.add(at+".endpoints", "must list at least one endpoint")
 		}

@@ -27,7 +27,6 @@ type pool struct {
 	weight    []int // by endpoint index
 	next      atomic.Uint64
 	maxAge    time.Duration // a scrape older is unknown
-	hedge     float64       // catalog.Pool.HedgeAfter
 
 	// index maps prompt blocks to the endpoints that hold them. It is
 	// replaced, empty, when a scrape reports another KV-cache block size.
@@ -49,7 +48,7 @@ type pool struct {
 func newPool(p catalog.Pool, prev *pool, m *metrics) *pool {
 	np := &pool{
 		name: p.Name, policy: p.Policy, plain: proxy.Headers(p.APIKey, false), streamed: proxy.Headers(p.APIKey, true),
-		maxAge: p.Metrics.MaxAge, hedge: p.HedgeAfter,
+		maxAge: p.Metrics.MaxAge,
 	}
 	if np.policy == "" {
 		np.policy = catalog.PolicyAuto

@@ -102,10 +102,6 @@ type Pool struct {
 	// RetryBudget is the share of the pool's recent requests that may be
 	// retries, so that a failing pool is not sent its own load again.
 	RetryBudget float64 `yaml:"retry_budget,omitempty"`
-	// HedgeAfter, when positive, sends a request that has no first byte
-	// after this multiple of its predicted time to first token to a
-	// second endpoint as well, and keeps whichever answers first.
-	HedgeAfter float64 `yaml:"hedge_after,omitempty"`
 
 	// APIKey is APIKeyEnv's value, read when the catalog is built. It is
 	// never logged, labelled or written back.
