@@ -397,3 +397,22 @@ func FuzzScanMatchesJSONValid(f *testing.F) {
 		}
 	})
 }
+
+func TestParseRequestPrompt(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`, `[{"role":"user","content":"hi"}]`},
+		{`{"prompt":"Once upon","model":"m"}`, `"Once upon"`},
+		{`{"model":"m","input":"x"}`, ``},
+		{`{"model":"m","messages":[1],"messages":[2]}`, `[2]`}, // the last given, as most decoders keep
+		{`{"model":"m","x":{"messages":[1]}}`, ``},              // only at the top level
+	} {
+		var r Request
+		body := []byte(tc.body)
+		if err := r.Parse(body); err != nil {
+			t.Fatalf("%s: %v", tc.body, err)
+		}
+		if got := string(r.Prompt(body)); got != tc.want {
+			t.Errorf("Prompt(%s) = %q, want %q", tc.body, got, tc.want)
+		}
+	}
+}
