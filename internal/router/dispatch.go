@@ -136,7 +136,7 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 	ep.pending.Add(1)
 	t.work = ep.owed.Add(t.uncached)
 	p.notePrompt(t.uncached)
-	if len(rt.hashes) > 0 {
+	if rt.indexed {
 		rt.index.add(rt.hashes, i)
 	}
 	call.FirstToken = t.firstToken
@@ -145,7 +145,7 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 
 	matched := rt.matched[i]
 	switch {
-	case o.Reason != "" && !o.Wrote && len(rt.hashes) > int(matched):
+	case o.Reason != "" && !o.Wrote && rt.indexed && len(rt.hashes) > int(matched):
 		// Nothing was computed: the blocks past the prefix it held are
 		// not there.
 		rt.index.drop(rt.hashes[matched:], i)

@@ -122,7 +122,10 @@ type route struct {
 	promptBytes int      // the prompt's length as sent
 	prompt      int64    // its size in tokens, estimated
 	slo         float64  // the model's TTFT SLO in seconds; 0 when it has none
-	matched     [64]int32
+	// indexed reports whether the pool's policy reads the prefix index,
+	// and so whether a send notes the prompt in it.
+	indexed bool
+	matched [64]int32
 }
 
 // prepare hashes prompt for p's index, once per request and pool.
@@ -131,15 +134,13 @@ func (rt *route) prepare(p *pool, prompt []byte, tokens int64, slo time.Duration
 	rt.promptBytes = len(prompt)
 	rt.prompt = tokens
 	rt.slo = slo.Seconds()
-	rt.hashes = nil
-	if n := min(len(prompt)/rt.index.block, maxPrefixBlocks); n > 0 {
+	rt.hashes, rt.matched = nil, [64]int32{}
+	rt.indexed = p.policy != catalog.PolicyRoundRobin && p.policy != catalog.PolicyLeastRequest
+	if n := min(len(prompt)/rt.index.block, maxPrefixBlocks); n > 0 && rt.indexed {
 		rt.hashes = hashBlocks(make([]uint64, 0, n), prompt, rt.index.block)
-	}
-	if len(rt.hashes) > 0 && p.policy != catalog.PolicyRoundRobin && p.policy != catalog.PolicyLeastRequest {
 		rt.index.match(rt.hashes, &rt.matched)
-	} else {
-		rt.matched = [64]int32{}
 	}
+	rt.indexed = rt.indexed && len(rt.hashes) > 0
 }
 
 // uncached is the estimated prompt tokens endpoint i must compute for rt:
