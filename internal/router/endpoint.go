@@ -102,14 +102,23 @@ func (e *endpoint) freshLoad(now time.Time, maxAge time.Duration) *endpointLoad 
 // in a row, or after one when it is just back from an ejection. It reports
 // whether this failure ejected it.
 func (e *endpoint) failed(now time.Time) bool {
+	until := e.ejectedUntil.Load()
+	if until > now.UnixNano() {
+		return false // a request sent before the ejection: its outage already counted
+	}
 	n := e.failures.Add(1)
 	back := e.ejections.Load() > 0 && e.ejectedUntil.Load() <= now.UnixNano()
 	if n < ejectAfter && !back {
 		return false
 	}
-	k := e.ejections.Add(1)
-	wait := ejectBase << min(k-1, 5)
-	e.ejectedUntil.Store(now.Add(min(wait, ejectMax)).UnixNano())
+	k := e.ejections.Load() + 1
+	wait := min(ejectBase<<min(k-1, 5), ejectMax)
+	// Of failures that race here, one ejects; the others were the same
+	// outage.
+	if !e.ejectedUntil.CompareAndSwap(until, now.Add(wait).UnixNano()) {
+		return false
+	}
+	e.ejections.Store(k)
 	e.failures.Store(0)
 	return true
 }

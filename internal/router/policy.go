@@ -167,6 +167,8 @@ func (p *pool) pickSGLang(rt *route, c uint64) (int, string) {
 		float64(rt.matched[best])*float64(rt.index.block)/float64(rt.promptBytes) > sglangCacheThreshold {
 		return best, reasonPrefixHit
 	}
+	var held [64]int32
+	rt.index.sizes(&held)
 	best, smallest := -1, int32(math.MaxInt32)
 	n, start := len(p.endpoints), p.rotation()
 	for k := range n {
@@ -174,7 +176,7 @@ func (p *pool) pickSGLang(rt *route, c uint64) (int, string) {
 		if c&(1<<i) == 0 {
 			continue
 		}
-		if s := rt.index.size(i); s < smallest {
+		if s := held[i]; s < smallest {
 			best, smallest = i, s
 		}
 	}

@@ -5,8 +5,10 @@ package router
 // blocks are hashed in a chain, each hash covering the block and all
 // before it, so that one lookup per block finds how long a prefix each
 // endpoint holds. What backends report of their cache corrects it: a
-// predicted hit that the answer's cached_tokens does not confirm takes the
-// endpoint off the blocks it did not have.
+// predicted hit that the answer's cached_tokens does not confirm lowers
+// how much of its predicted prefix routing believes of that endpoint
+// (endpoint.confirm), and a call that failed before computing anything
+// takes the endpoint off the blocks it was just given.
 
 import (
 	"math/bits"
@@ -152,11 +154,12 @@ func (x *prefixIndex) drop(hashes []uint64, i int) {
 	}
 }
 
-// size is how many blocks endpoint i holds.
-func (x *prefixIndex) size(i int) int32 {
+// sizes sets held[i] to how many blocks endpoint i holds, for every
+// endpoint.
+func (x *prefixIndex) sizes(held *[64]int32) {
 	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.held[i]
+	*held = x.held
+	x.mu.Unlock()
 }
 
 // evict frees a block for a new hash and returns its index: an unused one

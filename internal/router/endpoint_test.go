@@ -1,0 +1,172 @@
+package router
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// TestEjectionBackoff: each failure of an endpoint just back from an
+// ejection ejects it for twice as long, up to ejectMax, and one success
+// restores it and forgets the ejections.
+func TestEjectionBackoff(t *testing.T) {
+	e := newEndpoint("a", "http://a/v1")
+	now := time.Unix(1_700_000_000, 0)
+	for _, want := range []time.Duration{1, 2, 4, 8, 16, 30, 30} {
+		want *= time.Second
+		if !e.failed(now) {
+			t.Fatalf("a failure did not eject the endpoint (next wait %v)", want)
+		}
+		if got := time.Duration(e.ejectedUntil.Load() - now.UnixNano()); got != want {
+			t.Errorf("ejected for %v, want %v", got, want)
+		}
+		if !e.out(now.Add(want - 1).UnixNano()) {
+			t.Errorf("back before its %v ejection ended", want)
+		}
+		now = now.Add(want)
+		if e.out(now.UnixNano()) {
+			t.Errorf("still out when its %v ejection ended", want)
+		}
+	}
+
+	e.succeeded()
+	if e.out(now.UnixNano()) {
+		t.Error("out after a success")
+	}
+	e.failed(now)
+	if got := time.Duration(e.ejectedUntil.Load() - now.UnixNano()); got != ejectBase {
+		t.Errorf("the first ejection after a success lasts %v, want %v", got, ejectBase)
+	}
+}
+
+func TestFreshLoad(t *testing.T) {
+	e := newEndpoint("a", "http://a/v1")
+	at := time.Unix(1_700_000_000, 0)
+	if l := e.freshLoad(at, time.Second); l != nil {
+		t.Errorf("a load before any scrape: %+v", l)
+	}
+	l := &endpointLoad{waiting: 3, kvUsage: 0.5, at: at}
+	e.load.Store(l)
+	for _, tc := range []struct {
+		age  time.Duration
+		want *endpointLoad
+	}{
+		{0, l},
+		{time.Second, l},
+		{time.Second + time.Nanosecond, nil},
+		{time.Minute, nil},
+	} {
+		if got := e.freshLoad(at.Add(tc.age), time.Second); got != tc.want {
+			t.Errorf("at age %v: %+v, want %+v", tc.age, got, tc.want)
+		}
+	}
+}
+
+// TestLearnConverges: fed first tokens from an endpoint whose cost is
+// base + perToken × prefill, the learned model comes to predict it.
+func TestLearnConverges(t *testing.T) {
+	const base, perToken = 0.050, 250e-6 // slower than the prior on both counts
+	truth := func(work int64) time.Duration {
+		return time.Duration((base + perToken*float64(work)) * float64(time.Second))
+	}
+	e := newEndpoint("a", "http://a/v1")
+	// Short prefills (under costSplit) teach the fixed cost, long ones
+	// the cost per token.
+	works := []int64{0, 3000, 0, 800, 0, 8000, 0, 1500}
+	for i := range 400 {
+		w := works[i%len(works)]
+		e.learn(truth(w), w)
+	}
+	gotBase, gotPerToken := e.firstTokenCost()
+	if math.Abs(gotBase-base)/base > 0.01 {
+		t.Errorf("base %.4fs, want %.4fs", gotBase, base)
+	}
+	if math.Abs(gotPerToken-perToken)/perToken > 0.01 {
+		t.Errorf("per token %.3gs, want %.3gs", gotPerToken, perToken)
+	}
+	for _, uncached := range []int64{0, 2000, 16000} {
+		want := truth(uncached).Seconds()
+		if got := e.predictTTFT(uncached, nil, 0); math.Abs(got-want)/want > 0.01 {
+			t.Errorf("predicted %.3fs for %d tokens, want %.3fs", got, uncached, want)
+		}
+	}
+}
+
+// TestPredictTTFTCountsOthersQueue: requests the endpoint reports waiting
+// beyond this gateway's own are prefill ahead, at the mean prompt.
+func TestPredictTTFTCountsOthersQueue(t *testing.T) {
+	e := newEndpoint("a", "http://a/v1")
+	e.owed.Store(1000)
+	e.pending.Store(2)
+	alone := e.predictTTFT(500, nil, 800)
+	if want := priorBase + priorPerToken*1500; math.Abs(alone-want) > 1e-12 {
+		t.Errorf("with no scrape: %v, want %v", alone, want)
+	}
+	for _, tc := range []struct {
+		waiting float64
+		want    float64
+	}{
+		{-1, alone}, // not exported
+		{2, alone},  // only this gateway's
+		{5, priorBase + priorPerToken*(1500+3*800)}, // three from others
+		{0, alone}, // fewer than pending: never less
+	} {
+		if got := e.predictTTFT(500, &endpointLoad{waiting: tc.waiting}, 800); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("with %v waiting: %v, want %v", tc.waiting, got, tc.want)
+		}
+	}
+}
+
+// TestConfirmPrecision: misses lower an endpoint's precision down to its
+// floor, hits raise it, and answers with nothing predicted change nothing.
+func TestConfirmPrecision(t *testing.T) {
+	e := newEndpoint("a", "http://a/v1")
+	if p := e.precision(); p != 1 {
+		t.Fatalf("precision %v before any answer, want 1", p)
+	}
+	e.confirm(0, 0)
+	if p := e.precision(); p != 1 {
+		t.Errorf("an answer with nothing predicted moved precision to %v", p)
+	}
+	e.confirm(1000, 0)
+	if p, want := e.precision(), 1-costSmoothing; math.Abs(p-want) > 1e-12 {
+		t.Errorf("precision %v after one miss, want %v", p, want)
+	}
+	last := e.precision()
+	for range 100 {
+		e.confirm(1000, 0)
+		if p := e.precision(); p > last || p < minPrecision {
+			t.Fatalf("precision went from %v to %v on a miss", last, p)
+		}
+		last = e.precision()
+	}
+	if last != minPrecision {
+		t.Errorf("precision %v after many misses, want the floor %v", last, minPrecision)
+	}
+	e.confirm(1000, 5000) // more cached than predicted counts as a full hit
+	if p, want := e.precision(), minPrecision+costSmoothing*(1-minPrecision); math.Abs(p-want) > 1e-12 {
+		t.Errorf("precision %v after a hit, want %v", p, want)
+	}
+}
+
+// TestFailuresDuringAnEjectionDoNotExtendIt: when an endpoint dies with
+// requests in flight, each of them fails, at nearly the same moment. The
+// first ejects it; the others were sent before the ejection and are the
+// same outage, not ejections that follow it, so the endpoint is out for
+// ejectBase, as a server that restarts within seconds should be.
+func TestFailuresDuringAnEjectionDoNotExtendIt(t *testing.T) {
+	e := newEndpoint("a", "http://a/v1")
+	now := time.Unix(1_700_000_000, 0)
+	ejections := 0
+	for k := range 8 { // eight streams in flight break within 8 ms
+		if e.failed(now.Add(time.Duration(k) * time.Millisecond)) {
+			ejections++
+		}
+	}
+	if got := time.Duration(e.ejectedUntil.Load() - now.UnixNano()); got > ejectBase+8*time.Millisecond {
+		t.Errorf("eight failures at once eject the endpoint for %v, want %v", got, ejectBase)
+	}
+	if ejections != 1 {
+		t.Errorf("eight failures at once count as %d ejections, want 1", ejections)
+	}
+}

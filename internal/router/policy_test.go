@@ -1,0 +1,326 @@
+package router
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+)
+
+// testPool is a pool of the policy with one endpoint per weight, at
+// http://10.0.0.<i+1>:8000/v1.
+func testPool(policy string, weights ...int) *pool {
+	cp := catalog.Pool{Name: "p", Policy: policy}
+	for i, w := range weights {
+		cp.Endpoints = append(cp.Endpoints, catalog.Endpoint{URL: fmt.Sprintf("http://10.0.0.%d:8000/v1", i+1), Weight: w})
+	}
+	return newPool(cp, nil, nil)
+}
+
+// all is every endpoint of p as candidates.
+func all(p *pool) uint64 { return 1<<len(p.endpoints) - 1 }
+
+// promptText is blocks whole index blocks of prompt text.
+func promptText(seed uint64, blocks int) []byte {
+	return text(seed, blocks*blockBytes(defaultKVBlock))
+}
+
+// routeFor prepares prompt for p, at a token a bytesPerToken.
+func routeFor(p *pool, prompt []byte, slo time.Duration) *route {
+	var rt route
+	rt.prepare(p, prompt, int64(len(prompt)/bytesPerToken), slo)
+	return &rt
+}
+
+// hold notes in p's index that endpoint i holds the first blocks of
+// prompt.
+func hold(p *pool, prompt []byte, blocks, i int) {
+	x := p.index.Load()
+	x.add(hashBlocks(nil, prompt, x.block)[:blocks], i)
+}
+
+func TestRoundRobinWeights(t *testing.T) {
+	p := testPool(catalog.PolicyRoundRobin, 3, 1, 2)
+	rt := routeFor(p, nil, 0)
+	got := make([]int, 3)
+	for range 600 {
+		i, reason := p.pick(rt, all(p), time.Now())
+		if reason != reasonTurn {
+			t.Fatalf("reason %q", reason)
+		}
+		got[i]++
+	}
+	if diff := cmp.Diff([]int{300, 100, 200}, got); diff != "" {
+		t.Errorf("picks by endpoint (-want +got):\n%s", diff)
+	}
+	for range 20 {
+		if i, _ := p.pick(rt, 0b010, time.Now()); i != 1 {
+			t.Fatalf("picked %d, the only candidate is 1", i)
+		}
+	}
+	if i, _ := p.pick(rt, 0, time.Now()); i != -1 {
+		t.Errorf("picked %d with no candidates", i)
+	}
+}
+
+func TestLeastRequest(t *testing.T) {
+	p := testPool(catalog.PolicyLeastRequest, 1, 2, 1)
+	p.endpoints[0].inflight.Store(3)
+	p.endpoints[1].inflight.Store(5) // 2.5 for its weight of 2
+	p.endpoints[2].inflight.Store(4)
+	rt := routeFor(p, promptText(1, 4), 0)
+	for range 10 {
+		if i, reason := p.pick(rt, all(p), time.Now()); i != 1 || reason != reasonLeastRequest {
+			t.Fatalf("picked %d (%s), want 1: the fewest in flight for its weight", i, reason)
+		}
+	}
+	if i, _ := p.pick(rt, 0b101, time.Now()); i != 0 {
+		t.Errorf("without 1, picked %d, want 0", i)
+	}
+	// Ties go to each in turn.
+	p.endpoints[0].inflight.Store(2)
+	p.endpoints[2].inflight.Store(2)
+	seen := map[int]int{}
+	for range 10 {
+		i, _ := p.pick(rt, 0b101, time.Now())
+		seen[i]++
+	}
+	if seen[0] == 0 || seen[2] == 0 {
+		t.Errorf("a tie went one way only: %v", seen)
+	}
+}
+
+func TestPrefixPolicyFollowsTheLongestMatchWhateverTheLoad(t *testing.T) {
+	p := testPool(catalog.PolicyPrefix, 1, 1, 1)
+	prompt := promptText(2, 8)
+	hold(p, prompt, 8, 2)
+	hold(p, prompt, 3, 0)
+	p.endpoints[2].inflight.Store(500)
+	p.endpoints[2].owed.Store(1 << 20)
+	rt := routeFor(p, prompt, 0)
+	if i, reason := p.pick(rt, all(p), time.Now()); i != 2 || reason != reasonPrefixHit {
+		t.Errorf("picked %d (%s), want 2, which holds all 8 blocks", i, reason)
+	}
+	if i, reason := p.pick(rt, 0b011, time.Now()); i != 0 || reason != reasonPrefixHit {
+		t.Errorf("without 2, picked %d (%s), want 0, which holds 3", i, reason)
+	}
+	rt = routeFor(p, promptText(3, 8), 0)
+	seen := map[int]int{}
+	for range 9 {
+		i, reason := p.pick(rt, all(p), time.Now())
+		if reason != reasonNoPrefix {
+			t.Fatalf("reason %q for a prompt nobody holds", reason)
+		}
+		seen[i]++
+	}
+	if len(seen) != 3 {
+		t.Errorf("a prompt nobody holds went to %v, want each in turn", seen)
+	}
+}
+
+// TestGIEScoring: queue min-max normalized (2), free KV cache (2), share of
+// the prompt's blocks held (3).
+func TestGIEScoring(t *testing.T) {
+	type ep struct {
+		waiting, kv float64
+		held        int // of the prompt's 4 blocks
+	}
+	tests := []struct {
+		name string
+		eps  [2]ep
+		want int
+	}{
+		// 0 + 2×0.5 + 3×1 = 4 against 2 + 2×0.5 + 0 = 3.
+		{"a whole prefix outweighs a slightly longer queue", [2]ep{{5, 0.5, 4}, {4, 0.5, 0}}, 0},
+		// 0 + 1 + 3×0.25 = 1.75 against 3.
+		{"a quarter of the prefix does not", [2]ep{{5, 0.5, 1}, {4, 0.5, 0}}, 1},
+		// Min-max: 101 against 100 is as far apart as any two queues.
+		{"queues are normalized over the candidates", [2]ep{{101, 0.1, 0}, {100, 0.1, 0}}, 1},
+		// 2 + 2×0.05 + 0 = 2.1 against 0 + 2×0.9 + 0.75 = 2.55.
+		{"free cache and a little prefix beat the shortest queue", [2]ep{{3, 0.95, 0}, {9, 0.1, 1}}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := testPool(catalog.PolicyGIE, 1, 1)
+			prompt := promptText(4, 4)
+			now := time.Now()
+			for i, e := range tt.eps {
+				p.endpoints[i].load.Store(&endpointLoad{waiting: e.waiting, running: 0, kvUsage: e.kv, at: now})
+				if e.held > 0 {
+					hold(p, prompt, e.held, i)
+				}
+			}
+			rt := routeFor(p, prompt, 0)
+			for range 4 { // whatever the turn
+				if i, reason := p.pick(rt, all(p), now); i != tt.want || reason != reasonScore {
+					t.Fatalf("picked %d (%s), want %d", i, reason, tt.want)
+				}
+			}
+		})
+	}
+}
+
+// TestGIEDoesNotBelieveAStaleScrape: a scrape older than the pool's max
+// age is unknown: the queue is this gateway's own pending requests and the
+// cache counts as full.
+func TestGIEDoesNotBelieveAStaleScrape(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		age  time.Duration
+		want int
+	}{
+		{0, 0},               // believed: idle, empty cache
+		{2 * time.Second, 1}, // stale: 5 pending and a full cache
+	} {
+		p := testPool(catalog.PolicyGIE, 1, 1)
+		p.endpoints[0].load.Store(&endpointLoad{waiting: 0, kvUsage: 0, at: now.Add(-tc.age)})
+		p.endpoints[0].pending.Store(5)
+		p.endpoints[1].load.Store(&endpointLoad{waiting: 3, kvUsage: 0.5, at: now})
+		rt := routeFor(p, promptText(5, 4), 0)
+		if i, _ := p.pick(rt, all(p), now); i != tc.want {
+			t.Errorf("with endpoint 0's scrape %v old, picked %d, want %d", tc.age, i, tc.want)
+		}
+	}
+}
+
+// TestSGLang: the least loaded when load is unbalanced (more than 64 apart
+// and more than 1.5 times); else the longest prefix when it covers more
+// than 0.3 of the prompt; else the smallest cache.
+func TestSGLang(t *testing.T) {
+	tests := []struct {
+		name     string
+		inflight [3]int64
+		held     int // of the prompt's 10 blocks, on endpoint 0
+		want     int
+		reason   string
+	}{
+		{"unbalanced: the least loaded", [3]int64{100, 30, 31}, 10, 1, reasonImbalanced},
+		{"64 apart is not unbalanced", [3]int64{64, 0, 0}, 10, 0, reasonPrefixHit},
+		{"1.5 times is not unbalanced", [3]int64{300, 200, 200}, 10, 0, reasonPrefixHit},
+		{"0.4 of the prompt cached", [3]int64{0, 0, 0}, 4, 0, reasonPrefixHit},
+		{"0.3 of the prompt cached is not more than 0.3", [3]int64{0, 0, 0}, 3, 2, reasonSmallest},
+		{"nothing cached: the smallest cache", [3]int64{0, 0, 0}, 0, 2, reasonSmallest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := testPool(catalog.PolicySGLang, 1, 1, 1)
+			prompt := promptText(6, 10)
+			if tt.held > 0 {
+				hold(p, prompt, tt.held, 0)
+			}
+			// Caches of 20 + held, 10 and 5 blocks of other prompts.
+			for i, n := range []int{20, 10, 5} {
+				hold(p, promptText(uint64(100+i), n), n, i)
+			}
+			for i, n := range tt.inflight {
+				p.endpoints[i].inflight.Store(n)
+			}
+			rt := routeFor(p, prompt, 0)
+			if i, reason := p.pick(rt, all(p), time.Now()); i != tt.want || reason != tt.reason {
+				t.Errorf("picked %d (%s), want %d (%s)", i, reason, tt.want, tt.reason)
+			}
+		})
+	}
+}
+
+// TestAuto: with the prior cost model (20 ms and 100 µs a token), a
+// prompt of 2,048 tokens takes 0.2248 s on an idle endpoint; on one that
+// holds all of it, 0.02 s plus the prefill it owes, less the 0.2048 s the
+// cache saves.
+func TestAuto(t *testing.T) {
+	tests := []struct {
+		name      string
+		owed      int64 // prefill owed on endpoint 0, which holds the prompt
+		precision float64
+		slo       time.Duration
+		want      int
+		reason    string
+	}{
+		// 0.32 s predicted, scored 0.1152 against 0.2248.
+		{"a cached prefix worth the wait", 3000, 1, 0, 0, reasonPrefix},
+		{"a cached prefix on an idle endpoint", 0, 1, 0, 0, reasonFastest},
+		// 1.02 s predicted, scored 0.8152.
+		{"the cached endpoint badly loaded", 10000, 1, 0, 1, reasonFastest},
+		// Its hits mostly not confirmed, the cache earns it little.
+		{"a prefix the endpoint's answers do not confirm", 3000, minPrecision, 0, 1, reasonFastest},
+		// 0.32 s is past half of a 0.5 s SLO, 0.2248 within it.
+		{"past half the SLO", 3000, 1, 500 * time.Millisecond, 1, reasonFastest},
+		{"within half the SLO", 3000, 1, time.Second, 0, reasonPrefix},
+		// Neither is within half of 0.1 s: the best score still wins.
+		{"none within half the SLO", 3000, 1, 100 * time.Millisecond, 0, reasonPrefix},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := testPool(catalog.PolicyAuto, 1, 1)
+			prompt := promptText(7, 32) // 8 KiB: 2,048 tokens
+			hold(p, prompt, 32, 0)
+			p.endpoints[0].owed.Store(tt.owed)
+			if tt.precision < 1 {
+				p.endpoints[0].hits.Store(math.Float64bits(tt.precision))
+			}
+			rt := routeFor(p, prompt, tt.slo)
+			if i, reason := p.pick(rt, all(p), time.Now()); i != tt.want || reason != tt.reason {
+				t.Errorf("picked %d (%s), want %d (%s)", i, reason, tt.want, tt.reason)
+			}
+		})
+	}
+}
+
+// TestAutoPlacesColdPromptsAlikeInEveryGateway: two gateways that built
+// their pools apart, list the endpoints in another order and see a little
+// different load, still send each cold prompt to the same endpoint, and
+// spread prompts over the pool.
+func TestAutoPlacesColdPromptsAlikeInEveryGateway(t *testing.T) {
+	weights := []int{1, 1, 1, 1, 1, 1, 1, 1}
+	a := testPool(catalog.PolicyAuto, weights...)
+	cp := catalog.Pool{Name: "p", Policy: catalog.PolicyAuto}
+	for i := len(weights) - 1; i >= 0; i-- {
+		cp.Endpoints = append(cp.Endpoints, catalog.Endpoint{URL: fmt.Sprintf("http://10.0.0.%d:8000/v1", i+1)})
+	}
+	b := newPool(cp, nil, nil)
+	// Gateway b has 2 ms of prefill owed on three endpoints: within the
+	// 5 ms that makes a near tie.
+	for _, i := range []int{0, 3, 5} {
+		b.endpoints[i].owed.Store(20)
+	}
+	spread := map[string]int{}
+	for seed := range uint64(200) {
+		prompt := promptText(1000+seed, 2)
+		ia, ra := a.pick(routeFor(a, prompt, 0), all(a), time.Now())
+		ib, rb := b.pick(routeFor(b, prompt, 0), all(b), time.Now())
+		if a.endpoints[ia].url != b.endpoints[ib].url {
+			t.Errorf("prompt %d: gateway a picked %s (%s), b %s (%s)", seed, a.endpoints[ia].url, ra, b.endpoints[ib].url, rb)
+		}
+		for _, r := range []string{ra, rb} {
+			if r != reasonCold && r != reasonFastest {
+				t.Errorf("prompt %d: reason %q for a cold prompt", seed, r)
+			}
+		}
+		spread[a.endpoints[ia].url]++
+	}
+	if len(spread) != len(weights) {
+		t.Errorf("200 cold prompts went to %d of %d endpoints: %v", len(spread), len(weights), spread)
+	}
+}
+
+func TestCandidates(t *testing.T) {
+	p := testPool(catalog.PolicyAuto, 1, 1, 1, 1, 1)
+	now := time.Now()
+	p.endpoints[1].down.Store(true)
+	p.endpoints[2].ejectedUntil.Store(now.Add(time.Second).UnixNano())
+	p.endpoints[4].ejectedUntil.Store(now.Add(-time.Second).UnixNano()) // its ejection is over
+	const tried = 1 << 3
+	if got, want := p.candidates(tried, now, false), uint64(0b10001); got != want {
+		t.Errorf("candidates %05b, want %05b: not tried, down or ejected", got, want)
+	}
+	if got, want := p.candidates(tried, now, true), uint64(0b10111); got != want {
+		t.Errorf("relaxed candidates %05b, want %05b: all not tried", got, want)
+	}
+	if got := p.candidates(all(p), now, true); got != 0 {
+		t.Errorf("candidates %05b with every endpoint tried", got)
+	}
+}

@@ -1,0 +1,217 @@
+package router
+
+import (
+	"bytes"
+	"math/bits"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// text is n bytes of prompt text drawn from seed: two calls with one seed
+// agree, and texts of different seeds differ in every block.
+func text(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 'a' + byte(r.IntN(26))
+	}
+	return b
+}
+
+func TestHashBlocks(t *testing.T) {
+	const size = 256
+	base := text(1, 10*size)
+
+	t.Run("same prefix, same leading hashes", func(t *testing.T) {
+		a := hashBlocks(nil, base, size)
+		b := hashBlocks(nil, append(bytes.Clone(base[:6*size]), text(2, 4*size)...), size)
+		if len(a) != 10 || len(b) != 10 {
+			t.Fatalf("got %d and %d hashes, want 10 each", len(a), len(b))
+		}
+		if diff := cmp.Diff(a[:6], b[:6]); diff != "" {
+			t.Errorf("the shared six blocks hash differently (-a +b):\n%s", diff)
+		}
+		for i := 6; i < 10; i++ {
+			if a[i] == b[i] {
+				t.Errorf("block %d differs in text but not in hash", i)
+			}
+		}
+	})
+
+	t.Run("a differing block changes every later hash", func(t *testing.T) {
+		changed := bytes.Clone(base)
+		changed[3*size+17] ^= 1 // one byte of block 3
+		a, b := hashBlocks(nil, base, size), hashBlocks(nil, changed, size)
+		if diff := cmp.Diff(a[:3], b[:3]); diff != "" {
+			t.Errorf("blocks before the change hash differently:\n%s", diff)
+		}
+		// Blocks 4 on are the same text, but their hashes cover block 3.
+		for i := 3; i < 10; i++ {
+			if a[i] == b[i] {
+				t.Errorf("hash %d is unchanged after a change in block 3", i)
+			}
+		}
+	})
+
+	t.Run("a partial last block is left out", func(t *testing.T) {
+		whole := hashBlocks(nil, base[:3*size], size)
+		partial := hashBlocks(nil, base[:4*size-1], size)
+		if diff := cmp.Diff(whole, partial); diff != "" {
+			t.Errorf("a partial fourth block changed the hashes:\n%s", diff)
+		}
+		if got := hashBlocks(nil, base[:size-1], size); len(got) != 0 {
+			t.Errorf("a prompt shorter than a block has %d hashes, want none", len(got))
+		}
+	})
+
+	t.Run("capped at maxPrefixBlocks", func(t *testing.T) {
+		long := text(3, (maxPrefixBlocks+40)*size)
+		got := hashBlocks(nil, long, size)
+		if len(got) != maxPrefixBlocks {
+			t.Errorf("%d hashes, want %d", len(got), maxPrefixBlocks)
+		}
+		// The cap counts what dst already holds.
+		if got := hashBlocks(make([]uint64, maxPrefixBlocks-2), long, size); len(got) != maxPrefixBlocks {
+			t.Errorf("appending to %d hashes gave %d, want %d", maxPrefixBlocks-2, len(got), maxPrefixBlocks)
+		}
+	})
+}
+
+// smallIndex is a prefix index of capacity blocks of block bytes, small
+// enough to fill.
+func smallIndex(block, capacity int) *prefixIndex {
+	return &prefixIndex{block: block, slot: make(map[uint64]int32), blocks: make([]prefixBlock, capacity)}
+}
+
+func matchOf(x *prefixIndex, hashes []uint64) [64]int32 {
+	var m [64]int32
+	x.match(hashes, &m)
+	return m
+}
+
+func TestPrefixIndexMatch(t *testing.T) {
+	x := smallIndex(256, 1024)
+	chain := hashBlocks(nil, text(4, 8*256), 256)
+	other := hashBlocks(nil, text(5, 8*256), 256)
+
+	x.add(chain, 0)      // all eight blocks
+	x.add(chain[:3], 5)  // the first three
+	x.add(chain, 63)     // the highest bit a pool has
+	x.add(chain[:8], 7)  // all, then ...
+	x.drop(chain[:1], 7) // ... not the first: no prefix at all
+	x.add(other, 9)      // another prompt entirely
+
+	var want [64]int32
+	want[0], want[5], want[63] = 8, 3, 8
+	if diff := cmp.Diff(want, matchOf(x, chain)); diff != "" {
+		t.Errorf("match (-want +got):\n%s", diff)
+	}
+	// A prompt that shares four blocks and then goes its own way matches
+	// four at most.
+	fork := append(bytes.Clone(text(4, 8*256)[:4*256]), text(6, 4*256)...)
+	want = [64]int32{}
+	want[0], want[5], want[63] = 4, 3, 4
+	if diff := cmp.Diff(want, matchOf(x, hashBlocks(nil, fork, 256))); diff != "" {
+		t.Errorf("match of a fork (-want +got):\n%s", diff)
+	}
+	if got := matchOf(x, hashBlocks(nil, text(7, 4*256), 256)); got != ([64]int32{}) {
+		t.Errorf("a prompt never sent matches %v", got)
+	}
+
+	for i, want := range map[int]int32{0: 8, 5: 3, 63: 8, 7: 7, 9: 8, 1: 0} {
+		if got := x.size(i); got != want {
+			t.Errorf("size(%d) = %d, want %d", i, got, want)
+		}
+	}
+	checkHeld(t, x)
+}
+
+// TestPrefixIndexEvictsLeastRecentlyUsed: past its capacity the index
+// forgets blocks unused since the clock's hand last passed, and keeps one
+// a match has just used though it was added earlier.
+func TestPrefixIndexEvictsLeastRecentlyUsed(t *testing.T) {
+	x := smallIndex(4, 8)
+	for h := uint64(1); h <= 8; h++ {
+		x.add([]uint64{h}, 0)
+	}
+	x.add([]uint64{9}, 0) // full: the hand passes once round, and 1 goes
+	if got := matchOf(x, []uint64{1}); got[0] != 0 {
+		t.Fatalf("block 1 survived a full index")
+	}
+	matchOf(x, []uint64{5}) // 5 is used; 2, 3, 4, 6, 7 and 8 are not
+	x.add([]uint64{10, 11, 12, 13}, 1)
+
+	for h, kept := range map[uint64]bool{2: false, 3: false, 4: false, 5: true, 6: false, 7: true, 8: true, 9: true, 10: true, 13: true} {
+		m := matchOf(x, []uint64{h})
+		if got := m[0] > 0 || m[1] > 0; got != kept {
+			t.Errorf("block %d kept: %v, want %v", h, got, kept)
+		}
+	}
+	if got, want := x.size(0), int32(4); got != want { // 5, 7, 8, 9
+		t.Errorf("size(0) = %d, want %d", got, want)
+	}
+	if got, want := x.size(1), int32(4); got != want {
+		t.Errorf("size(1) = %d, want %d", got, want)
+	}
+	checkHeld(t, x)
+}
+
+// TestPrefixIndexHeldStaysConsistent: after any mix of adds, drops and
+// evictions, each endpoint's held count is the blocks that name it.
+func TestPrefixIndexHeldStaysConsistent(t *testing.T) {
+	x := smallIndex(4, 64)
+	r := rand.New(rand.NewPCG(7, 7))
+	prompts := make([][]uint64, 40)
+	for i := range prompts {
+		// Prompts share their first blocks with others of their family,
+		// so that blocks have several holders.
+		p := append(bytes.Clone(text(uint64(i%5), 4*4)), text(uint64(100+i), 4*(1+r.IntN(12)))...)
+		prompts[i] = hashBlocks(nil, p, x.block)
+	}
+	for range 5000 {
+		p := prompts[r.IntN(len(prompts))]
+		ep := []int{0, 1, 2, 31, 63}[r.IntN(5)]
+		switch r.IntN(4) {
+		case 0:
+			x.drop(p[r.IntN(len(p)):], ep)
+		case 1:
+			matchOf(x, p)
+		default:
+			x.add(p, ep)
+		}
+	}
+	if len(x.slot) > len(x.blocks) {
+		t.Errorf("%d hashes indexed in %d blocks", len(x.slot), len(x.blocks))
+	}
+	checkHeld(t, x)
+}
+
+// checkHeld fails t unless x.held agrees with the blocks x indexes, and
+// every indexed hash is in the block it names.
+func checkHeld(t *testing.T, x *prefixIndex) {
+	t.Helper()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var held [64]int32
+	for h, s := range x.slot {
+		b := x.blocks[s]
+		if b.hash != h {
+			t.Errorf("hash %x points at block %d, which holds %x", h, s, b.hash)
+		}
+		for m := b.holders; m != 0; m &= m - 1 {
+			held[bits.TrailingZeros64(m)]++
+		}
+	}
+	if diff := cmp.Diff(held, x.held); diff != "" {
+		t.Errorf("held counts (-counted +kept):\n%s", diff)
+	}
+}
+
+// size is how many blocks endpoint i holds.
+func (x *prefixIndex) size(i int) int32 {
+	var held [64]int32
+	x.sizes(&held)
+	return held[i]
+}
