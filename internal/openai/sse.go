@@ -66,3 +66,19 @@ func nonEmptyString(chunk []byte, key string) bool {
 	i := valueAt(chunk, key)
 	return i >= 0 && chunk[i] == '"' && i+1 < len(chunk) && chunk[i+1] != '"'
 }
+
+// ValueOf is the raw JSON value of the first member named key (quotes
+// included, as in `"content"`) in chunk: a string with its quotes and
+// escapes, an object with its braces. Nil when there is none or it does
+// not scan.
+func ValueOf(chunk []byte, key string) []byte {
+	i := valueAt(chunk, key)
+	if i < 0 {
+		return nil
+	}
+	end, err := scanValue(chunk, i)
+	if err != nil {
+		return nil
+	}
+	return chunk[i:end]
+}

@@ -50,6 +50,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 			KeepAlive:      r.opts.Server.KeepAlive,
 			PromptEstimate: req.estimate,
 			Gap:            gap,
+			Translate:      req.translator,
 		}
 		var tried uint64
 		for range 1 + r.opts.Server.Retries {

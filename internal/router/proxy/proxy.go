@@ -43,7 +43,8 @@ type Outcome struct {
 	Wrote bool
 	// Reason names the upstream's fault for llmgw_upstream_errors_total:
 	// connect, first_byte_timeout, idle_timeout, status_429, status_5xx,
-	// stream_broken, stream_error. Empty when the upstream did its part.
+	// stream_broken, stream_error, bad_answer (a plain answer that is no
+	// chat completion, found when translating it). Empty when the upstream did its part.
 	Reason string
 	// Err is the failure for the log and, while nothing was written, for
 	// the client (an *openai.Error). Nil on success.
@@ -86,6 +87,9 @@ type Call struct {
 	PromptEstimate int64
 	// Gap, when set, observes every gap between streamed token events.
 	Gap prometheus.Observer
+	// Translate, when set, writes the answer in the client's API rather
+	// than as the upstream's chat completion; see Translator.
+	Translate Translator
 }
 
 // Proxy sends calls upstream. It is safe for concurrent use.
@@ -379,7 +383,11 @@ func (p *Proxy) upstreamError(ctx context.Context, w http.ResponseWriter, c *Cal
 			Err: openai.BadGateway(fmt.Errorf("upstream answered %d: %.200s", code, body))}
 	}
 	o := Outcome{Status: resp.StatusCode, TTFT: ttft, Wrote: true}
-	if err := writeAnswer(w, c.Idle, resp.StatusCode, resp.Header.Get("Content-Type"), body); err != nil {
+	contentType := resp.Header.Get("Content-Type")
+	if c.Translate != nil {
+		body, contentType = c.Translate.ErrorBody(upstreamErrorOf(resp.StatusCode, body)), "application/json"
+	}
+	if err := writeAnswer(w, c.Idle, resp.StatusCode, contentType, body); err != nil {
 		o.Status, o.Err = openai.StatusClientClosed, err
 	}
 	return o
@@ -474,7 +482,16 @@ func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, r
 		o.Usage = &openai.Usage{PromptTokens: c.PromptEstimate}
 		o.Estimated = true
 	}
-	if err := writeAnswer(w, c.Idle, http.StatusOK, resp.Header.Get("Content-Type"), body); err != nil {
+	contentType := resp.Header.Get("Content-Type")
+	if c.Translate != nil {
+		if body, err = c.Translate.Answer(body); err != nil {
+			o = failed(ctx, "bad_answer", err)
+			o.TTFT = ttft
+			return o
+		}
+		contentType = "application/json"
+	}
+	if err := writeAnswer(w, c.Idle, http.StatusOK, contentType, body); err != nil {
 		o.Status, o.Err = openai.StatusClientClosed, err
 	}
 	return o

@@ -215,6 +215,13 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 	sw := newStreamWriter(w, c.KeepAlive, c.Idle)
 	defer sw.close()
 	src := piecesOf(resp.Body)
+	var (
+		tr   EventTranslator // nil: events are relayed as they came
+		emit Emit
+	)
+	if c.Translate != nil {
+		tr, emit = c.Translate.Stream(), sw.event
+	}
 
 	var (
 		o                  Outcome
@@ -304,7 +311,11 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 				continue
 			}
 		}
-		clientErr = sw.event(k, data)
+		if tr != nil {
+			clientErr = tr.Event(data, emit)
+		} else {
+			clientErr = sw.event(k, data)
+		}
 	}
 	dog.stop()
 	if clientErr == nil {
@@ -327,7 +338,11 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 	} else if !sawDone {
 		if errors.Is(readErr, io.EOF) && sawFinish {
 			// The answer is whole; the backend only left out the terminator.
-			sw.event(nil, openai.Done)
+			if tr != nil {
+				tr.Event(openai.Done, emit)
+			} else {
+				sw.event(nil, openai.Done)
+			}
 			sw.flush()
 		} else {
 			o.Reason, o.Err = "stream_broken", openai.BadGateway(readErr)
@@ -340,7 +355,11 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 		if o.Wrote {
 			// The client has part of an answer: end with an error event
 			// and no [DONE], so that it cannot take the part for the whole.
-			sw.event(nil, e.Body())
+			if tr != nil {
+				tr.Fail(e, emit)
+			} else {
+				sw.event(nil, e.Body())
+			}
 			sw.flush()
 		}
 	}
