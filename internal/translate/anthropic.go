@@ -82,7 +82,8 @@ type AnthropicToolChoice struct {
 }
 
 // ParseAnthropic reads a Messages API request body. Its errors are 400
-// *openai.Error naming the field at fault.
+// *openai.Error naming the field at fault. max_tokens may be absent, as in
+// a count_tokens request; a message must have it.
 func ParseAnthropic(body []byte) (*AnthropicRequest, error) {
 	if !json.Valid(body) {
 		return nil, openai.BadRequest("", "The request body is not valid JSON.")
@@ -112,9 +113,7 @@ func ParseAnthropic(body []byte) (*AnthropicRequest, error) {
 	switch {
 	case req.Model == "":
 		return nil, openai.BadRequest("model", "model: field required")
-	case req.MaxTokens == nil:
-		return nil, openai.BadRequest("max_tokens", "max_tokens: field required")
-	case *req.MaxTokens < 1 || *req.MaxTokens > openai.MaxTokensLimit:
+	case req.MaxTokens != nil && (*req.MaxTokens < 1 || *req.MaxTokens > openai.MaxTokensLimit):
 		return nil, openai.BadRequest("max_tokens", "max_tokens: must be from 1 to %d, got %d", openai.MaxTokensLimit, *req.MaxTokens)
 	}
 	return req, nil
