@@ -207,8 +207,8 @@ func anthropicSystem(raw json.RawMessage) (ChatMessage, error) {
 	if isString(raw) {
 		return ChatMessage{Role: "system", Content: raw}, nil
 	}
-	var blocks []AnthropicBlock
-	if err := decode(raw, &blocks, "system"); err != nil {
+	blocks, err := decodeArray[AnthropicBlock](raw, "system")
+	if err != nil {
 		if jsonKind(raw) != "an array" {
 			return ChatMessage{}, typeError("system", "a string or an array of text blocks", jsonKind(raw))
 		}
@@ -237,8 +237,8 @@ func anthropicMessageToChat(m AnthropicMessage, path string) ([]ChatMessage, err
 	if jsonKind(m.Content) != "an array" {
 		return nil, typeError(path+".content", "a string or an array of content blocks", jsonKind(m.Content))
 	}
-	var blocks []AnthropicBlock
-	if err := decode(m.Content, &blocks, path+".content"); err != nil {
+	blocks, err := decodeArray[AnthropicBlock](m.Content, path+".content")
+	if err != nil {
 		return nil, err
 	}
 	var (
@@ -344,8 +344,8 @@ func toolResultContent(raw json.RawMessage, path string) (string, []ChatPart, er
 		json.Unmarshal(raw, &s)
 		return s, nil, nil
 	}
-	var blocks []AnthropicBlock
-	if err := decode(raw, &blocks, path); err != nil {
+	blocks, err := decodeArray[AnthropicBlock](raw, path)
+	if err != nil {
 		if jsonKind(raw) != "an array" {
 			return "", nil, typeError(path, "a string or an array of content blocks", jsonKind(raw))
 		}
@@ -515,8 +515,8 @@ func chatContentBlocks(raw json.RawMessage, path string) ([]AnthropicBlock, erro
 	if isString(raw) {
 		return []AnthropicBlock{{Type: "text", Text: contentText(raw)}}, nil
 	}
-	var parts []ChatPart
-	if err := decode(raw, &parts, path); err != nil {
+	parts, err := decodeArray[ChatPart](raw, path)
+	if err != nil {
 		return nil, err
 	}
 	blocks := make([]AnthropicBlock, 0, len(parts))

@@ -239,8 +239,8 @@ func responsesContent(raw json.RawMessage, path string) (json.RawMessage, error)
 	if jsonKind(raw) != "an array" {
 		return nil, typeError(path, "a string or an array of content parts", jsonKind(raw))
 	}
-	var parts []responsesPart
-	if err := decode(raw, &parts, path); err != nil {
+	parts, err := decodeArray[responsesPart](raw, path)
+	if err != nil {
 		return nil, err
 	}
 	out := make([]ChatPart, 0, len(parts))

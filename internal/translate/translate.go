@@ -165,3 +165,19 @@ func mustJSON(v any) []byte {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// decodeArray decodes the JSON array raw element by element, so that a
+// wrong type names its element: messages[0].content[2].text.
+func decodeArray[T any](raw []byte, path string) ([]T, error) {
+	var elems []json.RawMessage
+	if err := decode(raw, &elems, path); err != nil {
+		return nil, err
+	}
+	out := make([]T, len(elems))
+	for i, e := range elems {
+		if err := decode(e, &out[i], at(path, i)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
