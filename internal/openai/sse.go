@@ -82,3 +82,180 @@ func ValueOf(chunk []byte, key string) []byte {
 	}
 	return chunk[i:end]
 }
+
+// Member is the raw value of the member named key (plain, without quotes)
+// at the top level of the JSON object obj, or nil when obj has none. ok is
+// false when that cannot be told for sure: obj is not a valid object, or
+// holds key twice, or holds a key that a decoder could also take for key
+// (escaped, or spelled in another case, which encoding/json matches).
+// With ok, a decoder of obj reads key's value as Member's.
+func Member(obj []byte, key string) (value []byte, ok bool) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return nil, false
+	}
+	i = skipSpace(obj, i+1)
+	if i < len(obj) && obj[i] == '}' {
+		return nil, skipSpace(obj, i+1) == len(obj)
+	}
+	var buf [maxKeyBytes]byte
+	for {
+		kEnd, next, err := scanMember(obj, i)
+		if err != nil {
+			return nil, false
+		}
+		raw := obj[i+1 : kEnd-1]
+		k := raw
+		if bytes.IndexByte(raw, '\\') >= 0 {
+			var decoded bool
+			if k, decoded = unescapeKey(buf[:0], raw); !decoded {
+				k = nil // too long or a surrogate: no field's name
+			}
+		}
+		i = skipSpace(obj, next)
+		vEnd, err := scanValue(obj, i)
+		if err != nil {
+			return nil, false
+		}
+		if foldEqual(k, key) {
+			if value != nil || string(raw) != key {
+				return nil, false
+			}
+			value = obj[i:vEnd]
+		}
+		i = skipSpace(obj, vEnd)
+		if i < len(obj) && obj[i] == '}' {
+			return value, skipSpace(obj, i+1) == len(obj)
+		}
+		if i >= len(obj) || obj[i] != ',' {
+			return nil, false
+		}
+		i = skipSpace(obj, i+1)
+	}
+}
+
+// Sole is the one element of the JSON array arr, false when arr is not an
+// array of exactly one valid element.
+func Sole(arr []byte) ([]byte, bool) {
+	i := skipSpace(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return nil, false
+	}
+	i = skipSpace(arr, i+1)
+	end, err := scanValue(arr, i)
+	if err != nil {
+		return nil, false
+	}
+	j := skipSpace(arr, end)
+	if j >= len(arr) || arr[j] != ']' || skipSpace(arr, j+1) != len(arr) {
+		return nil, false
+	}
+	return arr[i:end], true
+}
+
+// DeltaText is a chat chunk's delta text, the raw JSON string with its
+// quotes, when the chunk carries that and nothing else a translation must
+// act on: one choice, a string content, no tool calls, no finish_reason
+// and no usage (each absent or null). It reads the chunk in one pass, as
+// a decoder would: false whenever a decoder could read it otherwise (a key
+// given twice, escaped or in another case) or it is not valid JSON. The
+// text can then be written on without decoding the chunk.
+func DeltaText(chunk []byte) ([]byte, bool) {
+	var text []byte
+	end, ok := deltaMembers(chunk, skipSpace(chunk, 0), 0, &text)
+	return text, ok && text != nil && skipSpace(chunk, end) == len(chunk)
+}
+
+// deltaKeys are the keys DeltaText looks at in the chunk (level 0), its
+// choice (1) and the choice's delta (2): the first of each pair holds the
+// object of the next level (or the text), the second must be null.
+var deltaKeys = [3][2]string{{"choices", "usage"}, {"delta", "finish_reason"}, {"content", "tool_calls"}}
+
+// deltaMembers scans the object at b[i], at level, for DeltaText,
+// returning the offset past it and false when DeltaText must say false.
+func deltaMembers(b []byte, i, level int, text *[]byte) (int, bool) {
+	if i >= len(b) || b[i] != '{' {
+		return i, false
+	}
+	var seen [2]bool
+	var buf [maxKeyBytes]byte
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		kEnd, next, err := scanMember(b, i)
+		if err != nil {
+			return i, false
+		}
+		raw := b[i+1 : kEnd-1]
+		key := raw
+		if bytes.IndexByte(raw, '\\') >= 0 {
+			var decoded bool
+			if key, decoded = unescapeKey(buf[:0], raw); !decoded {
+				key = nil
+			}
+		}
+		i = skipSpace(b, next)
+		k := -1
+		for j, name := range deltaKeys[level] {
+			if foldEqual(key, name) {
+				if seen[j] || string(raw) != name {
+					return i, false
+				}
+				seen[j], k = true, j
+			}
+		}
+		var vEnd int
+		switch {
+		case k == 1: // must be null
+			if !bytes.HasPrefix(b[i:], []byte("null")) {
+				return i, false
+			}
+			vEnd = i + 4
+		case k == 0 && level == 0: // choices: [one choice]
+			if b[i] != '[' {
+				return i, false
+			}
+			if vEnd, err = deltaMembersEnd(b, skipSpace(b, i+1), 1, text); err != nil {
+				return i, false
+			}
+			if vEnd = skipSpace(b, vEnd); vEnd >= len(b) || b[vEnd] != ']' {
+				return i, false
+			}
+			vEnd++
+		case k == 0 && level == 1: // delta
+			if vEnd, err = deltaMembersEnd(b, i, 2, text); err != nil {
+				return i, false
+			}
+		case k == 0: // content: a string
+			if b[i] != '"' {
+				return i, false
+			}
+			if vEnd, err = scanString(b, i); err != nil {
+				return i, false
+			}
+			*text = b[i:vEnd]
+		default:
+			if vEnd, err = scanValue(b, i); err != nil {
+				return i, false
+			}
+		}
+		i = skipSpace(b, vEnd)
+		if i < len(b) && b[i] == '}' {
+			return i + 1, true
+		}
+		if i >= len(b) || b[i] != ',' {
+			return i, false
+		}
+		i = skipSpace(b, i+1)
+	}
+}
+
+func deltaMembersEnd(b []byte, i, level int, text *[]byte) (int, error) {
+	end, ok := deltaMembers(b, i, level, text)
+	if !ok {
+		return end, errSyntax
+	}
+	return end, nil
+}

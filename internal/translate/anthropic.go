@@ -16,7 +16,7 @@ import (
 // read past and not sent on.
 type AnthropicRequest struct {
 	Model         string               `json:"model"`
-	MaxTokens     *int64               `json:"max_tokens"`
+	MaxTokens     *int64               `json:"max_tokens,omitempty"`
 	System        json.RawMessage      `json:"system,omitempty"` // a string or text blocks
 	Messages      []AnthropicMessage   `json:"messages"`
 	StopSequences []string             `json:"stop_sequences,omitempty"`
@@ -131,6 +131,7 @@ func decodeObject(body []byte, v any) error {
 func (r *AnthropicRequest) ToChat() (*ChatRequest, error) {
 	c := &ChatRequest{
 		Model:       r.Model,
+		Messages:    []ChatMessage{},
 		MaxTokens:   r.MaxTokens,
 		Temperature: r.Temperature,
 		TopP:        r.TopP,
@@ -375,6 +376,7 @@ func toolResultContent(raw json.RawMessage, path string) (string, []ChatPart, er
 func ChatToAnthropic(c *ChatRequest) (*AnthropicRequest, error) {
 	r := &AnthropicRequest{
 		Model:         c.Model,
+		Messages:      []AnthropicMessage{},
 		MaxTokens:     c.MaxTokens,
 		Temperature:   c.Temperature,
 		TopP:          c.TopP,

@@ -23,6 +23,8 @@ type Anthropic struct {
 	// StopSequences are the request's, which a vLLM stop_reason names
 	// when one ended the answer.
 	StopSequences []string
+
+	decodeAll bool // decode every chunk, for tests comparing with the fast path
 }
 
 var _ proxy.Translator = (*Anthropic)(nil)
@@ -142,14 +144,11 @@ func (s *anthropicStream) Event(data []byte, emit proxy.Emit) error {
 	if string(data) == string(openai.Done) {
 		return s.end(emit)
 	}
-	if len(data) > 0 && data[0] == '{' && openai.ValueOf(data, `"error"`) != nil && openai.ValueOf(data, `"choices"`) == nil {
-		return nil // an upstream's error event: the relay ends the stream with Fail
-	}
-	if err := s.start(emit); err != nil {
-		return err
-	}
 	// The common event, one token of text, is written without decoding.
-	if text, ok := textOnly(data); ok {
+	if text, ok := textOnly(data); ok && !s.a.decodeAll {
+		if err := s.start(emit); err != nil {
+			return err
+		}
 		if len(text) == 2 { // ""
 			return nil
 		}
@@ -164,8 +163,13 @@ func (s *anthropicStream) Event(data []byte, emit proxy.Emit) error {
 		return emit(kindBlockDelta, s.buf)
 	}
 	var c chatChunk
-	if json.Unmarshal(data, &c) != nil {
-		return nil // not a chunk: nothing the client can be told
+	if json.Unmarshal(data, &c) != nil || c.Choices == nil && c.Usage == nil {
+		// Not a chunk, such as an upstream's error event: nothing the
+		// client can be told, and the relay ends a failed stream with Fail.
+		return nil
+	}
+	if err := s.start(emit); err != nil {
+		return err
 	}
 	if c.Usage != nil {
 		s.usage = c.Usage
@@ -194,19 +198,8 @@ func (s *anthropicStream) Event(data []byte, emit proxy.Emit) error {
 }
 
 // textOnly is a chunk's delta text as the raw JSON string, when the chunk
-// carries text and nothing else the client needs: no tool call, finish or
-// usage. The first "content" key of a chunk is its delta's: logprobs,
-// which also has one, comes after the delta, and its value is no string.
-func textOnly(data []byte) ([]byte, bool) {
-	if openai.HasFinish(data) || openai.HasUsage(data) || openai.ValueOf(data, `"tool_calls"`) != nil {
-		return nil, false
-	}
-	v := openai.ValueOf(data, `"content"`)
-	if len(v) < 2 || v[0] != '"' {
-		return nil, false
-	}
-	return v, true
-}
+// carries text and nothing else the client needs (see openai.DeltaText).
+func textOnly(data []byte) ([]byte, bool) { return openai.DeltaText(data) }
 
 func (s *anthropicStream) start(emit proxy.Emit) error {
 	if s.started {

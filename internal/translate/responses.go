@@ -98,6 +98,7 @@ func ParseResponses(body []byte) (*ResponsesRequest, error) {
 func (r *ResponsesRequest) ToChat() (*ChatRequest, error) {
 	c := &ChatRequest{
 		Model:       r.Model,
+		Messages:    []ChatMessage{},
 		MaxTokens:   r.MaxOutputTokens,
 		Temperature: r.Temperature,
 		TopP:        r.TopP,

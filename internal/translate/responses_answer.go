@@ -24,6 +24,8 @@ type Responses struct {
 	CreatedAt int64 // unix seconds
 	// Request is what the response object echoes.
 	Request *ResponsesRequest
+
+	decodeAll bool // decode every chunk, for tests comparing with the fast path
 }
 
 var _ proxy.Translator = (*Responses)(nil)
@@ -219,21 +221,21 @@ func (s *responsesStream) Event(data []byte, emit proxy.Emit) error {
 	if string(data) == string(openai.Done) {
 		return s.end(emit)
 	}
-	if len(data) > 0 && data[0] == '{' && openai.ValueOf(data, `"error"`) != nil && openai.ValueOf(data, `"choices"`) == nil {
-		return nil // an upstream's error event: the relay ends the stream with Fail
-	}
-	if err := s.start(emit); err != nil {
-		return err
-	}
-	if text, ok := textOnly(data); ok {
+	if text, ok := textOnly(data); ok && !s.r.decodeAll {
+		if err := s.start(emit); err != nil {
+			return err
+		}
 		if len(text) == 2 {
 			return nil
 		}
 		return s.textDelta(text, emit)
 	}
 	var c chatChunk
-	if json.Unmarshal(data, &c) != nil {
-		return nil
+	if json.Unmarshal(data, &c) != nil || c.Choices == nil && c.Usage == nil {
+		return nil // not a chunk: see anthropicStream.Event
+	}
+	if err := s.start(emit); err != nil {
+		return err
 	}
 	if c.Usage != nil {
 		s.usage = c.Usage
