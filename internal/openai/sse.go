@@ -259,3 +259,30 @@ func deltaMembersEnd(b []byte, i, level int, text *[]byte) (int, error) {
 	}
 	return end, nil
 }
+
+// DeltaReader reads the text of a stream's chunks as DeltaText does, and
+// faster for chunks that differ from the last one it read in their text
+// alone, as a backend's text chunks do: bytes the same as a chunk DeltaText
+// took, around one valid JSON string, read the same to a decoder. Its
+// zero value is ready; it serves one stream.
+type DeltaReader struct {
+	prefix, suffix []byte // of the last chunk DeltaText took, around its text
+}
+
+// Text is chunk's delta text; see DeltaText.
+func (d *DeltaReader) Text(chunk []byte) ([]byte, bool) {
+	p, s := len(d.prefix), len(d.suffix)
+	if p > 0 && len(chunk) >= p+s+2 && chunk[p] == '"' &&
+		bytes.Equal(chunk[:p], d.prefix) && bytes.Equal(chunk[len(chunk)-s:], d.suffix) {
+		if end, err := scanString(chunk, p); err == nil && end == len(chunk)-s {
+			return chunk[p:end], true
+		}
+	}
+	text, ok := DeltaText(chunk)
+	if ok {
+		i := cap(chunk) - cap(text) // text is chunk[i:i+len(text)]
+		d.prefix = append(d.prefix[:0], chunk[:i]...)
+		d.suffix = append(d.suffix[:0], chunk[i+len(text):]...)
+	}
+	return text, ok
+}

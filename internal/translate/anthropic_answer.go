@@ -124,6 +124,7 @@ type anthropicStream struct {
 	stop    json.RawMessage
 	usage   *openai.Usage
 	buf     []byte // the event being built; reused
+	deltas  openai.DeltaReader
 }
 
 var (
@@ -145,7 +146,7 @@ func (s *anthropicStream) Event(data []byte, emit proxy.Emit) error {
 		return s.end(emit)
 	}
 	// The common event, one token of text, is written without decoding.
-	if text, ok := textOnly(data); ok && !s.a.decodeAll {
+	if text, ok := s.deltas.Text(data); ok && !s.a.decodeAll {
 		if err := s.start(emit); err != nil {
 			return err
 		}
@@ -196,10 +197,6 @@ func (s *anthropicStream) Event(data []byte, emit proxy.Emit) error {
 	}
 	return nil
 }
-
-// textOnly is a chunk's delta text as the raw JSON string, when the chunk
-// carries text and nothing else the client needs (see openai.DeltaText).
-func textOnly(data []byte) ([]byte, bool) { return openai.DeltaText(data) }
 
 func (s *anthropicStream) start(emit proxy.Emit) error {
 	if s.started {

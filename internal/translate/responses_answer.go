@@ -6,6 +6,7 @@ package translate
 // each event numbered.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -191,16 +192,17 @@ type responsesStream struct {
 	seq     int64 // the next event's sequence_number
 	started bool
 	ended   bool
-	items   []any // the closed output items
-	open    int   // the open item's output_index; -1 when none
-	inText  bool  // the open item is a message
-	tool    int   // the chat index of the open function call
+	items   []json.RawMessage // the closed output items
+	open    int               // the open item's output_index; -1 when none
+	inText  bool              // the open item is a message
+	tool    int               // the chat index of the open function call
 	id      string
 	text    []byte // the open message's text, JSON-escaped, no quotes
 	call    functionItem
 	finish  string
 	usage   *openai.Usage
 	buf     []byte
+	deltas  openai.DeltaReader
 }
 
 var kindTextDelta = []byte("response.output_text.delta")
@@ -221,7 +223,7 @@ func (s *responsesStream) Event(data []byte, emit proxy.Emit) error {
 	if string(data) == string(openai.Done) {
 		return s.end(emit)
 	}
-	if text, ok := textOnly(data); ok && !s.r.decodeAll {
+	if text, ok := s.deltas.Text(data); ok && !s.r.decodeAll {
 		if err := s.start(emit); err != nil {
 			return err
 		}
@@ -265,10 +267,10 @@ func (s *responsesStream) start(emit proxy.Emit) error {
 	}
 	s.started = true
 	o := s.r.object("in_progress", nil, nil)
-	if err := s.emitJSON(emit, "response.created", map[string]any{"response": o}); err != nil {
+	if err := s.emitResponse(emit, "response.created", o); err != nil {
 		return err
 	}
-	return s.emitJSON(emit, "response.in_progress", map[string]any{"response": o})
+	return s.emitResponse(emit, "response.in_progress", o)
 }
 
 // textDelta writes a piece of text, the raw JSON string text, opening a
@@ -279,12 +281,17 @@ func (s *responsesStream) textDelta(text []byte, emit proxy.Emit) error {
 			return err
 		}
 		s.open, s.inText, s.id, s.text = len(s.items), true, s.r.itemID("msg", len(s.items)), s.text[:0]
-		item := messageItem{Type: "message", ID: s.id, Status: "in_progress", Role: "assistant", Content: []outputText{}}
-		if err := s.emitJSON(emit, "response.output_item.added", map[string]any{"output_index": s.open, "item": item}); err != nil {
+		b := s.head("response.output_item.added", s.open)
+		b = append(append(b, `,"item":{"type":"message","id":"`...), s.id...)
+		b = append(b, `","status":"in_progress","role":"assistant","content":[]}}`...)
+		if err := emit([]byte("response.output_item.added"), b); err != nil {
 			return err
 		}
-		if err := s.emitJSON(emit, "response.content_part.added", map[string]any{"output_index": s.open, "item_id": s.id,
-			"content_index": 0, "part": newOutputText(json.RawMessage(`""`))}); err != nil {
+		b = s.head("response.content_part.added", s.open)
+		b = append(append(b, `,"item_id":"`...), s.id...)
+		b = append(b, `","content_index":0,"part":{"type":"output_text","text":"","annotations":[],"logprobs":[]}}`...)
+		s.buf = b
+		if err := emit([]byte("response.content_part.added"), b); err != nil {
 			return err
 		}
 	}
@@ -328,34 +335,62 @@ func (s *responsesStream) toolDelta(tc ChatToolCall, emit proxy.Emit) error {
 		"delta": tc.Function.Arguments})
 }
 
-// closeItem ends the open item, if any, with its done events.
+// closeItem ends the open item, if any, with its done events. A message's
+// events are written by hand around its text, which the stream holds
+// already escaped: encoding/json would scan the whole text again for each.
 func (s *responsesStream) closeItem(emit proxy.Emit) error {
 	if s.open < 0 {
 		return nil
 	}
 	open := s.open
 	s.open = -1
-	if s.inText {
-		text := newOutputText(append(append([]byte{'"'}, s.text...), '"'))
-		if err := s.emitJSON(emit, "response.output_text.done", map[string]any{"output_index": open, "item_id": s.id,
-			"content_index": 0, "text": text.Text, "logprobs": []any{}}); err != nil {
+	if !s.inText {
+		s.call.Status = "completed"
+		if err := s.emitJSON(emit, "response.function_call_arguments.done", map[string]any{"output_index": open, "item_id": s.id,
+			"name": s.call.Name, "arguments": s.call.Arguments}); err != nil {
 			return err
 		}
-		if err := s.emitJSON(emit, "response.content_part.done", map[string]any{"output_index": open, "item_id": s.id,
-			"content_index": 0, "part": text}); err != nil {
-			return err
-		}
-		item := messageItem{Type: "message", ID: s.id, Status: "completed", Role: "assistant", Content: []outputText{text}}
+		item := mustJSON(s.call)
 		s.items = append(s.items, item)
-		return s.emitJSON(emit, "response.output_item.done", map[string]any{"output_index": open, "item": item})
+		return s.emitJSON(emit, "response.output_item.done", map[string]any{"output_index": open, "item": json.RawMessage(item)})
 	}
-	s.call.Status = "completed"
-	if err := s.emitJSON(emit, "response.function_call_arguments.done", map[string]any{"output_index": open, "item_id": s.id,
-		"name": s.call.Name, "arguments": s.call.Arguments}); err != nil {
+	head := func(kind string) []byte { return s.head(kind, open) }
+	part := func(b []byte) []byte {
+		b = append(b, `{"type":"output_text","text":"`...)
+		b = append(b, s.text...)
+		return append(b, `","annotations":[],"logprobs":[]}`...)
+	}
+	b := head("response.output_text.done")
+	b = append(append(append(b, `,"item_id":"`...), s.id...), `","content_index":0,"text":"`...)
+	b = append(append(b, s.text...), `","logprobs":[]}`...)
+	if err := emit([]byte("response.output_text.done"), b); err != nil {
 		return err
 	}
-	s.items = append(s.items, s.call)
-	return s.emitJSON(emit, "response.output_item.done", map[string]any{"output_index": open, "item": s.call})
+	b = head("response.content_part.done")
+	b = append(append(append(b, `,"item_id":"`...), s.id...), `","content_index":0,"part":`...)
+	b = append(part(b), '}')
+	if err := emit([]byte("response.content_part.done"), b); err != nil {
+		return err
+	}
+	item := append(append([]byte(`{"type":"message","id":"`), s.id...), `","status":"completed","role":"assistant","content":[`...)
+	item = append(part(item), "]}"...)
+	s.items = append(s.items, item)
+	b = head("response.output_item.done")
+	b = append(append(append(b, `,"item":`...), item...), '}')
+	s.buf = b
+	return emit([]byte("response.output_item.done"), b)
+}
+
+// head begins an event of kind about output item index, in s.buf: its
+// type, sequence number and output index.
+func (s *responsesStream) head(kind string, index int) []byte {
+	b := append(s.buf[:0], `{"type":"`...)
+	b = append(b, kind...)
+	b = append(b, `","sequence_number":`...)
+	b = strconv.AppendInt(b, s.seq, 10)
+	s.seq++
+	b = append(b, `,"output_index":`...)
+	return strconv.AppendInt(b, int64(index), 10)
 }
 
 // end completes a whole answer.
@@ -367,13 +402,39 @@ func (s *responsesStream) end(emit proxy.Emit) error {
 		return err
 	}
 	s.ended = true
-	o := s.r.object("completed", s.items, s.usage)
+	o := s.r.object("completed", nil, s.usage)
 	o.finished(s.finish)
 	kind := "response.completed"
 	if o.Status == "incomplete" {
 		kind = "response.incomplete"
 	}
-	return s.emitJSON(emit, kind, map[string]any{"response": o})
+	return s.emitResponse(emit, kind, o)
+}
+
+// emitResponse writes an event carrying the response o with the stream's
+// items as its output, spliced in rather than marshalled again.
+func (s *responsesStream) emitResponse(emit proxy.Emit, kind string, o *responseObject) error {
+	resp := mustJSON(o)
+	// The first "output":[] is the output's: no field before it holds raw
+	// JSON, and in a JSON string a quote is escaped.
+	at := bytes.Index(resp, []byte(`"output":[]`)) + len(`"output":[`)
+	b := append(s.buf[:0], `{"type":"`...)
+	b = append(b, kind...)
+	b = append(b, `","sequence_number":`...)
+	b = strconv.AppendInt(b, s.seq, 10)
+	s.seq++
+	b = append(b, `,"response":`...)
+	b = append(b, resp[:at]...)
+	for i, it := range s.items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, it...)
+	}
+	b = append(b, resp[at:]...)
+	b = append(b, '}')
+	s.buf = b
+	return emit([]byte(kind), b)
 }
 
 // Fail ends a broken stream with an error event and response.failed.
@@ -389,7 +450,7 @@ func (s *responsesStream) Fail(e *openai.Error, emit proxy.Emit) {
 	if s.emitJSON(emit, "error", map[string]any{"code": code, "message": e.Message, "param": nil}) != nil {
 		return
 	}
-	o := s.r.object("failed", s.items, s.usage)
+	o := s.r.object("failed", nil, s.usage)
 	o.Error = &responseError{Code: "server_error", Message: e.Message}
-	s.emitJSON(emit, "response.failed", map[string]any{"response": o})
+	s.emitResponse(emit, "response.failed", o)
 }
