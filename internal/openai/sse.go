@@ -196,7 +196,9 @@ func deltaMembers(b []byte, i, level int, text *[]byte) (int, bool) {
 				key = nil
 			}
 		}
-		i = skipSpace(b, next)
+		if i = skipSpace(b, next); i >= len(b) {
+			return i, false
+		}
 		k := -1
 		for j, name := range deltaKeys[level] {
 			if foldEqual(key, name) {
