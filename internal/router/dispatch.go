@@ -52,6 +52,9 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 			Gap:            gap,
 			Translate:      req.translator,
 		}
+		if err := p.prepare(&call, req.api.upstreamPath, r.opts.Router.DefaultMaxTokens); err != nil {
+			return dispatchResult{outcome: proxy.Outcome{Status: openai.AsError(err).Status, Err: err}, model: m}
+		}
 		var tried uint64
 		for range 1 + r.opts.Server.Retries {
 			ep, i := p.pick(tried, time.Now())
@@ -61,7 +64,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 			if i < 64 {
 				tried |= 1 << i
 			}
-			call.URL = ep.targets[req.api.upstreamPath]
+			call.URL = p.target(ep, req.api.upstreamPath, m.UpstreamName())
 			o := r.proxy.Do(ctx, w, &call)
 			res = dispatchResult{outcome: o, pool: p.name, endpoint: ep.url, model: m}
 			if o.Reason != "" {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
-	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
 // failCooldown is how long an endpoint that failed is passed over: long
@@ -28,6 +27,7 @@ type pool struct {
 	endpoints []*endpoint
 	order     []int // endpoint indexes, each repeated by its weight
 	next      atomic.Uint64
+	provider  *provider // a hosted provider's; nil for OpenAI-compatible kinds
 }
 
 // endpoint is one server of a pool. It outlives catalog reloads that keep
@@ -54,7 +54,7 @@ func newEndpoint(base string) *endpoint {
 // newPool builds a pool from its catalog entry, keeping prev's endpoint
 // state for URLs that stay.
 func newPool(p catalog.Pool, prev *pool) *pool {
-	np := &pool{name: p.Name, plain: proxy.Headers(p.APIKey, false), streamed: proxy.Headers(p.APIKey, true)}
+	np := &pool{name: p.Name, plain: poolHeaders(p, false), streamed: poolHeaders(p, true), provider: newProvider(p)}
 	for i, e := range p.Endpoints {
 		u := strings.TrimRight(e.URL, "/")
 		var ep *endpoint

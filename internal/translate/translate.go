@@ -181,3 +181,13 @@ func decodeArray[T any](raw []byte, path string) ([]T, error) {
 	}
 	return out, nil
 }
+
+// compact is the JSON raw without insignificant space; raw itself when it
+// is not valid JSON.
+func compact(raw []byte) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}

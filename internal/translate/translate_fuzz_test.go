@@ -141,13 +141,6 @@ func normalBlocks(t *testing.T, blocks []AnthropicBlock) []normBlock {
 	return out
 }
 
-func compact(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return string(raw)
-	}
-	return b.String()
-}
 
 // FuzzTranslateAnthropic translates Messages API requests to chat and
 // back: no input panics, every request that translates gives a chat body

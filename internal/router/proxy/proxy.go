@@ -90,6 +90,9 @@ type Call struct {
 	// Translate, when set, writes the answer in the client's API rather
 	// than as the upstream's chat completion; see Translator.
 	Translate Translator
+	// Provider, when set, reads an upstream that speaks another API as
+	// chat completions; see Provider.
+	Provider Provider
 }
 
 // Proxy sends calls upstream. It is safe for concurrent use.
@@ -373,6 +376,9 @@ func (p *Proxy) upstreamError(ctx context.Context, w http.ResponseWriter, c *Cal
 	if err != nil {
 		return failed(ctx, "stream_broken", err)
 	}
+	if c.Provider != nil {
+		body = c.Provider.Error(resp.StatusCode, body)
+	}
 	ttft := time.Since(c.Start)
 	switch code := resp.StatusCode; {
 	case code == http.StatusTooManyRequests:
@@ -474,6 +480,13 @@ func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, r
 		o := failed(ctx, "stream_broken", err)
 		o.TTFT = ttft
 		return o
+	}
+	if c.Provider != nil {
+		if body, err = c.Provider.Answer(body); err != nil {
+			o := failed(ctx, "bad_answer", err)
+			o.TTFT = ttft
+			return o
+		}
 	}
 	o := Outcome{Status: http.StatusOK, TTFT: ttft, Wrote: true}
 	if u, err := openai.UsageOf(body); err == nil && u != nil {

@@ -216,11 +216,16 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 	defer sw.close()
 	src := piecesOf(resp.Body)
 	var (
-		tr   EventTranslator // nil: events are relayed as they came
-		emit Emit
+		tr     EventTranslator // nil: events are relayed as they came
+		emit   Emit
+		dec    EventDecoder // nil: the upstream's events are chat chunks
+		chunks [][]byte     // one event's chat chunks
 	)
 	if c.Translate != nil {
 		tr, emit = c.Translate.Stream(), sw.event
+	}
+	if c.Provider != nil {
+		dec = c.Provider.Stream()
 	}
 
 	var (
@@ -282,39 +287,48 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 		}
 		k := kind
 		kind = kind[:0]
-
-		switch {
-		case bytes.Equal(data, openai.Done):
-			sawDone = true
-		case openai.HasToken(data):
-			now := time.Now()
-			if events == 0 {
-				first = now
-				o.TTFT = now.Sub(c.Start)
-			} else if c.Gap != nil {
-				c.Gap.Observe(now.Sub(last).Seconds())
-			}
-			last = now
-			events++
-		case isErrorEvent(data) && o.Reason == "":
-			o.Reason = "stream_error"
-			o.Err = openai.BadGateway(errors.New("upstream sent an error event"))
+		chunks = append(chunks[:0], data)
+		if dec != nil {
+			// The provider's event, as the chat chunks it means.
+			chunks, k = dec.Event(k, data, chunks[:0]), nil
 		}
-		if !sawFinish && openai.HasFinish(data) {
-			sawFinish = true
-		}
-		if openai.HasUsage(data) {
-			if u, err := openai.UsageOf(data); err == nil && u != nil {
-				o.Usage = u
+		for _, data := range chunks {
+			switch {
+			case bytes.Equal(data, openai.Done):
+				sawDone = true
+			case openai.HasToken(data):
+				now := time.Now()
+				if events == 0 {
+					first = now
+					o.TTFT = now.Sub(c.Start)
+				} else if c.Gap != nil {
+					c.Gap.Observe(now.Sub(last).Seconds())
+				}
+				last = now
+				events++
+			case isErrorEvent(data) && o.Reason == "":
+				o.Reason = "stream_error"
+				o.Err = openai.BadGateway(errors.New("upstream sent an error event"))
 			}
-			if c.StripUsage && openai.IsUsageOnly(data) {
-				continue
+			if !sawFinish && openai.HasFinish(data) {
+				sawFinish = true
 			}
-		}
-		if tr != nil {
-			clientErr = tr.Event(data, emit)
-		} else {
-			clientErr = sw.event(k, data)
+			if openai.HasUsage(data) {
+				if u, err := openai.UsageOf(data); err == nil && u != nil {
+					o.Usage = u
+				}
+				if c.StripUsage && openai.IsUsageOnly(data) {
+					continue
+				}
+			}
+			if tr != nil {
+				clientErr = tr.Event(data, emit)
+			} else {
+				clientErr = sw.event(k, data)
+			}
+			if clientErr != nil {
+				break
+			}
 		}
 	}
 	dog.stop()

@@ -68,3 +68,25 @@ func upstreamErrorOf(status int, body []byte) *openai.Error {
 	}
 	return e
 }
+
+// Provider reads an upstream that speaks another API than chat
+// completions (Anthropic's Messages API) as if it spoke chat: its answers,
+// stream events and errors are turned into chat's before anything else
+// reads them, so that the relay times, counts and relays chat as always.
+// A nil Provider reads chat completions as they come.
+type Provider interface {
+	// Stream begins reading a streamed answer: a fresh one for every call.
+	Stream() EventDecoder
+	// Answer is a whole answer as a chat completion body.
+	Answer(body []byte) ([]byte, error)
+	// Error is an error answer's body as an OpenAI error body.
+	Error(status int, body []byte) []byte
+}
+
+// EventDecoder turns one upstream stream's events into chat chunks.
+type EventDecoder interface {
+	// Event appends to chunks the chat chunks (or openai.Done) that one
+	// upstream event of type kind means, and returns them; they may use
+	// memory of the decoder's until the next call.
+	Event(kind, data []byte, chunks [][]byte) [][]byte
+}
