@@ -77,10 +77,18 @@ type accounted struct {
 func serveAndAccount(t *testing.T, path, body string, header http.Header) (string, accounted) {
 	t.Helper()
 	up := &upstream{tokens: 6, bodies: make(chan []byte, 1)}
+	return serveAndAccountOn(t, up, up.bodies, catalog.Pool{}, path, body, header)
+}
+
+// serveAndAccountOn is serveAndAccount in front of up, which sends every
+// request body it reads to bodies, in a pool like pool.
+func serveAndAccountOn(t *testing.T, up http.Handler, bodies <-chan []byte, pool catalog.Pool, path, body string, header http.Header) (string, accounted) {
+	t.Helper()
 	s := httptest.NewServer(up)
 	t.Cleanup(s.Close)
 	cfg := config.Default()
-	cfg.Pools = []catalog.Pool{{Name: "main", Endpoints: []catalog.Endpoint{{URL: s.URL + "/v1"}}}}
+	pool.Name, pool.Endpoints = "main", []catalog.Endpoint{{URL: s.URL + "/v1"}}
+	cfg.Pools = []catalog.Pool{pool}
 	cfg.Models = []catalog.Model{{Name: "m", Pool: "main", Price: catalog.Price{InputPerMillion: 1, OutputPerMillion: 2}}}
 	cat, err := catalog.New(cfg.Pools, cfg.Models)
 	if err != nil {
@@ -112,7 +120,7 @@ func serveAndAccount(t *testing.T, path, body string, header http.Header) (strin
 		t.Fatalf("%s: %d %s", path, resp.StatusCode, answer)
 	}
 
-	a := accounted{Samples: map[string]uint64{}, Reserved: lim.reserved, Settled: lim.settled, Upstream: []string{string(<-up.bodies)}}
+	a := accounted{Samples: map[string]uint64{}, Reserved: lim.reserved, Settled: lim.settled, Upstream: []string{string(<-bodies)}}
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

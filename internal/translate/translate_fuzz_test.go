@@ -141,7 +141,6 @@ func normalBlocks(t *testing.T, blocks []AnthropicBlock) []normBlock {
 	return out
 }
 
-
 // FuzzTranslateAnthropic translates Messages API requests to chat and
 // back: no input panics, every request that translates gives a chat body
 // the router's parser takes, and the way back keeps every mapped field.
