@@ -239,6 +239,8 @@ func FuzzTranslateResponses(f *testing.F) {
 // stream translators, with and without the undecoded path for text: no
 // input panics, every event written is JSON, both paths write the same
 // events, and the text the client is sent is the text the chunks held.
+// The same lines, read as an Anthropic upstream's events, answers and
+// errors, must give chat JSON.
 func FuzzTranslateStream(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}
 {"choices":[{"index":0,"delta":{"content":"Hel\u006co"},"finish_reason":null}]}
@@ -250,8 +252,31 @@ func FuzzTranslateStream(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"delta":{"content":"a","Content":"b"}}]}
 {"choices":[{"delta":{"content":"x"}},{"delta":{"content":"y"}}]}
 {"error":{"message":"boom"}}`))
+	f.Add([]byte(`{"type":"message_start","message":{"id":"msg_1","model":"c","usage":{"input_tokens":25,"output_tokens":1}}}
+{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}
+{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}
+{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"hi"}}
+{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":15}}
+{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}
+{"type":"message_stop"}`))
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		lines := bytes.Split(stream, []byte("\n"))
+		// Each line read as an Anthropic upstream's event, and as its
+		// whole answer, gives chat chunks and answers that are JSON.
+		dec := AnthropicUpstream{}.Stream()
+		for _, l := range lines {
+			for _, c := range dec.Event(nil, l, nil) {
+				if !json.Valid(c) && !bytes.Equal(c, openai.Done) {
+					t.Fatalf("event %s gave the chunk %s", l, c)
+				}
+			}
+			if a, err := (AnthropicUpstream{}).Answer(l); err == nil && !json.Valid(a) {
+				t.Fatalf("answer %s gave %s", l, a)
+			}
+			if e := (AnthropicUpstream{}).Error(400, l); !json.Valid(e) {
+				t.Fatalf("error %s gave %s", l, e)
+			}
+		}
 		var want strings.Builder
 		for _, l := range lines {
 			var c chatChunk
