@@ -52,7 +52,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 			Gap:            gap,
 			Translate:      req.translator,
 		}
-		if err := p.prepare(&call, req.api.upstreamPath, r.opts.Router.DefaultMaxTokens); err != nil {
+		if err := p.prepare(&call, req, r.opts.Router.DefaultMaxTokens); err != nil {
 			return dispatchResult{outcome: proxy.Outcome{Status: openai.AsError(err).Status, Err: err}, model: m}
 		}
 		var tried uint64

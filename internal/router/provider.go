@@ -25,6 +25,9 @@ const anthropicVersionDefault = "2023-06-01"
 type provider struct {
 	kind       string
 	apiVersion string
+	// setVersion reports whether the pool sets api_version: an anthropic
+	// pool without one sends an Anthropic client's own anthropic-version.
+	setVersion bool
 	// urls holds the URLs calls go to, made once each. key: endpoint URL,
 	// API path and, for azure, the deployment.
 	urls sync.Map
@@ -38,7 +41,7 @@ func newProvider(p catalog.Pool) *provider {
 		if v == "" {
 			v = anthropicVersionDefault
 		}
-		return &provider{kind: p.Kind, apiVersion: v}
+		return &provider{kind: p.Kind, apiVersion: v, setVersion: p.APIVersion != ""}
 	case catalog.KindAzure:
 		return &provider{kind: p.Kind, apiVersion: p.APIVersion}
 	}
@@ -93,15 +96,16 @@ func (p *pool) target(ep *endpoint, path, model string) *url.URL {
 	return u
 }
 
-// prepare makes c, a call for the API at path with a chat body, the call
-// p's provider takes: for anthropic, a Messages API body and a Provider
-// that reads the answer back as chat. An API the provider has no
-// counterpart of is a 400.
-func (p *pool) prepare(c *proxy.Call, path string, defaultMaxTokens int64) error {
+// prepare makes c, a call for req with a chat body, the call p's
+// provider takes: for anthropic, a Messages API body, the version an
+// Anthropic client asked for unless the pool sets one, and a Provider that
+// reads the answer back as chat. An API the provider has no counterpart
+// of is a 400.
+func (p *pool) prepare(c *proxy.Call, req *parsedRequest, defaultMaxTokens int64) error {
 	if p.provider == nil || p.provider.kind != catalog.KindAnthropic {
 		return nil
 	}
-	if path != "/chat/completions" {
+	if path := req.api.upstreamPath; path != "/chat/completions" {
 		return openai.BadRequest("model", "The model is served by Anthropic's Messages API, which has no %s.", strings.TrimPrefix(path, "/"))
 	}
 	body, err := translate.ChatToAnthropicBody(c.Body, defaultMaxTokens)
@@ -109,5 +113,9 @@ func (p *pool) prepare(c *proxy.Call, path string, defaultMaxTokens int64) error
 		return err
 	}
 	c.Body, c.Provider = body, translate.AnthropicUpstream{}
+	if v := req.anthropicVersion; v != "" && !p.provider.setVersion && v != p.provider.apiVersion {
+		c.Header = c.Header.Clone() // the pool's is shared by every call
+		c.Header["Anthropic-Version"] = []string{v}
+	}
 	return nil
 }

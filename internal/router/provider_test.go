@@ -199,3 +199,34 @@ func TestAzurePool(t *testing.T) {
 func responsesParams(input string) responses.ResponseNewParams {
 	return responses.ResponseNewParams{Model: "m", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(input)}}
 }
+
+// TestAnthropicVersionUpstream sends an Anthropic client's version to an
+// anthropic pool that sets none, and the pool's own when it sets one.
+func TestAnthropicVersionUpstream(t *testing.T) {
+	for _, c := range []struct{ pool, client, want string }{
+		{"", "2023-06-01", "2023-06-01"},
+		{"", "2025-01-01", "2025-01-01"},
+		{"2023-06-01", "2025-01-01", "2023-06-01"},
+	} {
+		seen := make(chan string, 1)
+		g := newTestGateway(t, func(cfg *config.Config) {
+			cfg.Pools[0].Kind, cfg.Pools[0].APIVersion = catalog.KindAnthropic, c.pool
+		}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			seen <- r.Header.Get("anthropic-version")
+			w.Header().Set("Content-Type", "application/json")
+			wire, _ := os.ReadFile("testdata/anthropic-message.json")
+			w.Write(wire)
+		}))
+		req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/messages", strings.NewReader(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("anthropic-version", c.client)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if got := <-seen; resp.StatusCode != 200 || got != c.want {
+			t.Errorf("pool %q, client %q: upstream got %q, want %q (%d %s)", c.pool, c.client, got, c.want, resp.StatusCode, body)
+		}
+	}
+}

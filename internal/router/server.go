@@ -45,6 +45,8 @@ type parsedRequest struct {
 	// the model; nil for chat, completions and embeddings.
 	answer     func(model string) proxy.Translator
 	translator proxy.Translator // answer's, once the model is known
+	// anthropicVersion is an Anthropic client's anthropic-version header.
+	anthropicVersion string
 	estimate   int64            // prompt tokens, estimated from the body
 	reserve    limits.Reservation
 	reserved   bool // whether reserve holds a reservation to settle
@@ -133,6 +135,7 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 			r.refuse(w, req, "", err)
 			return
 		}
+		req.anthropicVersion = hr.Header.Get("anthropic-version")
 	}
 	err := r.parse(w, hr, req)
 	if timed {

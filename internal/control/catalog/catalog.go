@@ -115,7 +115,9 @@ type Pool struct {
 	RetryBudget float64 `yaml:"retry_budget,omitempty"`
 	// APIVersion is the provider API's version: Azure's api-version query
 	// parameter (required there), or the anthropic-version header sent to
-	// an anthropic pool (2023-06-01 when empty). Other kinds have none.
+	// an anthropic pool; when empty there, an Anthropic client's own
+	// version is sent, and 2023-06-01 for other clients. Other kinds have
+	// none.
 	APIVersion string `yaml:"api_version,omitempty"`
 	// HedgeAfter, when positive, sends a request that has no first byte
 	// after this multiple of its predicted time to first token to a
