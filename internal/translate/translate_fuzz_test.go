@@ -28,9 +28,10 @@ var anthropicSeeds = []string{
 }
 
 // normalAnthropic is what a Messages API request asks, in a form that
-// its translation to chat and back must keep: consecutive turns of one
-// role joined, an assistant's text joined before its tool uses, a user's
-// tool results first, images as URLs, tool inputs compacted. It leaves
+// its translation to chat and back must keep: in each turn, an
+// assistant's text joined before its tool uses and a user's tool results
+// first, then the images they held; consecutive turns of one role joined;
+// images as URLs; tool inputs compacted. It leaves
 // out what chat cannot carry: thinking blocks and a tool result's error
 // flag.
 func normalAnthropic(t *testing.T, r *AnthropicRequest) any {
@@ -47,18 +48,11 @@ func normalAnthropic(t *testing.T, r *AnthropicRequest) any {
 		} else if err := json.Unmarshal(m.Content, &blocks); err != nil {
 			t.Fatalf("content %s: %v", m.Content, err)
 		}
-		if n := len(turns); n > 0 && turns[n-1].Role == m.Role {
-			turns[n-1].Blocks = append(turns[n-1].Blocks, normalBlocks(t, blocks)...)
-			continue
-		}
-		turns = append(turns, turn{m.Role, normalBlocks(t, blocks)})
-	}
-	for i, tn := range turns {
 		var text strings.Builder
 		var results, images, rest []block
-		for _, b := range tn.Blocks {
+		for _, b := range normalBlocks(t, blocks) {
 			switch {
-			case tn.Role == "assistant" && b.Type == "text":
+			case m.Role == "assistant" && b.Type == "text":
 				text.WriteString(b.Text)
 			case b.Type == "tool_result":
 				results = append(results, b)
@@ -68,10 +62,15 @@ func normalAnthropic(t *testing.T, r *AnthropicRequest) any {
 				rest = append(rest, b)
 			}
 		}
-		if tn.Role == "assistant" && (text.Len() > 0 || len(rest) == 0) {
+		if m.Role == "assistant" && (text.Len() > 0 || len(rest) == 0) {
 			rest = append([]block{{Type: "text", Text: text.String()}}, rest...)
 		}
-		turns[i].Blocks = append(append(results, images...), rest...)
+		normal := append(append(results, images...), rest...)
+		if n := len(turns); n > 0 && turns[n-1].Role == m.Role {
+			turns[n-1].Blocks = append(turns[n-1].Blocks, normal...)
+			continue
+		}
+		turns = append(turns, turn{m.Role, normal})
 	}
 	var system string
 	if !isNull(r.System) {
