@@ -47,9 +47,9 @@ type parsedRequest struct {
 	translator proxy.Translator // answer's, once the model is known
 	// anthropicVersion is an Anthropic client's anthropic-version header.
 	anthropicVersion string
-	estimate   int64            // prompt tokens, estimated from the body
-	reserve    limits.Reservation
-	reserved   bool // whether reserve holds a reservation to settle
+	estimate         int64 // prompt tokens, estimated from the body
+	reserve          limits.Reservation
+	reserved         bool // whether reserve holds a reservation to settle
 }
 
 // ServeHTTP answers the OpenAI API.
