@@ -216,10 +216,10 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 	defer sw.close()
 	src := piecesOf(resp.Body)
 	var (
-		tr     EventTranslator // nil: events are relayed as they came
-		emit   Emit
-		dec    EventDecoder // nil: the upstream's events are chat chunks
-		chunks [][]byte     // one event's chat chunks
+		tr      EventTranslator // nil: events are relayed as they came
+		emit    Emit
+		dec     EventDecoder // nil: the upstream's events are chat chunks
+		decoded [][]byte     // one event's chat chunks, from dec
 	)
 	if c.Translate != nil {
 		tr, emit = c.Translate.Stream(), sw.event
@@ -287,10 +287,13 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 		}
 		k := kind
 		kind = kind[:0]
-		chunks = append(chunks[:0], data)
+		var one [1][]byte
+		one[0] = data
+		chunks := one[:]
 		if dec != nil {
 			// The provider's event, as the chat chunks it means.
-			chunks, k = dec.Event(k, data, chunks[:0]), nil
+			decoded, k = dec.Event(k, data, decoded[:0]), nil
+			chunks = decoded
 		}
 		for _, data := range chunks {
 			switch {
