@@ -1,7 +1,8 @@
 package router
 
 // The handler, in the order a request lives: route, read and parse the
-// body, find the model, authenticate, admit, dispatch, account. Each step
+// body (translating it to chat completions for the Messages and Responses
+// APIs), find the model, authenticate, admit, dispatch, account. Each step
 // past parsing has its own file.
 
 import (
@@ -52,7 +53,8 @@ type parsedRequest struct {
 	reserved         bool // whether reserve holds a reservation to settle
 }
 
-// ServeHTTP answers the OpenAI API.
+// ServeHTTP answers the OpenAI API, and Anthropic's Messages API and
+// OpenAI's Responses API by translation.
 func (r *Router) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 	path := hr.URL.Path
 	switch path {
