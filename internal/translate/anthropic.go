@@ -163,7 +163,10 @@ func (r *AnthropicRequest) ToChat() (*ChatRequest, error) {
 	}
 	for i, t := range r.Tools {
 		if t.Type != "" && t.Type != "custom" {
-			return nil, unsupported(at("tools", i)+".type", "Anthropic's server tool %q cannot run on this model; only client tools can", t.Type)
+			// Anthropic's server tools (web search, code execution...) run
+			// on Anthropic's side; a model behind chat completions has
+			// none, and is offered the client's tools alone.
+			continue
 		}
 		if t.Name == "" {
 			return nil, openai.BadRequest(at("tools", i)+".name", "%s.name: field required", at("tools", i))
@@ -285,7 +288,13 @@ func anthropicMessageToChat(m AnthropicMessage, path string) ([]ChatMessage, err
 		case "thinking", "redacted_thinking":
 			// A model's earlier reasoning: chat has no place for it in a
 			// request, and templates drop it.
+		case "server_tool_use", "mcp_tool_use", "mcp_tool_result", "container_upload":
+			// Server tools' calls and results, from a conversation held
+			// with Anthropic: no tool of this model made them.
 		default:
+			if strings.HasSuffix(b.Type, "_tool_result") {
+				break // web_search_tool_result and the like, as above
+			}
 			return nil, unsupported(bpath+".type", "content blocks of type %q cannot be translated for this model", b.Type)
 		}
 	}

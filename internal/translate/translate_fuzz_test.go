@@ -87,6 +87,9 @@ func normalAnthropic(t *testing.T, r *AnthropicRequest) any {
 	type tool struct{ Name, Description, Schema string }
 	var tools []tool
 	for _, tl := range r.Tools {
+		if tl.Type != "" && tl.Type != "custom" {
+			continue // server tools are not offered to the model
+		}
 		tools = append(tools, tool{tl.Name, tl.Description, compact(tl.InputSchema)})
 	}
 	user := ""
