@@ -7,10 +7,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/google/go-cmp/cmp"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
 )
 
 // anthropicClient is the official Anthropic SDK pointed at a gateway.
@@ -248,4 +252,53 @@ func TestAnthropicClientTools(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAnthropicClientWithKeys authenticates the Anthropic SDK by its
+// x-api-key header, refuses a wrong key and a spent token limit in
+// Anthropic's shape, and bills the message in the ledger.
+func TestAnthropicClientWithKeys(t *testing.T) {
+	g := startKeyed(t, "")
+	key, id := g.newKey(t, keys.Spec{Tenant: "acme", TPM: 200})
+	params := anthropic.MessageNewParams{
+		Model:     "chat",
+		MaxTokens: 8,
+		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hello there"))},
+	}
+	ctx := t.Context()
+	client := anthropic.NewClient(aoption.WithBaseURL(strings.TrimSuffix(g.URL(), "/v1")), aoption.WithAPIKey(key), aoption.WithMaxRetries(0))
+	m, err := client.Messages.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var apiErr *anthropic.Error
+	wrong := anthropic.NewClient(aoption.WithBaseURL(strings.TrimSuffix(g.URL(), "/v1")), aoption.WithAPIKey("sk-llmgw-aaaaaaaaaaaa-bbbb"), aoption.WithMaxRetries(0))
+	if _, err := wrong.Messages.New(ctx, params); !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || apiErr.Type() != "authentication_error" {
+		t.Errorf("a wrong key: %v", err)
+	}
+	p := params
+	p.MaxTokens = 500 // more than the key's 200 tokens a minute
+	if _, err := client.Messages.New(ctx, p); !errors.As(err, &apiErr) || apiErr.StatusCode != 429 || apiErr.Type() != "rate_limit_error" || apiErr.Response.Header.Get("Retry-After") == "" {
+		t.Errorf("over the token limit: %v", err)
+	}
+
+	// The ledger has the message, billed at the backend's count.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rows, err := g.store.Usage(ctx, usage.Query{KeyID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) == 1 && rows[0].CompletionTokens > 0 {
+			if rows[0].CompletionTokens != m.Usage.OutputTokens || rows[0].PromptTokens != m.Usage.InputTokens+m.Usage.CacheReadInputTokens {
+				t.Errorf("ledger %+v, answer usage %+v", rows[0], m.Usage)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no usage in the ledger: %+v", rows)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
