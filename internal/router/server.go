@@ -36,21 +36,22 @@ var apis = map[string]api{
 // parsedRequest is a request on its way through the router.
 type parsedRequest struct {
 	openai.Request
-	id    string
-	api   api
-	start time.Time
-	body  []byte
-	model *catalog.Model // the catalog entry the name resolved to
-	key   *tenant.Key    // nil without authentication
+	id       string
+	api      api
+	start    time.Time
+	body     []byte
+	model    *catalog.Model // the catalog entry the name resolved to
+	key      *tenant.Key    // nil without authentication
+	estimate int64          // prompt tokens, estimated from the body
+	reserve  limits.Reservation
+	reserved bool // whether reserve holds a reservation to settle
+
 	// answer makes the translator of a translated API's answer, given
 	// the model; nil for chat, completions and embeddings.
 	answer     func(model string) proxy.Translator
 	translator proxy.Translator // answer's, once the model is known
 	// anthropicVersion is an Anthropic client's anthropic-version header.
 	anthropicVersion string
-	estimate         int64 // prompt tokens, estimated from the body
-	reserve          limits.Reservation
-	reserved         bool // whether reserve holds a reservation to settle
 }
 
 // ServeHTTP answers the OpenAI API, and Anthropic's Messages API and
