@@ -86,6 +86,16 @@ func TestAnthropicClientOnSim(t *testing.T) {
 		}
 	})
 
+	t.Run("models", func(t *testing.T) {
+		page, err := client.Models.List(ctx, anthropic.ModelListParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Data) != 1 || page.Data[0].ID != "demo" || page.HasMore {
+			t.Errorf("%s", page.RawJSON())
+		}
+	})
+
 	t.Run("count tokens", func(t *testing.T) {
 		n, err := client.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{
 			Model:    "demo",

@@ -67,6 +67,10 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 			openai.WriteError(w, openai.MethodNotAllowed(hr.Method))
 			return
 		}
+		if hr.Header.Get("anthropic-version") != "" {
+			r.serveAnthropicModels(w, hr)
+			return
+		}
 		r.serveModels(w, hr)
 		return
 	case "/v1/llmgw/usage":

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/translate"
@@ -162,4 +163,49 @@ func (r *Router) serveCountTokens(w http.ResponseWriter, hr *http.Request) {
 	json.Unmarshal(req.body, &c) // the body the translation made
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(append(append([]byte(`{"input_tokens":`), strconv.FormatInt(translate.PromptTokens(&c), 10)...), '}'))
+}
+
+// serveAnthropicModels answers GET /v1/models from an Anthropic client
+// (one that sends anthropic-version) in the shape of Anthropic's list:
+// every model and alias the key may use, one page.
+func (r *Router) serveAnthropicModels(w http.ResponseWriter, hr *http.Request) {
+	s := r.snap.Load()
+	if s == nil {
+		translate.WriteAnthropicError(w, openai.Unavailable("No catalog is loaded yet.", nil))
+		return
+	}
+	var key *tenant.Key
+	if r.opts.Auth != nil {
+		var err error
+		if key, err = r.authenticate(hr); err != nil {
+			translate.WriteAnthropicError(w, err)
+			return
+		}
+	}
+	type model struct {
+		Type        string `json:"type"`
+		ID          string `json:"id"`
+		DisplayName string `json:"display_name"`
+		CreatedAt   string `json:"created_at"`
+	}
+	list := struct {
+		Data    []model `json:"data"`
+		HasMore bool    `json:"has_more"`
+		FirstID *string `json:"first_id"`
+		LastID  *string `json:"last_id"`
+	}{Data: []model{}}
+	for _, m := range s.cat.Models() {
+		names := append([]string{m.Name}, m.Aliases...)
+		if key != nil && len(key.Models) > 0 && !key.Allows(names...) {
+			continue
+		}
+		for _, n := range names {
+			list.Data = append(list.Data, model{Type: "model", ID: n, DisplayName: n, CreatedAt: "1970-01-01T00:00:00Z"})
+		}
+	}
+	if n := len(list.Data); n > 0 {
+		list.FirstID, list.LastID = &list.Data[0].ID, &list.Data[n-1].ID
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(list)
 }
