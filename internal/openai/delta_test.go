@@ -15,6 +15,7 @@ func TestDeltaText(t *testing.T) {
 		{`{"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":1}}`, ""},
 		{`{"choices":[{"delta":{"tool_calls":[{"index":0}],"content":"x"}}]}`, ""},
 		{`{"choices":[{"delta":{"content":null}}]}`, ""},
+		{`{"choices":[{"delta":{"content":"a","reasoning_content":"b"}}]}`, ""},
 		{`{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"}}]}`, ""},
 		{`{"choices":[]}`, ""},
 		{`{"choices":[{"delta":{"content":"a","Content":"b"}}]}`, ""},

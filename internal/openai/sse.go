@@ -69,8 +69,8 @@ func nonEmptyString(chunk []byte, key string) bool {
 
 // DeltaText is a chat chunk's delta text, the raw JSON string with its
 // quotes, when the chunk carries that and nothing else a translation must
-// act on: one choice, a string content, no tool calls, no finish_reason
-// and no usage (each absent or null). It reads the chunk in one pass, as
+// act on: one choice, a string content, no tool calls, no reasoning, no
+// finish_reason and no usage (each absent or null). It reads the chunk in one pass, as
 // a decoder would: false whenever a decoder could read it otherwise (a key
 // given twice, escaped or in another case) or it is not valid JSON. The
 // text can then be written on without decoding the chunk.
@@ -81,9 +81,9 @@ func DeltaText(chunk []byte) ([]byte, bool) {
 }
 
 // deltaKeys are the keys DeltaText looks at in the chunk (level 0), its
-// choice (1) and the choice's delta (2): the first of each pair holds the
-// object of the next level (or the text), the second must be null.
-var deltaKeys = [3][2]string{{"choices", "usage"}, {"delta", "finish_reason"}, {"content", "tool_calls"}}
+// choice (1) and the choice's delta (2): the first of each holds the
+// object of the next level (or the text), the others must be null.
+var deltaKeys = [3][]string{{"choices", "usage"}, {"delta", "finish_reason"}, {"content", "tool_calls", "reasoning_content"}}
 
 // deltaMembers scans the object at b[i], at level, for DeltaText,
 // returning the offset past it and false when DeltaText must say false.
@@ -91,7 +91,7 @@ func deltaMembers(b []byte, i, level int, text *[]byte) (int, bool) {
 	if i >= len(b) || b[i] != '{' {
 		return i, false
 	}
-	var seen [2]bool
+	var seen [3]bool
 	var buf [maxKeyBytes]byte
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
@@ -124,7 +124,7 @@ func deltaMembers(b []byte, i, level int, text *[]byte) (int, bool) {
 		}
 		var vEnd int
 		switch {
-		case k == 1: // must be null
+		case k >= 1: // must be null
 			if !bytes.HasPrefix(b[i:], []byte("null")) {
 				return i, false
 			}

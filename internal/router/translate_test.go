@@ -242,3 +242,46 @@ func TestAnthropicErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestAnthropicThinking answers a reasoning model's reasoning_content as
+// a thinking block before the text.
+func TestAnthropicThinking(t *testing.T) {
+	g := newTestGateway(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, d := range []string{
+			`{"choices":[{"delta":{"role":"assistant","content":null,"reasoning_content":"Think"}}]}`,
+			`{"choices":[{"delta":{"content":null,"reasoning_content":" hard."}}]}`,
+			`{"choices":[{"delta":{"content":"Answer.","reasoning_content":null}}]}`,
+			`{"choices":[{"delta":{},"finish_reason":"stop"}]}`,
+			`[DONE]`,
+		} {
+			io.WriteString(w, "data: "+d+"\n\n")
+		}
+	}))
+	req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/messages", strings.NewReader(`{"model":"m","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("anthropic-version", "2023-06-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var got []string
+	for _, line := range strings.Split(string(body), "\n") {
+		if d, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(d, "content_block") {
+			got = append(got, d)
+		}
+	}
+	want := []string{
+		`{"content_block":{"signature":"","thinking":"","type":"thinking"},"index":0,"type":"content_block_start"}`,
+		`{"delta":{"thinking":"Think","type":"thinking_delta"},"index":0,"type":"content_block_delta"}`,
+		`{"delta":{"thinking":" hard.","type":"thinking_delta"},"index":0,"type":"content_block_delta"}`,
+		`{"type":"content_block_stop","index":0}`,
+		`{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}`,
+		`{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Answer."}}`,
+		`{"type":"content_block_stop","index":1}`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("blocks (-want +got):\n%s", diff)
+	}
+}

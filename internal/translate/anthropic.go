@@ -44,6 +44,10 @@ type AnthropicMessage struct {
 type AnthropicBlock struct {
 	Type string `json:"type"`
 	Text string `json:"text,omitempty"`
+	// Thinking and Signature are a thinking block's: the model's reasoning
+	// and, from Anthropic, the signature that vouches for it.
+	Thinking  string  `json:"thinking,omitempty"`
+	Signature *string `json:"signature,omitempty"`
 	// Source is an image's: base64 data or a URL.
 	Source *AnthropicSource `json:"source,omitempty"`
 	// ID, Name and Input are a tool_use block's.

@@ -90,6 +90,9 @@ func (a *Anthropic) Answer(chat []byte) ([]byte, error) {
 	}
 	ch := c.Choices[0]
 	msg := AnthropicAnswer{ID: a.ID, Type: "message", Role: "assistant", Model: a.Model, Content: []AnthropicBlock{}, Usage: anthropicUsage(c.Usage)}
+	if r := ch.Message.ReasoningContent; r != "" {
+		msg.Content = append(msg.Content, AnthropicBlock{Type: "thinking", Thinking: r, Signature: new(string)})
+	}
 	if text := contentText(ch.Message.Content); text != "" {
 		msg.Content = append(msg.Content, AnthropicBlock{Type: "text", Text: text})
 	}
@@ -119,6 +122,7 @@ type anthropicStream struct {
 	block   int  // the open block's index; -1 when none is open
 	next    int  // the index the next block takes
 	inText  bool // the open block is text
+	inThink bool // the open block is thinking: the model's reasoning
 	tool    int  // the chat index of the tool call the open block is
 	finish  string
 	stop    json.RawMessage
@@ -176,6 +180,15 @@ func (s *anthropicStream) Event(data []byte, emit proxy.Emit) error {
 		s.usage = c.Usage
 	}
 	for _, ch := range c.Choices {
+		if r := ch.Delta.ReasoningContent; r != nil && *r != "" {
+			if err := s.openThinking(emit); err != nil {
+				return err
+			}
+			if err := emit(kindBlockDelta, mustJSON(map[string]any{"type": "content_block_delta", "index": s.block,
+				"delta": map[string]string{"type": "thinking_delta", "thinking": *r}})); err != nil {
+				return err
+			}
+		}
 		if ch.Delta.Content != nil && *ch.Delta.Content != "" {
 			if err := s.openText(emit); err != nil {
 				return err
@@ -217,12 +230,27 @@ func (s *anthropicStream) openText(emit proxy.Emit) error {
 	if err := s.closeBlock(emit); err != nil {
 		return err
 	}
-	s.block, s.inText = s.next, true
+	s.block, s.inText, s.inThink = s.next, true, false
 	s.next++
 	s.buf = append(s.buf[:0], `{"type":"content_block_start","index":`...)
 	s.buf = strconv.AppendInt(s.buf, int64(s.block), 10)
 	s.buf = append(s.buf, `,"content_block":{"type":"text","text":""}}`...)
 	return emit(kindBlockStart, s.buf)
+}
+
+// openThinking opens a thinking block for the model's reasoning, unless
+// one is open.
+func (s *anthropicStream) openThinking(emit proxy.Emit) error {
+	if s.block >= 0 && s.inThink {
+		return nil
+	}
+	if err := s.closeBlock(emit); err != nil {
+		return err
+	}
+	s.block, s.inText, s.inThink = s.next, false, true
+	s.next++
+	return emit(kindBlockStart, mustJSON(map[string]any{"type": "content_block_start", "index": s.block,
+		"content_block": map[string]string{"type": "thinking", "thinking": "", "signature": ""}}))
 }
 
 // toolDelta writes a piece of a tool call: a new call (one with an id or
@@ -233,11 +261,11 @@ func (s *anthropicStream) toolDelta(tc ChatToolCall, emit proxy.Emit) error {
 	if tc.Index != nil {
 		index = *tc.Index
 	}
-	if s.block < 0 || s.inText || index != s.tool || tc.ID != "" && tc.Function.Name != "" {
+	if s.block < 0 || s.inText || s.inThink || index != s.tool || tc.ID != "" && tc.Function.Name != "" {
 		if err := s.closeBlock(emit); err != nil {
 			return err
 		}
-		s.block, s.inText, s.tool = s.next, false, index
+		s.block, s.inText, s.inThink, s.tool = s.next, false, false, index
 		s.next++
 		start := map[string]any{"type": "content_block_start", "index": s.block,
 			"content_block": map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Function.Name, "input": map[string]any{}}}

@@ -94,8 +94,9 @@ type ChatCompletion struct {
 type chatChunk struct {
 	Choices []struct {
 		Delta struct {
-			Content   *string        `json:"content"`
-			ToolCalls []ChatToolCall `json:"tool_calls"`
+			Content          *string        `json:"content"`
+			ReasoningContent *string        `json:"reasoning_content"`
+			ToolCalls        []ChatToolCall `json:"tool_calls"`
 		} `json:"delta"`
 		FinishReason *string         `json:"finish_reason"`
 		StopReason   json.RawMessage `json:"stop_reason"`

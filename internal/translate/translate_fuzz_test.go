@@ -251,6 +251,9 @@ func FuzzTranslateStream(f *testing.F) {
 {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":1}"}}]}}]}
 {"choices":[{"index":0,"delta":{"content":"!"},"finish_reason":"stop","stop_reason":"END"}]}
 {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7,"prompt_tokens_details":{"cached_tokens":1}}}`))
+	f.Add([]byte(`{"choices":[{"delta":{"role":"assistant","content":null,"reasoning_content":"Think"}}]}
+{"choices":[{"delta":{"content":"a","reasoning_content":null}}]}
+{"choices":[{"delta":{"content":"b","reasoning_content":"c"}}]}`))
 	f.Add([]byte(`{"choices":[{"delta":{"content":"a","Content":"b"}}]}
 {"choices":[{"delta":{"content":"x"}},{"delta":{"content":"y"}}]}
 {"error":{"message":"boom"}}`))
