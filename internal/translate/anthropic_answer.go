@@ -29,7 +29,7 @@ type Anthropic struct {
 
 var _ proxy.Translator = (*Anthropic)(nil)
 
-// AnthropicMessage is a whole Messages API answer.
+// AnthropicAnswer is a whole Messages API answer.
 type AnthropicAnswer struct {
 	ID           string           `json:"id"`
 	Type         string           `json:"type"`
@@ -50,6 +50,8 @@ type AnthropicUsage struct {
 	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
 }
 
+// anthropicUsage is chat usage as the Messages API counts it; zero for
+// nil.
 func anthropicUsage(u *openai.Usage) AnthropicUsage {
 	if u == nil {
 		return AnthropicUsage{}
