@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
@@ -266,11 +267,11 @@ func (s *responsesStream) start(emit proxy.Emit) error {
 		return nil
 	}
 	s.started = true
-	o := s.r.object("in_progress", nil, nil)
-	if err := s.emitResponse(emit, "response.created", o); err != nil {
+	resp := mustJSON(s.r.object("in_progress", nil, nil))
+	if err := s.emitResponseJSON(emit, "response.created", resp); err != nil {
 		return err
 	}
-	return s.emitResponse(emit, "response.in_progress", o)
+	return s.emitResponseJSON(emit, "response.in_progress", resp)
 }
 
 // textDelta writes a piece of text, the raw JSON string text, opening a
@@ -414,11 +415,20 @@ func (s *responsesStream) end(emit proxy.Emit) error {
 // emitResponse writes an event carrying the response o with the stream's
 // items as its output, spliced in rather than marshalled again.
 func (s *responsesStream) emitResponse(emit proxy.Emit, kind string, o *responseObject) error {
-	resp := mustJSON(o)
+	return s.emitResponseJSON(emit, kind, mustJSON(o))
+}
+
+// emitResponseJSON is emitResponse for the response marshalled, resp.
+func (s *responsesStream) emitResponseJSON(emit proxy.Emit, kind string, resp []byte) error {
 	// The first "output":[] is the output's: no field before it holds raw
 	// JSON, and in a JSON string a quote is escaped.
 	at := bytes.Index(resp, []byte(`"output":[]`)) + len(`"output":[`)
-	b := append(s.buf[:0], `{"type":"`...)
+	size := len(resp) + len(kind) + 64
+	for _, it := range s.items {
+		size += len(it) + 1
+	}
+	b := slices.Grow(s.buf[:0], size)
+	b = append(b, `{"type":"`...)
 	b = append(b, kind...)
 	b = append(b, `","sequence_number":`...)
 	b = strconv.AppendInt(b, s.seq, 10)
