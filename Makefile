@@ -18,11 +18,14 @@ bench:
 lint:
 	gofmt -l . && go vet ./...
 
-# The differential fuzz targets, each for FUZZTIME (default 10m); see
-# docs/SECURITY.md.
+# The differential fuzz targets and the API translations' round trips,
+# each for FUZZTIME (default 10m); see docs/SECURITY.md.
 FUZZTIME ?= 10m
 fuzz:
 	go test -run '^$$' -fuzz '^FuzzServerMatchesNetHTTP$$' -fuzztime $(FUZZTIME) ./internal/h1
 	go test -run '^$$' -fuzz '^FuzzTransportMatchesNetHTTP$$' -fuzztime $(FUZZTIME) ./internal/router/proxy
 	go test -run '^$$' -fuzz '^FuzzRequestMatchesEncodingJSON$$' -fuzztime $(FUZZTIME) ./internal/openai
 	go test -run '^$$' -fuzz '^FuzzParseMatchesExpfmt$$' -fuzztime $(FUZZTIME) ./internal/router/scrape
+	go test -run '^$$' -fuzz '^FuzzTranslateAnthropic$$' -fuzztime $(FUZZTIME) ./internal/translate
+	go test -run '^$$' -fuzz '^FuzzTranslateResponses$$' -fuzztime $(FUZZTIME) ./internal/translate
+	go test -run '^$$' -fuzz '^FuzzTranslateStream$$' -fuzztime $(FUZZTIME) ./internal/translate

@@ -17,7 +17,7 @@ func TestCheck(t *testing.T) {
 		want    string // what Check writes
 		wantErr bool
 	}{
-		{"testdata/full.good.yaml", "ok: 3 pools, 3 models (5 names), 4 endpoints\n", false},
+		{"testdata/full.good.yaml", "ok: 5 pools, 3 models (5 names), 6 endpoints\n", false},
 		{"testdata/minimal.good.yaml", "ok: 1 pool, 1 model (1 name), 1 endpoint\n", false},
 		{"testdata/same-listen.bad.yaml", `testdata/same-listen.bad.yaml: server.admin_listen: must differ from server.listen, both are ":8080" (line 4)
 testdata/same-listen.bad.yaml: store.url: sqlite: needs a file path, such as sqlite:llmgw.db (line 6)

@@ -128,6 +128,14 @@ func TestFullExample(t *testing.T) {
 				Name: "openai", Kind: "openai", APIKeyEnv: "OPENAI_API_KEY", Policy: "auto", Metrics: hosted.Metrics, Health: hosted.Health, RetryBudget: 0.2,
 				Endpoints: []catalog.Endpoint{{Name: "api.openai.com", URL: "https://api.openai.com/v1", Weight: 1}},
 			},
+			{
+				Name: "claude", Kind: "anthropic", APIKeyEnv: "ANTHROPIC_API_KEY", APIVersion: "2023-06-01", Policy: "auto", Metrics: hosted.Metrics, Health: hosted.Health, RetryBudget: 0.2,
+				Endpoints: []catalog.Endpoint{{Name: "api.anthropic.com", URL: "https://api.anthropic.com/v1", Weight: 1}},
+			},
+			{
+				Name: "azure", Kind: "azure", APIKeyEnv: "AZURE_OPENAI_API_KEY", APIVersion: "2024-10-21", Policy: "auto", Metrics: hosted.Metrics, Health: hosted.Health, RetryBudget: 0.2,
+				Endpoints: []catalog.Endpoint{{Name: "my-resource.openai.azure.com", URL: "https://my-resource.openai.azure.com", Weight: 1}},
+			},
 		},
 		Models: []catalog.Model{
 			{

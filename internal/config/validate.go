@@ -268,6 +268,21 @@ func money(ps *problems, path string, v float64) {
 	}
 }
 
+// isAPIVersion reports whether v looks like a provider's API version: a
+// date, perhaps with a suffix such as -preview, and nothing that would
+// need escaping in a query or a header.
+func isAPIVersion(v string) bool {
+	if len(v) < 10 || len(v) > 40 {
+		return false
+	}
+	for _, c := range v {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
 func validatePools(ps *problems, pools []catalog.Pool) {
 	seen := make(map[string]int, len(pools)) // key: pool name; value: index in pools
 	for i := range pools {
@@ -280,10 +295,16 @@ func validatePools(ps *problems, pools []catalog.Pool) {
 		} else {
 			seen[p.Name] = i
 		}
-		switch p.Kind {
-		case "", catalog.KindOpenAI, catalog.KindVLLM, catalog.KindSGLang:
-		default:
-			ps.add(at+".kind", "must be openai, vllm or sglang, got %q", p.Kind)
+		if p.Kind != "" && !slices.Contains(catalog.Kinds, p.Kind) {
+			ps.add(at+".kind", "must be one of %s, got %q", strings.Join(catalog.Kinds, ", "), p.Kind)
+		}
+		switch {
+		case p.Kind == catalog.KindAzure && p.APIVersion == "":
+			ps.add(at+".api_version", "must be set for a pool of kind azure, such as \"2024-10-21\"")
+		case p.APIVersion != "" && p.Kind != catalog.KindAzure && p.Kind != catalog.KindAnthropic:
+			ps.add(at+".api_version", "is only for pools of kind azure or anthropic, not %q", p.Kind)
+		case p.APIVersion != "" && !isAPIVersion(p.APIVersion):
+			ps.add(at+".api_version", "must be a version such as 2024-10-21, got %q", p.APIVersion)
 		}
 		if p.APIKeyEnv != "" && !isEnvName(p.APIKeyEnv) {
 			// Not echoed: a key pasted here by mistake must not reach a log.

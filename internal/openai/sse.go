@@ -66,3 +66,139 @@ func nonEmptyString(chunk []byte, key string) bool {
 	i := valueAt(chunk, key)
 	return i >= 0 && chunk[i] == '"' && i+1 < len(chunk) && chunk[i+1] != '"'
 }
+
+// DeltaText is a chat chunk's delta text, the raw JSON string with its
+// quotes, when the chunk carries that and nothing else a translation must
+// act on: one choice, a string content, no tool calls, no reasoning, no
+// finish_reason and no usage (each absent or null). It reads the chunk in one pass, as
+// a decoder would: false whenever a decoder could read it otherwise (a key
+// given twice, escaped or in another case) or it is not valid JSON. The
+// text can then be written on without decoding the chunk.
+func DeltaText(chunk []byte) ([]byte, bool) {
+	var text []byte
+	end, ok := deltaMembers(chunk, skipSpace(chunk, 0), 0, &text)
+	return text, ok && text != nil && skipSpace(chunk, end) == len(chunk)
+}
+
+// deltaKeys are the keys DeltaText looks at in the chunk (level 0), its
+// choice (1) and the choice's delta (2): the first of each holds the
+// object of the next level (or the text), the others must be null.
+var deltaKeys = [3][]string{{"choices", "usage"}, {"delta", "finish_reason"}, {"content", "tool_calls", "reasoning_content"}}
+
+// deltaMembers scans the object at b[i], at level, for DeltaText,
+// returning the offset past it and false when DeltaText must say false.
+func deltaMembers(b []byte, i, level int, text *[]byte) (int, bool) {
+	if i >= len(b) || b[i] != '{' {
+		return i, false
+	}
+	var seen [3]bool
+	var buf [maxKeyBytes]byte
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		kEnd, next, err := scanMember(b, i)
+		if err != nil {
+			return i, false
+		}
+		raw := b[i+1 : kEnd-1]
+		key := raw
+		if bytes.IndexByte(raw, '\\') >= 0 {
+			var decoded bool
+			if key, decoded = unescapeKey(buf[:0], raw); !decoded {
+				key = nil
+			}
+		}
+		if i = skipSpace(b, next); i >= len(b) {
+			return i, false
+		}
+		k := -1
+		for j, name := range deltaKeys[level] {
+			if foldEqual(key, name) {
+				if seen[j] || string(raw) != name {
+					return i, false
+				}
+				seen[j], k = true, j
+			}
+		}
+		var vEnd int
+		switch {
+		case k >= 1: // must be null
+			if !bytes.HasPrefix(b[i:], []byte("null")) {
+				return i, false
+			}
+			vEnd = i + 4
+		case k == 0 && level == 0: // choices: [one choice]
+			if b[i] != '[' {
+				return i, false
+			}
+			if vEnd, err = deltaMembersEnd(b, skipSpace(b, i+1), 1, text); err != nil {
+				return i, false
+			}
+			if vEnd = skipSpace(b, vEnd); vEnd >= len(b) || b[vEnd] != ']' {
+				return i, false
+			}
+			vEnd++
+		case k == 0 && level == 1: // delta
+			if vEnd, err = deltaMembersEnd(b, i, 2, text); err != nil {
+				return i, false
+			}
+		case k == 0: // content: a string
+			if b[i] != '"' {
+				return i, false
+			}
+			if vEnd, err = scanString(b, i); err != nil {
+				return i, false
+			}
+			*text = b[i:vEnd]
+		default:
+			if vEnd, err = scanValue(b, i); err != nil {
+				return i, false
+			}
+		}
+		i = skipSpace(b, vEnd)
+		if i < len(b) && b[i] == '}' {
+			return i + 1, true
+		}
+		if i >= len(b) || b[i] != ',' {
+			return i, false
+		}
+		i = skipSpace(b, i+1)
+	}
+}
+
+func deltaMembersEnd(b []byte, i, level int, text *[]byte) (int, error) {
+	end, ok := deltaMembers(b, i, level, text)
+	if !ok {
+		return end, errSyntax
+	}
+	return end, nil
+}
+
+// DeltaReader reads the text of a stream's chunks as DeltaText does, and
+// faster for chunks that differ from the last one it read in their text
+// alone, as a backend's text chunks do: bytes the same as a chunk DeltaText
+// took, around one valid JSON string, read the same to a decoder. Its
+// zero value is ready; it serves one stream.
+type DeltaReader struct {
+	prefix, suffix []byte // of the last chunk DeltaText took, around its text
+}
+
+// Text is chunk's delta text; see DeltaText.
+func (d *DeltaReader) Text(chunk []byte) ([]byte, bool) {
+	p, s := len(d.prefix), len(d.suffix)
+	if p > 0 && len(chunk) >= p+s+2 && chunk[p] == '"' &&
+		bytes.Equal(chunk[:p], d.prefix) && bytes.Equal(chunk[len(chunk)-s:], d.suffix) {
+		if end, err := scanString(chunk, p); err == nil && end == len(chunk)-s {
+			return chunk[p:end], true
+		}
+	}
+	text, ok := DeltaText(chunk)
+	if ok {
+		i := cap(chunk) - cap(text) // text is chunk[i:i+len(text)]
+		d.prefix = append(d.prefix[:0], chunk[:i]...)
+		d.suffix = append(d.suffix[:0], chunk[i+len(text):]...)
+	}
+	return text, ok
+}

@@ -59,6 +59,10 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 				PromptEstimate: req.estimate,
 				Gap:            gap,
 				Model:          m.Name,
+				Translate:      req.translator,
+			}
+			if err := p.prepare(&call, req, r.opts.Router.DefaultMaxTokens); err != nil {
+				return dispatchResult{outcome: proxy.Outcome{Status: openai.AsError(err).Status, Err: err}, model: m}
 			}
 			rt.prepare(p, prompt, req.estimate, m.SLO.TTFTp99)
 			var tried uint64
@@ -86,7 +90,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 				tried |= 1 << i
 				ep := p.endpoints[i]
 				w.Header().Set(modelHeader, m.Name)
-				call.URL = ep.targets[req.api.upstreamPath]
+				call.URL = p.target(ep, req.api.upstreamPath, m.UpstreamName())
 				o := r.send(ctx, w, req, p, i, &rt, &call)
 				res = dispatchResult{outcome: o, pool: p.name, endpoint: ep.name, model: m}
 				if o.Reason != "" {

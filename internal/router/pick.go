@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
-	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
 // pool is a catalog pool with what the router has learned of its
@@ -27,6 +26,7 @@ type pool struct {
 	weight    []int // by endpoint index
 	next      atomic.Uint64
 	maxAge    time.Duration // a scrape older is unknown
+	provider  *provider     // a hosted provider's; nil for OpenAI-compatible kinds
 
 	// index maps prompt blocks to the endpoints that hold them. It is
 	// replaced, empty, when a scrape reports another KV-cache block size.
@@ -47,8 +47,8 @@ type pool struct {
 // stay in the same order (the index knows them by position).
 func newPool(p catalog.Pool, prev *pool, m *metrics) *pool {
 	np := &pool{
-		name: p.Name, policy: p.Policy, plain: proxy.Headers(p.APIKey, false), streamed: proxy.Headers(p.APIKey, true),
-		maxAge: p.Metrics.MaxAge,
+		name: p.Name, policy: p.Policy, plain: poolHeaders(p, false), streamed: poolHeaders(p, true),
+		maxAge: p.Metrics.MaxAge, provider: newProvider(p),
 	}
 	if np.policy == "" {
 		np.policy = catalog.PolicyAuto

@@ -1,7 +1,8 @@
 package router
 
 // The handler, in the order a request lives: route, read and parse the
-// body, find the model, authenticate, admit, dispatch, account. Each step
+// body (translating it to chat completions for the Messages and Responses
+// APIs), find the model, authenticate, admit, dispatch, account. Each step
 // past parsing has its own file.
 
 import (
@@ -17,16 +18,19 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
-// api is one OpenAI endpoint the router serves.
+// api is one endpoint the router serves.
 type api struct {
-	upstreamPath string // appended to an endpoint's base URL
-	streams      bool   // whether it may be streamed
+	upstreamPath string   // appended to an endpoint's base URL
+	streams      bool     // whether it may be streamed
+	dialect      *dialect // nil: the body goes upstream as it came
 }
 
 var apis = map[string]api{
-	"/v1/chat/completions": {"/chat/completions", true},
-	"/v1/completions":      {"/completions", true},
-	"/v1/embeddings":       {"/embeddings", false},
+	"/v1/chat/completions": {"/chat/completions", true, nil},
+	"/v1/completions":      {"/completions", true, nil},
+	"/v1/embeddings":       {"/embeddings", false, nil},
+	"/v1/messages":         {"/chat/completions", true, anthropicMessages},
+	"/v1/responses":        {"/chat/completions", true, openaiResponses},
 }
 
 // parsedRequest is a request on its way through the router.
@@ -41,9 +45,17 @@ type parsedRequest struct {
 	estimate int64          // prompt tokens, estimated from the body
 	reserve  limits.Reservation
 	reserved bool // whether reserve holds a reservation to settle
+
+	// answer makes the translator of a translated API's answer, given
+	// the model; nil for chat, completions and embeddings.
+	answer     func(model string) proxy.Translator
+	translator proxy.Translator // answer's, once the model is known
+	// anthropicVersion is an Anthropic client's anthropic-version header.
+	anthropicVersion string
 }
 
-// ServeHTTP answers the OpenAI API.
+// ServeHTTP answers the OpenAI API, and Anthropic's Messages API and
+// OpenAI's Responses API by translation.
 func (r *Router) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 	path := hr.URL.Path
 	switch path {
@@ -55,10 +67,17 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 			openai.WriteError(w, openai.MethodNotAllowed(hr.Method))
 			return
 		}
+		if hr.Header.Get("anthropic-version") != "" {
+			r.serveAnthropicModels(w, hr)
+			return
+		}
 		r.serveModels(w, hr)
 		return
 	case "/v1/llmgw/usage":
 		r.serveSelfUsage(w, hr)
+		return
+	case "/v1/messages/count_tokens":
+		r.serveCountTokens(w, hr)
 		return
 	}
 	a, ok := apis[path]
@@ -68,7 +87,7 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 	}
 	if hr.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		openai.WriteError(w, openai.MethodNotAllowed(hr.Method))
+		a.writeError(w, openai.MethodNotAllowed(hr.Method))
 		return
 	}
 	r.serveCompletion(w, hr, a)
@@ -118,6 +137,13 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 		}
 		req.key = key
 	}
+	if a.dialect != nil {
+		if err := a.dialect.header(hr.Header); err != nil {
+			r.refuse(w, req, "", err)
+			return
+		}
+		req.anthropicVersion = hr.Header.Get("anthropic-version")
+	}
 	err := r.parse(w, hr, req)
 	if timed {
 		rc.SetReadDeadline(time.Time{})
@@ -142,6 +168,9 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 		return
 	}
 	req.model = m
+	if req.answer != nil {
+		req.translator = req.answer(m.Name)
+	}
 	if req.Stream && !a.streams {
 		r.refuse(w, req, "", openai.BadRequest("stream", "This endpoint cannot be streamed."))
 		return
@@ -158,7 +187,7 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 	}
 	res := r.dispatch(hr.Context(), w, req, snap)
 	if !res.outcome.Wrote && res.outcome.Status != openai.StatusClientClosed {
-		openai.WriteError(w, res.outcome.Err)
+		a.writeError(w, res.outcome.Err)
 	}
 	r.account(req, res)
 }
@@ -186,6 +215,11 @@ func (r *Router) parse(w http.ResponseWriter, hr *http.Request, req *parsedReque
 		}
 		return openai.BadRequest("", "The request body could not be read.")
 	}
+	if d := req.api.dialect; d != nil {
+		if body, req.answer, err = d.translate(body, req.id); err != nil {
+			return err
+		}
+	}
 	req.body = body
 	if err := req.Request.Parse(body); err != nil {
 		return err
@@ -212,7 +246,7 @@ func estimatePrompt(body []byte) int64 {
 
 // refuse answers a request that never reached an upstream, and counts it.
 func (r *Router) refuse(w http.ResponseWriter, req *parsedRequest, pool string, err error) {
-	openai.WriteError(w, err)
+	req.api.writeError(w, err)
 	e := openai.AsError(err)
 	if e.Status >= 500 {
 		r.log.Warn("request refused", "id", req.id, "status", e.Status, "err", e)

@@ -54,13 +54,24 @@ func (p Price) Cost(promptTokens, completionTokens int64) float64 {
 	return (float64(promptTokens)*p.InputPerMillion + float64(completionTokens)*p.OutputPerMillion) / 1e6
 }
 
-// Pool kinds. They say which load signals a pool's servers export; every
-// kind speaks the OpenAI API.
+// Pool kinds. openai, vllm and sglang speak the OpenAI API and differ in
+// the load signals their servers export; anthropic and azure are hosted
+// providers whose own APIs requests are translated to.
 const (
 	KindOpenAI = "openai"
 	KindVLLM   = "vllm"
 	KindSGLang = "sglang"
+	// KindAnthropic is Anthropic's Messages API: requests are sent as
+	// messages to {url}/messages, with the key as x-api-key.
+	KindAnthropic = "anthropic"
+	// KindAzure is Azure OpenAI: a model's upstream_model names its
+	// deployment, called at {url}/openai/deployments/{deployment}/...
+	// with api_version, and the key as api-key.
+	KindAzure = "azure"
 )
+
+// Kinds is every pool kind, the default first.
+var Kinds = []string{KindOpenAI, KindVLLM, KindSGLang, KindAnthropic, KindAzure}
 
 // Routing policies: how a pool picks the endpoint for a request.
 const (
@@ -102,6 +113,12 @@ type Pool struct {
 	// RetryBudget is the share of the pool's recent requests that may be
 	// retries, so that a failing pool is not sent its own load again.
 	RetryBudget float64 `yaml:"retry_budget,omitempty"`
+	// APIVersion is the provider API's version: Azure's api-version query
+	// parameter (required there), or the anthropic-version header sent to
+	// an anthropic pool; when empty there, an Anthropic client's own
+	// version is sent, and 2023-06-01 for other clients. Other kinds have
+	// none.
+	APIVersion string `yaml:"api_version,omitempty"`
 
 	// APIKey is APIKeyEnv's value, read when the catalog is built. It is
 	// never logged, labelled or written back.

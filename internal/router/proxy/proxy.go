@@ -43,7 +43,8 @@ type Outcome struct {
 	Wrote bool
 	// Reason names the upstream's fault for llmgw_upstream_errors_total:
 	// connect, first_byte_timeout, idle_timeout, status_429, status_5xx,
-	// stream_broken, stream_error. Empty when the upstream did its part.
+	// stream_broken, stream_error, bad_answer (a plain answer that is no
+	// chat completion, found when translating it). Empty when the upstream did its part.
 	Reason string
 	// Err is the failure for the log and, while nothing was written, for
 	// the client (an *openai.Error). Nil on success.
@@ -92,6 +93,12 @@ type Call struct {
 	// FirstToken, when set, is called once, on the calling goroutine,
 	// when a stream's first token arrives or a plain answer's headers do.
 	FirstToken func(time.Time)
+	// Translate, when set, writes the answer in the client's API rather
+	// than as the upstream's chat completion; see Translator.
+	Translate Translator
+	// Provider, when set, reads an upstream that speaks another API as
+	// chat completions; see Provider.
+	Provider Provider
 }
 
 // Proxy sends calls upstream. It is safe for concurrent use.
@@ -378,6 +385,9 @@ func (p *Proxy) upstreamError(ctx context.Context, w http.ResponseWriter, c *Cal
 	if err != nil {
 		return failed(ctx, "stream_broken", err)
 	}
+	if c.Provider != nil {
+		body = c.Provider.Error(resp.StatusCode, body)
+	}
 	ttft := time.Since(c.Start)
 	switch code := resp.StatusCode; {
 	case code == http.StatusTooManyRequests:
@@ -388,7 +398,11 @@ func (p *Proxy) upstreamError(ctx context.Context, w http.ResponseWriter, c *Cal
 			Err: openai.BadGateway(fmt.Errorf("upstream answered %d: %.200s", code, body))}
 	}
 	o := Outcome{Status: resp.StatusCode, TTFT: ttft, Wrote: true}
-	if err := writeAnswer(w, c.Idle, resp.StatusCode, resp.Header.Get("Content-Type"), body); err != nil {
+	contentType := resp.Header.Get("Content-Type")
+	if c.Translate != nil {
+		body, contentType = c.Translate.ErrorBody(upstreamErrorOf(resp.StatusCode, body)), "application/json"
+	}
+	if err := writeAnswer(w, c.Idle, resp.StatusCode, contentType, body); err != nil {
 		o.Status, o.Err = openai.StatusClientClosed, err
 	}
 	return o
@@ -476,6 +490,13 @@ func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, r
 		o.TTFT = ttft
 		return o
 	}
+	if c.Provider != nil {
+		if body, err = c.Provider.Answer(body); err != nil {
+			o := failed(ctx, "bad_answer", err)
+			o.TTFT = ttft
+			return o
+		}
+	}
 	o := Outcome{Status: http.StatusOK, TTFT: ttft, Wrote: true}
 	if u, err := openai.UsageOf(body); err == nil && u != nil {
 		o.Usage = u
@@ -486,7 +507,16 @@ func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, r
 	if c.Model != "" {
 		body, _ = openai.RenameModel(nil, body, c.Model)
 	}
-	if err := writeAnswer(w, c.Idle, http.StatusOK, resp.Header.Get("Content-Type"), body); err != nil {
+	contentType := resp.Header.Get("Content-Type")
+	if c.Translate != nil {
+		if body, err = c.Translate.Answer(body); err != nil {
+			o = failed(ctx, "bad_answer", err)
+			o.TTFT = ttft
+			return o
+		}
+		contentType = "application/json"
+	}
+	if err := writeAnswer(w, c.Idle, http.StatusOK, contentType, body); err != nil {
 		o.Status, o.Err = openai.StatusClientClosed, err
 	}
 	return o

@@ -215,6 +215,18 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 	sw := newStreamWriter(w, c.KeepAlive, c.Idle)
 	defer sw.close()
 	src := piecesOf(resp.Body)
+	var (
+		tr      EventTranslator // nil: events are relayed as they came
+		emit    Emit
+		dec     EventDecoder // nil: the upstream's events are chat chunks
+		decoded [][]byte     // one event's chat chunks, from dec
+	)
+	if c.Translate != nil {
+		tr, emit = c.Translate.Stream(), sw.event
+	}
+	if c.Provider != nil {
+		dec = c.Provider.Stream()
+	}
 
 	var (
 		o                  Outcome
@@ -276,44 +288,60 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 		}
 		k := kind
 		kind = kind[:0]
-
-		switch {
-		case bytes.Equal(data, openai.Done):
-			sawDone = true
-		case openai.HasToken(data):
-			now := time.Now()
-			if events == 0 {
-				first = now
-				o.TTFT = now.Sub(c.Start)
-				if c.FirstToken != nil {
-					c.FirstToken(now)
+		var one [1][]byte
+		one[0] = data
+		chunks := one[:]
+		if dec != nil {
+			// The provider's event, as the chat chunks it means.
+			decoded, k = dec.Event(k, data, decoded[:0]), nil
+			chunks = decoded
+		}
+		for _, data := range chunks {
+			switch {
+			case bytes.Equal(data, openai.Done):
+				sawDone = true
+			case openai.HasToken(data):
+				now := time.Now()
+				if events == 0 {
+					first = now
+					o.TTFT = now.Sub(c.Start)
+					if c.FirstToken != nil {
+						c.FirstToken(now)
+					}
+				} else if c.Gap != nil {
+					c.Gap.Observe(now.Sub(last).Seconds())
 				}
-			} else if c.Gap != nil {
-				c.Gap.Observe(now.Sub(last).Seconds())
+				last = now
+				events++
+			case isErrorEvent(data) && o.Reason == "":
+				o.Reason = "stream_error"
+				o.Err = openai.BadGateway(errors.New("upstream sent an error event"))
 			}
-			last = now
-			events++
-		case isErrorEvent(data) && o.Reason == "":
-			o.Reason = "stream_error"
-			o.Err = openai.BadGateway(errors.New("upstream sent an error event"))
-		}
-		if !sawFinish && openai.HasFinish(data) {
-			sawFinish = true
-		}
-		if openai.HasUsage(data) {
-			if u, err := openai.UsageOf(data); err == nil && u != nil {
-				o.Usage = u
+			if !sawFinish && openai.HasFinish(data) {
+				sawFinish = true
 			}
-			if c.StripUsage && openai.IsUsageOnly(data) {
-				continue
+			if openai.HasUsage(data) {
+				if u, err := openai.UsageOf(data); err == nil && u != nil {
+					o.Usage = u
+				}
+				if c.StripUsage && openai.IsUsageOnly(data) {
+					continue
+				}
+			}
+			if c.Model != "" {
+				if out, ok := openai.RenameModel(renamed, data, c.Model); ok {
+					renamed, data = out, out
+				}
+			}
+			if tr != nil {
+				clientErr = tr.Event(data, emit)
+			} else {
+				clientErr = sw.event(k, data)
+			}
+			if clientErr != nil {
+				break
 			}
 		}
-		if c.Model != "" {
-			if out, ok := openai.RenameModel(renamed, data, c.Model); ok {
-				renamed, data = out, out
-			}
-		}
-		clientErr = sw.event(k, data)
 	}
 	dog.stop()
 	if clientErr == nil {
@@ -336,7 +364,11 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 	} else if !sawDone {
 		if errors.Is(readErr, io.EOF) && sawFinish {
 			// The answer is whole; the backend only left out the terminator.
-			sw.event(nil, openai.Done)
+			if tr != nil {
+				tr.Event(openai.Done, emit)
+			} else {
+				sw.event(nil, openai.Done)
+			}
 			sw.flush()
 		} else {
 			o.Reason, o.Err = "stream_broken", openai.BadGateway(readErr)
@@ -349,7 +381,11 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 		if o.Wrote {
 			// The client has part of an answer: end with an error event
 			// and no [DONE], so that it cannot take the part for the whole.
-			sw.event(nil, e.Body())
+			if tr != nil {
+				tr.Fail(e, emit)
+			} else {
+				sw.event(nil, e.Body())
+			}
 			sw.flush()
 		}
 	}

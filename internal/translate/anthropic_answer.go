@@ -1,0 +1,324 @@
+package translate
+
+// Chat completions answers as Anthropic's Messages API answers them:
+// whole, and streamed as message_start, content blocks, message_delta and
+// message_stop.
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
+)
+
+// Anthropic answers one Messages API request from a chat completions
+// answer. It is a proxy.Translator.
+type Anthropic struct {
+	// ID is the message's id, msg_ and the request's id.
+	ID string
+	// Model is the model named in the answer.
+	Model string
+	// StopSequences are the request's, which a vLLM stop_reason names
+	// when one ended the answer.
+	StopSequences []string
+
+	decodeAll bool // decode every chunk, for tests comparing with the fast path
+}
+
+var _ proxy.Translator = (*Anthropic)(nil)
+
+// AnthropicAnswer is a whole Messages API answer.
+type AnthropicAnswer struct {
+	ID           string           `json:"id"`
+	Type         string           `json:"type"`
+	Role         string           `json:"role"`
+	Model        string           `json:"model"`
+	Content      []AnthropicBlock `json:"content"`
+	StopReason   *string          `json:"stop_reason"`
+	StopSequence *string          `json:"stop_sequence"`
+	Usage        AnthropicUsage   `json:"usage"`
+}
+
+// AnthropicUsage is an answer's token accounting. InputTokens leaves out
+// the prompt tokens read from the cache, which CacheReadInputTokens counts.
+type AnthropicUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+}
+
+// anthropicUsage is chat usage as the Messages API counts it; zero for
+// nil.
+func anthropicUsage(u *openai.Usage) AnthropicUsage {
+	if u == nil {
+		return AnthropicUsage{}
+	}
+	cached := u.CachedTokens()
+	return AnthropicUsage{InputTokens: max(u.PromptTokens-cached, 0), OutputTokens: u.CompletionTokens, CacheReadInputTokens: cached}
+}
+
+// stopReason maps a chat finish_reason, and vLLM's stop_reason, onto
+// Anthropic's stop_reason and stop_sequence.
+func (a *Anthropic) stopReason(finish string, stop json.RawMessage) (string, *string) {
+	switch finish {
+	case "length":
+		return "max_tokens", nil
+	case "tool_calls", "function_call":
+		return "tool_use", nil
+	case "content_filter":
+		return "refusal", nil
+	}
+	if s, ok := stopString(stop); ok {
+		for _, seq := range a.StopSequences {
+			if seq == s {
+				return "stop_sequence", &s
+			}
+		}
+	}
+	return "end_turn", nil
+}
+
+// Answer is a whole chat completion as an Anthropic message.
+func (a *Anthropic) Answer(chat []byte) ([]byte, error) {
+	var c ChatCompletion
+	if err := json.Unmarshal(chat, &c); err != nil {
+		return nil, err
+	}
+	if len(c.Choices) == 0 {
+		return nil, errors.New("a chat completion with no choices")
+	}
+	ch := c.Choices[0]
+	msg := AnthropicAnswer{ID: a.ID, Type: "message", Role: "assistant", Model: a.Model, Content: []AnthropicBlock{}, Usage: anthropicUsage(c.Usage)}
+	if r := ch.Message.ReasoningContent; r != "" {
+		msg.Content = append(msg.Content, AnthropicBlock{Type: "thinking", Thinking: r, Signature: new(string)})
+	}
+	if text := contentText(ch.Message.Content); text != "" {
+		msg.Content = append(msg.Content, AnthropicBlock{Type: "text", Text: text})
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		msg.Content = append(msg.Content, AnthropicBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: toolInput(tc.Function.Arguments)})
+	}
+	reason, seq := a.stopReason(ch.FinishReason, ch.StopReason)
+	msg.StopReason, msg.StopSequence = &reason, seq
+	return mustJSON(msg), nil
+}
+
+// ErrorBody is e in Anthropic's shape.
+func (a *Anthropic) ErrorBody(e *openai.Error) []byte { return AnthropicErrorBody(e) }
+
+// Stream begins translating a streamed answer.
+func (a *Anthropic) Stream() proxy.EventTranslator {
+	return &anthropicStream{a: a, block: -1}
+}
+
+// anthropicStream is one streamed answer's translation. Content blocks
+// open and close as the chat stream moves from text to a tool call and
+// from one tool call to the next.
+type anthropicStream struct {
+	a       *Anthropic
+	started bool // message_start is out
+	ended   bool // message_stop or an error is out
+	block   int  // the open block's index; -1 when none is open
+	next    int  // the index the next block takes
+	inText  bool // the open block is text
+	inThink bool // the open block is thinking: the model's reasoning
+	tool    int  // the chat index of the tool call the open block is
+	finish  string
+	stop    json.RawMessage
+	usage   *openai.Usage
+	buf     []byte // the event being built; reused
+	deltas  openai.DeltaReader
+}
+
+var (
+	kindMessageStart = []byte("message_start")
+	kindPing         = []byte("ping")
+	kindBlockStart   = []byte("content_block_start")
+	kindBlockDelta   = []byte("content_block_delta")
+	kindBlockStop    = []byte("content_block_stop")
+	kindMessageDelta = []byte("message_delta")
+	kindMessageStop  = []byte("message_stop")
+	kindError        = []byte("error")
+)
+
+func (s *anthropicStream) Event(data []byte, emit proxy.Emit) error {
+	if s.ended {
+		return nil
+	}
+	if string(data) == string(openai.Done) {
+		return s.end(emit)
+	}
+	// The common event, one token of text, is written without decoding.
+	if text, ok := s.deltas.Text(data); ok && !s.a.decodeAll {
+		if err := s.start(emit); err != nil {
+			return err
+		}
+		if len(text) == 2 { // ""
+			return nil
+		}
+		if err := s.openText(emit); err != nil {
+			return err
+		}
+		s.buf = append(s.buf[:0], `{"type":"content_block_delta","index":`...)
+		s.buf = strconv.AppendInt(s.buf, int64(s.block), 10)
+		s.buf = append(s.buf, `,"delta":{"type":"text_delta","text":`...)
+		s.buf = append(s.buf, text...)
+		s.buf = append(s.buf, "}}"...)
+		return emit(kindBlockDelta, s.buf)
+	}
+	var c chatChunk
+	if json.Unmarshal(data, &c) != nil || c.Choices == nil && c.Usage == nil {
+		// Not a chunk, such as an upstream's error event: nothing the
+		// client can be told, and the relay ends a failed stream with Fail.
+		return nil
+	}
+	if err := s.start(emit); err != nil {
+		return err
+	}
+	if c.Usage != nil {
+		s.usage = c.Usage
+	}
+	for _, ch := range c.Choices {
+		if r := ch.Delta.ReasoningContent; r != nil && *r != "" {
+			if err := s.openThinking(emit); err != nil {
+				return err
+			}
+			if err := emit(kindBlockDelta, mustJSON(map[string]any{"type": "content_block_delta", "index": s.block,
+				"delta": map[string]string{"type": "thinking_delta", "thinking": *r}})); err != nil {
+				return err
+			}
+		}
+		if ch.Delta.Content != nil && *ch.Delta.Content != "" {
+			if err := s.openText(emit); err != nil {
+				return err
+			}
+			if err := emit(kindBlockDelta, mustJSON(map[string]any{"type": "content_block_delta", "index": s.block,
+				"delta": map[string]string{"type": "text_delta", "text": *ch.Delta.Content}})); err != nil {
+				return err
+			}
+		}
+		for _, tc := range ch.Delta.ToolCalls {
+			if err := s.toolDelta(tc, emit); err != nil {
+				return err
+			}
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			s.finish, s.stop = *ch.FinishReason, ch.StopReason
+		}
+		break // a translated request asks for one choice
+	}
+	return nil
+}
+
+func (s *anthropicStream) start(emit proxy.Emit) error {
+	if s.started {
+		return nil
+	}
+	s.started = true
+	msg := AnthropicAnswer{ID: s.a.ID, Type: "message", Role: "assistant", Model: s.a.Model, Content: []AnthropicBlock{}}
+	if err := emit(kindMessageStart, mustJSON(map[string]any{"type": "message_start", "message": msg})); err != nil {
+		return err
+	}
+	return emit(kindPing, []byte(`{"type":"ping"}`))
+}
+
+func (s *anthropicStream) openText(emit proxy.Emit) error {
+	if s.block >= 0 && s.inText {
+		return nil
+	}
+	if err := s.closeBlock(emit); err != nil {
+		return err
+	}
+	s.block, s.inText, s.inThink = s.next, true, false
+	s.next++
+	s.buf = append(s.buf[:0], `{"type":"content_block_start","index":`...)
+	s.buf = strconv.AppendInt(s.buf, int64(s.block), 10)
+	s.buf = append(s.buf, `,"content_block":{"type":"text","text":""}}`...)
+	return emit(kindBlockStart, s.buf)
+}
+
+// openThinking opens a thinking block for the model's reasoning, unless
+// one is open.
+func (s *anthropicStream) openThinking(emit proxy.Emit) error {
+	if s.block >= 0 && s.inThink {
+		return nil
+	}
+	if err := s.closeBlock(emit); err != nil {
+		return err
+	}
+	s.block, s.inText, s.inThink = s.next, false, true
+	s.next++
+	return emit(kindBlockStart, mustJSON(map[string]any{"type": "content_block_start", "index": s.block,
+		"content_block": map[string]string{"type": "thinking", "thinking": "", "signature": ""}}))
+}
+
+// toolDelta writes a piece of a tool call: a new call (one with an id or
+// another index) opens a tool_use block, its arguments follow as
+// input_json_delta.
+func (s *anthropicStream) toolDelta(tc ChatToolCall, emit proxy.Emit) error {
+	index := 0
+	if tc.Index != nil {
+		index = *tc.Index
+	}
+	if s.block < 0 || s.inText || s.inThink || index != s.tool || tc.ID != "" && tc.Function.Name != "" {
+		if err := s.closeBlock(emit); err != nil {
+			return err
+		}
+		s.block, s.inText, s.inThink, s.tool = s.next, false, false, index
+		s.next++
+		start := map[string]any{"type": "content_block_start", "index": s.block,
+			"content_block": map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Function.Name, "input": map[string]any{}}}
+		if err := emit(kindBlockStart, mustJSON(start)); err != nil {
+			return err
+		}
+	}
+	if tc.Function.Arguments == "" {
+		return nil
+	}
+	return emit(kindBlockDelta, mustJSON(map[string]any{"type": "content_block_delta", "index": s.block,
+		"delta": map[string]string{"type": "input_json_delta", "partial_json": tc.Function.Arguments}}))
+}
+
+func (s *anthropicStream) closeBlock(emit proxy.Emit) error {
+	if s.block < 0 {
+		return nil
+	}
+	s.buf = append(s.buf[:0], `{"type":"content_block_stop","index":`...)
+	s.buf = strconv.AppendInt(s.buf, int64(s.block), 10)
+	s.buf = append(s.buf, '}')
+	s.block = -1
+	return emit(kindBlockStop, s.buf)
+}
+
+// end closes a whole answer: the open block, the stop reason and usage,
+// message_stop.
+func (s *anthropicStream) end(emit proxy.Emit) error {
+	if err := s.start(emit); err != nil {
+		return err
+	}
+	if err := s.closeBlock(emit); err != nil {
+		return err
+	}
+	s.ended = true
+	reason, seq := s.a.stopReason(s.finish, s.stop)
+	u := anthropicUsage(s.usage)
+	delta := map[string]any{"type": "message_delta",
+		"delta": map[string]any{"stop_reason": reason, "stop_sequence": seq},
+		"usage": map[string]int64{"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens, "cache_read_input_tokens": u.CacheReadInputTokens}}
+	if err := emit(kindMessageDelta, mustJSON(delta)); err != nil {
+		return err
+	}
+	return emit(kindMessageStop, []byte(`{"type":"message_stop"}`))
+}
+
+// Fail ends a broken stream with an error event, and no message_stop.
+func (s *anthropicStream) Fail(e *openai.Error, emit proxy.Emit) {
+	if s.ended {
+		return
+	}
+	s.ended = true
+	emit(kindError, AnthropicErrorBody(e))
+}

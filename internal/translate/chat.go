@@ -1,0 +1,139 @@
+package translate
+
+// The subset of OpenAI's chat completions wire that the translations map
+// onto: requests as a pool receives them, answers and stream chunks as it
+// sends them.
+
+import (
+	"encoding/json"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+)
+
+// ChatRequest is a chat completions request.
+type ChatRequest struct {
+	Model         string          `json:"model"`
+	Messages      []ChatMessage   `json:"messages"`
+	MaxTokens     *int64          `json:"max_tokens,omitempty"`
+	Temperature   *float64        `json:"temperature,omitempty"`
+	TopP          *float64        `json:"top_p,omitempty"`
+	TopK          *int64          `json:"top_k,omitempty"` // vLLM's and SGLang's extension
+	Stop          []string        `json:"stop,omitempty"`
+	User          string          `json:"user,omitempty"`
+	Tools         []ChatTool      `json:"tools,omitempty"`
+	ToolChoice    json.RawMessage `json:"tool_choice,omitempty"`
+	Parallel      *bool           `json:"parallel_tool_calls,omitempty"`
+	ResponseFmt   json.RawMessage `json:"response_format,omitempty"`
+	Stream        bool            `json:"stream,omitempty"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options,omitempty"`
+}
+
+// ChatMessage is one message of a chat request or answer. Content is a
+// string, an array of parts, or null.
+type ChatMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content,omitempty"`
+	ToolCalls  []ChatToolCall  `json:"tool_calls,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	Name       string          `json:"name,omitempty"`
+	// ReasoningContent is vLLM's and SGLang's reasoning output; read, never sent.
+	ReasoningContent string `json:"reasoning_content,omitempty"`
+}
+
+// ChatPart is one part of a message's content array.
+type ChatPart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text,omitempty"`
+	ImageURL *struct {
+		URL    string `json:"url"`
+		Detail string `json:"detail,omitempty"`
+	} `json:"image_url,omitempty"`
+}
+
+// ChatToolCall is a function call an assistant made.
+type ChatToolCall struct {
+	Index    *int   `json:"index,omitempty"` // in stream chunks
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// ChatTool is a function the model may call.
+type ChatTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters,omitempty"`
+		Strict      *bool           `json:"strict,omitempty"`
+	} `json:"function"`
+}
+
+// ChatCompletion is a whole chat completions answer.
+type ChatCompletion struct {
+	ID      string `json:"id"`
+	Model   string `json:"model"`
+	Created int64  `json:"created"`
+	Choices []struct {
+		Index        int         `json:"index"`
+		Message      ChatMessage `json:"message"`
+		FinishReason string      `json:"finish_reason"`
+		// StopReason is vLLM's: the stop string (or token id) that ended
+		// the answer, null when none did.
+		StopReason json.RawMessage `json:"stop_reason,omitempty"`
+	} `json:"choices"`
+	Usage *openai.Usage `json:"usage,omitempty"`
+}
+
+// chatChunk is one event of a streamed chat answer.
+type chatChunk struct {
+	Choices []struct {
+		Delta struct {
+			Content          *string        `json:"content"`
+			ReasoningContent *string        `json:"reasoning_content"`
+			ToolCalls        []ChatToolCall `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string         `json:"finish_reason"`
+		StopReason   json.RawMessage `json:"stop_reason"`
+	} `json:"choices"`
+	Usage *openai.Usage `json:"usage"`
+}
+
+// contentText is a chat content's text: the string, or its text parts
+// joined, or empty.
+func contentText(raw json.RawMessage) string {
+	if isNull(raw) {
+		return ""
+	}
+	if isString(raw) {
+		var s string
+		json.Unmarshal(raw, &s)
+		return s
+	}
+	var parts []ChatPart
+	json.Unmarshal(raw, &parts)
+	var text string
+	for _, p := range parts {
+		if p.Type == "text" {
+			text += p.Text
+		}
+	}
+	return text
+}
+
+// stopString is a vLLM stop_reason that names a stop string, and false
+// when it is null, a token id or absent.
+func stopString(raw json.RawMessage) (string, bool) {
+	if !isString(raw) {
+		return "", false
+	}
+	var s string
+	return s, json.Unmarshal(raw, &s) == nil
+}
+
+func jsonString(s string) json.RawMessage { return mustJSON(s) }

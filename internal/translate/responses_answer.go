@@ -1,0 +1,466 @@
+package translate
+
+// Chat completions answers as OpenAI's Responses API answers them: a
+// response object with output items, and streamed as response.created,
+// output items opening, their deltas, their ends and response.completed,
+// each event numbered.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
+)
+
+// Responses answers one Responses API request from a chat completions
+// answer. It is a proxy.Translator.
+type Responses struct {
+	// ID is the response's id: resp_ and the request's id.
+	ID string
+	// Model is the model named in the answer.
+	Model     string
+	CreatedAt int64 // unix seconds
+	// Request is what the response object echoes.
+	Request *ResponsesRequest
+
+	decodeAll bool // decode every chunk, for tests comparing with the fast path
+}
+
+var _ proxy.Translator = (*Responses)(nil)
+
+// responseObject is a Responses API response.
+type responseObject struct {
+	ID                string            `json:"id"`
+	Object            string            `json:"object"`
+	CreatedAt         int64             `json:"created_at"`
+	Status            string            `json:"status"`
+	Error             *responseError    `json:"error"`
+	IncompleteDetails *incomplete       `json:"incomplete_details"`
+	Instructions      *string           `json:"instructions"`
+	MaxOutputTokens   *int64            `json:"max_output_tokens"`
+	Model             string            `json:"model"`
+	Output            []any             `json:"output"`
+	ParallelToolCalls bool              `json:"parallel_tool_calls"`
+	Temperature       *float64          `json:"temperature"`
+	TopP              *float64          `json:"top_p"`
+	ToolChoice        json.RawMessage   `json:"tool_choice"`
+	Tools             []ResponsesTool   `json:"tools"`
+	Store             bool              `json:"store"`
+	Truncation        string            `json:"truncation"`
+	Metadata          map[string]string `json:"metadata"`
+	Usage             *responsesUsage   `json:"usage"`
+}
+
+type responseError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type incomplete struct {
+	Reason string `json:"reason"`
+}
+
+type responsesUsage struct {
+	InputTokens        int64 `json:"input_tokens"`
+	InputTokensDetails struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokens        int64 `json:"output_tokens"`
+	OutputTokensDetails struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+	TotalTokens int64 `json:"total_tokens"`
+}
+
+// messageItem and functionItem are the output items a chat answer makes.
+type messageItem struct {
+	Type    string       `json:"type"` // message
+	ID      string       `json:"id"`
+	Status  string       `json:"status"`
+	Role    string       `json:"role"`
+	Content []outputText `json:"content"`
+}
+
+type outputText struct {
+	Type        string          `json:"type"` // output_text
+	Text        json.RawMessage `json:"text"` // a JSON string
+	Annotations []any           `json:"annotations"`
+	Logprobs    []any           `json:"logprobs"`
+}
+
+type functionItem struct {
+	Type      string `json:"type"` // function_call
+	ID        string `json:"id"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	Status    string `json:"status"`
+}
+
+func newOutputText(text json.RawMessage) outputText {
+	return outputText{Type: "output_text", Text: text, Annotations: []any{}, Logprobs: []any{}}
+}
+
+// object is the response in status, with output and usage.
+func (r *Responses) object(status string, output []any, u *openai.Usage) *responseObject {
+	o := &responseObject{ID: r.ID, Object: "response", CreatedAt: r.CreatedAt, Status: status, Model: r.Model,
+		Output: output, ParallelToolCalls: true, ToolChoice: json.RawMessage(`"auto"`), Tools: []ResponsesTool{},
+		Truncation: "disabled", Metadata: map[string]string{}}
+	if o.Output == nil {
+		o.Output = []any{}
+	}
+	if q := r.Request; q != nil {
+		o.Instructions, o.MaxOutputTokens, o.Temperature, o.TopP = q.Instructions, q.MaxOutputTokens, q.Temperature, q.TopP
+		if q.Parallel != nil {
+			o.ParallelToolCalls = *q.Parallel
+		}
+		if !isNull(q.ToolChoice) {
+			o.ToolChoice = q.ToolChoice
+		}
+		if q.Tools != nil {
+			o.Tools = q.Tools
+		}
+		if q.Metadata != nil {
+			o.Metadata = q.Metadata
+		}
+	}
+	if u != nil {
+		ru := &responsesUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
+		ru.InputTokensDetails.CachedTokens = u.CachedTokens()
+		o.Usage = ru
+	}
+	return o
+}
+
+// finished sets a finished response's status from the chat finish_reason.
+func (o *responseObject) finished(finish string) {
+	o.Status = "completed"
+	switch finish {
+	case "length":
+		o.Status, o.IncompleteDetails = "incomplete", &incomplete{Reason: "max_output_tokens"}
+	case "content_filter":
+		o.Status, o.IncompleteDetails = "incomplete", &incomplete{Reason: "content_filter"}
+	}
+}
+
+// Answer is a whole chat completion as a response object.
+func (r *Responses) Answer(chat []byte) ([]byte, error) {
+	var c ChatCompletion
+	if err := json.Unmarshal(chat, &c); err != nil {
+		return nil, err
+	}
+	if len(c.Choices) == 0 {
+		return nil, errors.New("a chat completion with no choices")
+	}
+	ch := c.Choices[0]
+	var output []any
+	if text := contentText(ch.Message.Content); text != "" {
+		output = append(output, messageItem{Type: "message", ID: r.itemID("msg", 0), Status: "completed", Role: "assistant",
+			Content: []outputText{newOutputText(jsonString(text))}})
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		output = append(output, functionItem{Type: "function_call", ID: r.itemID("fc", len(output)), CallID: tc.ID,
+			Name: tc.Function.Name, Arguments: tc.Function.Arguments, Status: "completed"})
+	}
+	o := r.object("completed", output, c.Usage)
+	o.finished(ch.FinishReason)
+	return mustJSON(o), nil
+}
+
+// itemID is the id of the response's output item n: msg_ or fc_, the
+// response's id and n.
+func (r *Responses) itemID(prefix string, n int) string {
+	return prefix + "_" + r.ID + "_" + strconv.Itoa(n)
+}
+
+// ErrorBody is e as OpenAI sends it.
+func (r *Responses) ErrorBody(e *openai.Error) []byte { return e.Body() }
+
+// Stream begins translating a streamed answer.
+func (r *Responses) Stream() proxy.EventTranslator {
+	return &responsesStream{r: r, open: -1}
+}
+
+// responsesStream is one streamed answer's translation: each output item
+// is opened, filled and closed in turn, and the response completed with
+// all of them.
+type responsesStream struct {
+	r       *Responses
+	seq     int64 // the next event's sequence_number
+	started bool
+	ended   bool
+	items   []json.RawMessage // the closed output items
+	open    int               // the open item's output_index; -1 when none
+	inText  bool              // the open item is a message
+	tool    int               // the chat index of the open function call
+	id      string
+	text    []byte // the open message's text, JSON-escaped, no quotes
+	call    functionItem
+	finish  string
+	usage   *openai.Usage
+	buf     []byte
+	deltas  openai.DeltaReader
+}
+
+var kindTextDelta = []byte("response.output_text.delta")
+
+// emitJSON writes one event: its type, its sequence number and v's
+// fields, v being a map.
+func (s *responsesStream) emitJSON(emit proxy.Emit, kind string, v map[string]any) error {
+	v["type"] = kind
+	v["sequence_number"] = s.seq
+	s.seq++
+	return emit([]byte(kind), mustJSON(v))
+}
+
+func (s *responsesStream) Event(data []byte, emit proxy.Emit) error {
+	if s.ended {
+		return nil
+	}
+	if string(data) == string(openai.Done) {
+		return s.end(emit)
+	}
+	if text, ok := s.deltas.Text(data); ok && !s.r.decodeAll {
+		if err := s.start(emit); err != nil {
+			return err
+		}
+		if len(text) == 2 {
+			return nil
+		}
+		return s.textDelta(text, emit)
+	}
+	var c chatChunk
+	if json.Unmarshal(data, &c) != nil || c.Choices == nil && c.Usage == nil {
+		return nil // not a chunk: see anthropicStream.Event
+	}
+	if err := s.start(emit); err != nil {
+		return err
+	}
+	if c.Usage != nil {
+		s.usage = c.Usage
+	}
+	for _, ch := range c.Choices {
+		if ch.Delta.Content != nil && *ch.Delta.Content != "" {
+			if err := s.textDelta(jsonString(*ch.Delta.Content), emit); err != nil {
+				return err
+			}
+		}
+		for _, tc := range ch.Delta.ToolCalls {
+			if err := s.toolDelta(tc, emit); err != nil {
+				return err
+			}
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			s.finish = *ch.FinishReason
+		}
+		break
+	}
+	return nil
+}
+
+func (s *responsesStream) start(emit proxy.Emit) error {
+	if s.started {
+		return nil
+	}
+	s.started = true
+	resp := mustJSON(s.r.object("in_progress", nil, nil))
+	if err := s.emitResponseJSON(emit, "response.created", resp); err != nil {
+		return err
+	}
+	return s.emitResponseJSON(emit, "response.in_progress", resp)
+}
+
+// textDelta writes a piece of text, the raw JSON string text, opening a
+// message item first if none is open.
+func (s *responsesStream) textDelta(text []byte, emit proxy.Emit) error {
+	if s.open < 0 || !s.inText {
+		if err := s.closeItem(emit); err != nil {
+			return err
+		}
+		s.open, s.inText, s.id, s.text = len(s.items), true, s.r.itemID("msg", len(s.items)), s.text[:0]
+		b := s.head("response.output_item.added", s.open)
+		b = append(append(b, `,"item":{"type":"message","id":"`...), s.id...)
+		b = append(b, `","status":"in_progress","role":"assistant","content":[]}}`...)
+		if err := emit([]byte("response.output_item.added"), b); err != nil {
+			return err
+		}
+		b = s.head("response.content_part.added", s.open)
+		b = append(append(b, `,"item_id":"`...), s.id...)
+		b = append(b, `","content_index":0,"part":{"type":"output_text","text":"","annotations":[],"logprobs":[]}}`...)
+		s.buf = b
+		if err := emit([]byte("response.content_part.added"), b); err != nil {
+			return err
+		}
+	}
+	s.text = append(s.text, text[1:len(text)-1]...)
+	b := append(s.buf[:0], `{"type":"response.output_text.delta","sequence_number":`...)
+	b = strconv.AppendInt(b, s.seq, 10)
+	b = append(b, `,"item_id":"`...)
+	b = append(b, s.id...) // ids are made of [A-Za-z0-9_-]
+	b = append(b, `","output_index":`...)
+	b = strconv.AppendInt(b, int64(s.open), 10)
+	b = append(b, `,"content_index":0,"delta":`...)
+	b = append(b, text...)
+	b = append(b, `,"logprobs":[]}`...)
+	s.buf = b
+	s.seq++
+	return emit(kindTextDelta, b)
+}
+
+// toolDelta writes a piece of a function call, opening a function_call
+// item for a new call.
+func (s *responsesStream) toolDelta(tc ChatToolCall, emit proxy.Emit) error {
+	index := 0
+	if tc.Index != nil {
+		index = *tc.Index
+	}
+	if s.open < 0 || s.inText || index != s.tool || tc.ID != "" && tc.Function.Name != "" {
+		if err := s.closeItem(emit); err != nil {
+			return err
+		}
+		s.open, s.inText, s.tool, s.id = len(s.items), false, index, s.r.itemID("fc", len(s.items))
+		s.call = functionItem{Type: "function_call", ID: s.id, CallID: tc.ID, Name: tc.Function.Name, Status: "in_progress"}
+		if err := s.emitJSON(emit, "response.output_item.added", map[string]any{"output_index": s.open, "item": s.call}); err != nil {
+			return err
+		}
+	}
+	if tc.Function.Arguments == "" {
+		return nil
+	}
+	s.call.Arguments += tc.Function.Arguments
+	return s.emitJSON(emit, "response.function_call_arguments.delta", map[string]any{"output_index": s.open, "item_id": s.id,
+		"delta": tc.Function.Arguments})
+}
+
+// closeItem ends the open item, if any, with its done events. A message's
+// events are written by hand around its text, which the stream holds
+// already escaped: encoding/json would scan the whole text again for each.
+func (s *responsesStream) closeItem(emit proxy.Emit) error {
+	if s.open < 0 {
+		return nil
+	}
+	open := s.open
+	s.open = -1
+	if !s.inText {
+		s.call.Status = "completed"
+		if err := s.emitJSON(emit, "response.function_call_arguments.done", map[string]any{"output_index": open, "item_id": s.id,
+			"name": s.call.Name, "arguments": s.call.Arguments}); err != nil {
+			return err
+		}
+		item := mustJSON(s.call)
+		s.items = append(s.items, item)
+		return s.emitJSON(emit, "response.output_item.done", map[string]any{"output_index": open, "item": json.RawMessage(item)})
+	}
+	head := func(kind string) []byte { return s.head(kind, open) }
+	part := func(b []byte) []byte {
+		b = append(b, `{"type":"output_text","text":"`...)
+		b = append(b, s.text...)
+		return append(b, `","annotations":[],"logprobs":[]}`...)
+	}
+	b := head("response.output_text.done")
+	b = append(append(append(b, `,"item_id":"`...), s.id...), `","content_index":0,"text":"`...)
+	b = append(append(b, s.text...), `","logprobs":[]}`...)
+	if err := emit([]byte("response.output_text.done"), b); err != nil {
+		return err
+	}
+	b = head("response.content_part.done")
+	b = append(append(append(b, `,"item_id":"`...), s.id...), `","content_index":0,"part":`...)
+	b = append(part(b), '}')
+	if err := emit([]byte("response.content_part.done"), b); err != nil {
+		return err
+	}
+	item := append(append([]byte(`{"type":"message","id":"`), s.id...), `","status":"completed","role":"assistant","content":[`...)
+	item = append(part(item), "]}"...)
+	s.items = append(s.items, item)
+	b = head("response.output_item.done")
+	b = append(append(append(b, `,"item":`...), item...), '}')
+	s.buf = b
+	return emit([]byte("response.output_item.done"), b)
+}
+
+// head begins an event of kind about output item index, in s.buf: its
+// type, sequence number and output index.
+func (s *responsesStream) head(kind string, index int) []byte {
+	b := append(s.buf[:0], `{"type":"`...)
+	b = append(b, kind...)
+	b = append(b, `","sequence_number":`...)
+	b = strconv.AppendInt(b, s.seq, 10)
+	s.seq++
+	b = append(b, `,"output_index":`...)
+	return strconv.AppendInt(b, int64(index), 10)
+}
+
+// end completes a whole answer.
+func (s *responsesStream) end(emit proxy.Emit) error {
+	if err := s.start(emit); err != nil {
+		return err
+	}
+	if err := s.closeItem(emit); err != nil {
+		return err
+	}
+	s.ended = true
+	o := s.r.object("completed", nil, s.usage)
+	o.finished(s.finish)
+	kind := "response.completed"
+	if o.Status == "incomplete" {
+		kind = "response.incomplete"
+	}
+	return s.emitResponse(emit, kind, o)
+}
+
+// emitResponse writes an event carrying the response o with the stream's
+// items as its output, spliced in rather than marshalled again.
+func (s *responsesStream) emitResponse(emit proxy.Emit, kind string, o *responseObject) error {
+	return s.emitResponseJSON(emit, kind, mustJSON(o))
+}
+
+// emitResponseJSON is emitResponse for the response marshalled, resp.
+func (s *responsesStream) emitResponseJSON(emit proxy.Emit, kind string, resp []byte) error {
+	// The first "output":[] is the output's: no field before it holds raw
+	// JSON, and in a JSON string a quote is escaped.
+	at := bytes.Index(resp, []byte(`"output":[]`)) + len(`"output":[`)
+	size := len(resp) + len(kind) + 64
+	for _, it := range s.items {
+		size += len(it) + 1
+	}
+	b := slices.Grow(s.buf[:0], size)
+	b = append(b, `{"type":"`...)
+	b = append(b, kind...)
+	b = append(b, `","sequence_number":`...)
+	b = strconv.AppendInt(b, s.seq, 10)
+	s.seq++
+	b = append(b, `,"response":`...)
+	b = append(b, resp[:at]...)
+	for i, it := range s.items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, it...)
+	}
+	b = append(b, resp[at:]...)
+	b = append(b, '}')
+	s.buf = b
+	return emit([]byte(kind), b)
+}
+
+// Fail ends a broken stream with an error event and response.failed.
+func (s *responsesStream) Fail(e *openai.Error, emit proxy.Emit) {
+	if s.ended {
+		return
+	}
+	s.ended = true
+	code := e.Code
+	if code == "" {
+		code = e.Type
+	}
+	if s.emitJSON(emit, "error", map[string]any{"code": code, "message": e.Message, "param": nil}) != nil {
+		return
+	}
+	o := s.r.object("failed", nil, s.usage)
+	o.Error = &responseError{Code: "server_error", Message: e.Message}
+	s.emitResponse(emit, "response.failed", o)
+}

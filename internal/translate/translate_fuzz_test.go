@@ -1,0 +1,332 @@
+package translate
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
+)
+
+// anthropicSeeds are Messages API requests for the fuzz targets to start
+// from: every kind of block and field the translation maps.
+var anthropicSeeds = []string{
+	`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`,
+	`{"model":"m","max_tokens":64,"system":[{"type":"text","text":"Be brief."},{"type":"text","text":"And kind."}],"stream":true,
+	  "stop_sequences":["END"],"temperature":0.5,"top_p":0.9,"top_k":40,"metadata":{"user_id":"u1"},
+	  "tools":[{"name":"get_weather","description":"The weather.","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}],
+	  "tool_choice":{"type":"tool","name":"get_weather","disable_parallel_tool_use":true},
+	  "messages":[{"role":"user","content":[{"type":"text","text":"Weather?"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]},
+	    {"role":"assistant","content":[{"type":"thinking","thinking":"hm"},{"type":"text","text":"Checking."},{"type":"tool_use","id":"t1","name":"get_weather","input":{"city":"Paris"}}]},
+	    {"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"sunny"},{"type":"image","source":{"type":"url","url":"https://x/y.png"}}]},{"type":"text","text":"Thanks"}]}]}`,
+	`{"model":"m","max_tokens":1,"system":"s","tool_choice":{"type":"any"},"messages":[{"role":"assistant","content":[]},{"role":"user","content":[]}]}`,
+}
+
+// normalAnthropic is what a Messages API request asks, in a form that
+// its translation to chat and back must keep: in each turn, an
+// assistant's text joined before its tool uses and a user's tool results
+// first, then the images they held; consecutive turns of one role joined;
+// images as URLs; tool inputs compacted. It leaves
+// out what chat cannot carry: thinking blocks and a tool result's error
+// flag.
+func normalAnthropic(t *testing.T, r *AnthropicRequest) any {
+	type block = normBlock
+	type turn struct {
+		Role   string
+		Blocks []block
+	}
+	var turns []turn
+	for _, m := range r.Messages {
+		var blocks []AnthropicBlock
+		if isString(m.Content) {
+			blocks = []AnthropicBlock{{Type: "text", Text: contentText(m.Content)}}
+		} else if err := json.Unmarshal(m.Content, &blocks); err != nil {
+			t.Fatalf("content %s: %v", m.Content, err)
+		}
+		var text strings.Builder
+		var results, images, rest []block
+		for _, b := range normalBlocks(t, blocks) {
+			switch {
+			case m.Role == "assistant" && b.Type == "text":
+				text.WriteString(b.Text)
+			case b.Type == "tool_result":
+				results = append(results, b)
+			case b.Type == "result_image":
+				images = append(images, block{Type: "image", URL: b.URL})
+			default:
+				rest = append(rest, b)
+			}
+		}
+		if m.Role == "assistant" && (text.Len() > 0 || len(rest) == 0) {
+			rest = append([]block{{Type: "text", Text: text.String()}}, rest...)
+		}
+		normal := append(append(results, images...), rest...)
+		if n := len(turns); n > 0 && turns[n-1].Role == m.Role {
+			turns[n-1].Blocks = append(turns[n-1].Blocks, normal...)
+			continue
+		}
+		turns = append(turns, turn{m.Role, normal})
+	}
+	var system string
+	if !isNull(r.System) {
+		if isString(r.System) {
+			system = "string:" + contentText(r.System)
+		} else {
+			var blocks []AnthropicBlock
+			json.Unmarshal(r.System, &blocks)
+			for _, b := range blocks {
+				system += "block:" + b.Text + "\n"
+			}
+		}
+	}
+	type tool struct{ Name, Description, Schema string }
+	var tools []tool
+	for _, tl := range r.Tools {
+		if tl.Type != "" && tl.Type != "custom" {
+			continue // server tools are not offered to the model
+		}
+		tools = append(tools, tool{tl.Name, tl.Description, compact(tl.InputSchema)})
+	}
+	user := ""
+	if r.Metadata != nil {
+		user = r.Metadata.UserID
+	}
+	return struct {
+		Model       string
+		MaxTokens   *int64
+		Temperature *float64
+		TopP        *float64
+		TopK        *int64
+		Stop        []string
+		Stream      bool
+		User        string
+		System      string
+		Turns       []turn
+		Tools       []tool
+		ToolChoice  *AnthropicToolChoice
+	}{r.Model, r.MaxTokens, r.Temperature, r.TopP, r.TopK, r.StopSequences, r.Stream, user, system, turns, tools, r.ToolChoice}
+}
+
+// normBlock is a content block as normalAnthropic compares it.
+type normBlock struct{ Type, Text, URL, ID, Name, Input string }
+
+func normalBlocks(t *testing.T, blocks []AnthropicBlock) []normBlock {
+	var out []normBlock
+	for _, b := range blocks {
+		switch b.Type {
+		case "text":
+			out = append(out, normBlock{Type: "text", Text: b.Text})
+		case "image":
+			p, err := imagePart(b.Source, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, normBlock{Type: "image", URL: p.ImageURL.URL})
+		case "tool_use":
+			out = append(out, normBlock{Type: "tool_use", ID: b.ID, Name: b.Name, Input: compact(toolInput(compact(b.Input)))})
+		case "tool_result":
+			text, images, err := toolResultContent(b.Content, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, normBlock{Type: "tool_result", ID: b.ToolUseID, Text: text})
+			for _, im := range images {
+				out = append(out, normBlock{Type: "result_image", URL: im.ImageURL.URL})
+			}
+		}
+	}
+	return out
+}
+
+// FuzzTranslateAnthropic translates Messages API requests to chat and
+// back: no input panics, every request that translates gives a chat body
+// the router's parser takes, and the way back keeps every mapped field.
+func FuzzTranslateAnthropic(f *testing.F) {
+	for _, s := range anthropicSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := ParseAnthropic(body)
+		if err != nil {
+			if openai.AsError(err).Status != 400 {
+				t.Fatalf("error %v is not a 400", err)
+			}
+			return
+		}
+		c, err := r.ToChat()
+		if err != nil {
+			return
+		}
+		chat, err := json.Marshal(c)
+		if err != nil {
+			t.Fatalf("marshalling the chat request: %v", err)
+		}
+		if _, err := openai.ParseRequest(chat); err != nil {
+			t.Fatalf("the router refuses the translation %s: %v", chat, err)
+		}
+		var c2 ChatRequest
+		if err := json.Unmarshal(chat, &c2); err != nil {
+			t.Fatal(err)
+		}
+		back, err := ChatToAnthropic(&c2)
+		if err != nil {
+			t.Fatalf("chat %s does not translate back: %v", chat, err)
+		}
+		wire, err := json.Marshal(back)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := ParseAnthropic(wire)
+		if err != nil {
+			t.Fatalf("the translation back %s does not parse: %v", wire, err)
+		}
+		if diff := cmp.Diff(normalAnthropic(t, r), normalAnthropic(t, again), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("lost on the way through chat (-sent +back):\n%s\nchat: %s", diff, chat)
+		}
+	})
+}
+
+// FuzzTranslateResponses translates Responses API requests to chat: no
+// input panics, and every request that translates gives a chat body the
+// router's parser takes, with the model, limit and stream asked for.
+func FuzzTranslateResponses(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","input":"hi"}`,
+		`{"model":"m","instructions":"Be brief.","max_output_tokens":9,"stream":true,"temperature":1,"top_p":0.5,"user":"u",
+		  "tools":[{"type":"function","name":"f","parameters":{"type":"object"},"strict":true}],"tool_choice":{"type":"function","name":"f"},
+		  "text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object"}}},
+		  "input":[{"role":"developer","content":"d"},{"type":"message","role":"user","content":[{"type":"input_text","text":"q"},{"type":"input_image","image_url":"https://x/i.png"}]},
+		    {"type":"message","role":"assistant","content":[{"type":"output_text","text":"a"}]},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},
+		    {"type":"function_call_output","call_id":"c","output":"42"},{"type":"reasoning","summary":[]}]}`,
+		`{"model":"m","input":[],"previous_response_id":"resp_1"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := ParseResponses(body)
+		if err != nil {
+			if openai.AsError(err).Status != 400 {
+				t.Fatalf("error %v is not a 400", err)
+			}
+			return
+		}
+		c, err := r.ToChat()
+		if err != nil {
+			return
+		}
+		chat, err := json.Marshal(c)
+		if err != nil {
+			t.Fatalf("marshalling the chat request: %v", err)
+		}
+		p, err := openai.ParseRequest(chat)
+		if err != nil {
+			t.Fatalf("the router refuses the translation %s: %v", chat, err)
+		}
+		var limit int64
+		if r.MaxOutputTokens != nil {
+			limit = *r.MaxOutputTokens
+		}
+		if p.Model != r.Model || p.MaxTokens != limit || p.Stream != r.Stream || p.IncludeUsage != r.Stream || p.User != r.User {
+			t.Errorf("chat %s asks %+v of request %s", chat, p, body)
+		}
+	})
+}
+
+// FuzzTranslateStream sends chat stream events, one a line, through both
+// stream translators, with and without the undecoded path for text: no
+// input panics, every event written is JSON, both paths write the same
+// events, and the text the client is sent is the text the chunks held.
+// The same lines, read as an Anthropic upstream's events, answers and
+// errors, must give chat JSON.
+func FuzzTranslateStream(f *testing.F) {
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}
+{"choices":[{"index":0,"delta":{"content":"Hel\u006co"},"finish_reason":null}]}
+{"choices":[{"index":0,"delta":{"content":" world"},"logprobs":{"content":[]},"finish_reason":null}]}
+{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"f","arguments":""}}]}}]}
+{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":1}"}}]}}]}
+{"choices":[{"index":0,"delta":{"content":"!"},"finish_reason":"stop","stop_reason":"END"}]}
+{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7,"prompt_tokens_details":{"cached_tokens":1}}}`))
+	f.Add([]byte(`{"choices":[{"delta":{"role":"assistant","content":null,"reasoning_content":"Think"}}]}
+{"choices":[{"delta":{"content":"a","reasoning_content":null}}]}
+{"choices":[{"delta":{"content":"b","reasoning_content":"c"}}]}`))
+	f.Add([]byte(`{"choices":[{"delta":{"content":"a","Content":"b"}}]}
+{"choices":[{"delta":{"content":"x"}},{"delta":{"content":"y"}}]}
+{"error":{"message":"boom"}}`))
+	f.Add([]byte(`{"type":"message_start","message":{"id":"msg_1","model":"c","usage":{"input_tokens":25,"output_tokens":1}}}
+{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}
+{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}
+{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"hi"}}
+{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":15}}
+{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}
+{"type":"message_stop"}`))
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		lines := bytes.Split(stream, []byte("\n"))
+		// Each line read as an Anthropic upstream's event, and as its
+		// whole answer, gives chat chunks and answers that are JSON.
+		dec := AnthropicUpstream{}.Stream()
+		for _, l := range lines {
+			for _, c := range dec.Event(nil, l, nil) {
+				if !json.Valid(c) && !bytes.Equal(c, openai.Done) {
+					t.Fatalf("event %s gave the chunk %s", l, c)
+				}
+			}
+			if a, err := (AnthropicUpstream{}).Answer(l); err == nil && !json.Valid(a) {
+				t.Fatalf("answer %s gave %s", l, a)
+			}
+			if e := (AnthropicUpstream{}).Error(400, l); !json.Valid(e) {
+				t.Fatalf("error %s gave %s", l, e)
+			}
+		}
+		var want strings.Builder
+		for _, l := range lines {
+			var c chatChunk
+			if json.Unmarshal(l, &c) == nil && len(c.Choices) > 0 && c.Choices[0].Delta.Content != nil {
+				want.WriteString(*c.Choices[0].Delta.Content)
+			}
+		}
+		for _, name := range []string{"anthropic", "responses"} {
+			var got [2][]any
+			var text [2]string
+			for i, decodeAll := range []bool{false, true} {
+				var tr proxy.EventTranslator
+				if name == "anthropic" {
+					tr = (&Anthropic{ID: "msg_1", Model: "m", StopSequences: []string{"END"}, decodeAll: decodeAll}).Stream()
+				} else {
+					tr = (&Responses{ID: "resp_1", Model: "m", decodeAll: decodeAll}).Stream()
+				}
+				emit := func(kind, data []byte) error {
+					var v map[string]any
+					if err := json.Unmarshal(data, &v); err != nil {
+						t.Fatalf("%s event %s is not JSON: %v", kind, data, err)
+					}
+					if v["type"] != string(kind) {
+						t.Fatalf("event %s has type %v", kind, v["type"])
+					}
+					got[i] = append(got[i], v)
+					if d, ok := v["delta"].(map[string]any); ok && d["type"] == "text_delta" {
+						text[i] += d["text"].(string)
+					}
+					if kind := string(kind); kind == "response.output_text.delta" {
+						text[i] += v["delta"].(string)
+					}
+					return nil
+				}
+				for _, l := range lines {
+					tr.Event(l, emit)
+				}
+				tr.Event(openai.Done, emit)
+			}
+			if diff := cmp.Diff(got[1], got[0]); diff != "" {
+				t.Fatalf("%s: the undecoded path differs (-decoded +undecoded):\n%s", name, diff)
+			}
+			if text[0] != want.String() {
+				t.Errorf("%s: text %q, the chunks held %q", name, text[0], want.String())
+			}
+		}
+	})
+}

@@ -1,0 +1,75 @@
+package translate
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+)
+
+// TestWrongTypes names the field and the type it must be, without Go's
+// type names, in both APIs.
+func TestWrongTypes(t *testing.T) {
+	for _, c := range []struct {
+		api, body, want string
+	}{
+		{"anthropic", `{"model":"m","max_tokens":"ten","messages":[]}`, "max_tokens: must be an integer, got a string"},
+		{"anthropic", `{"model":"m","max_tokens":1.5,"messages":[]}`, "max_tokens: must be an integer, got a decimal number"},
+		{"anthropic", `{"model":7,"max_tokens":1,"messages":[]}`, "model: must be a string, got a number"},
+		{"anthropic", `{"model":"m","max_tokens":1,"messages":{}}`, "messages: must be an array, got an object"},
+		{"anthropic", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":"x"}]}]}`,
+			"messages[0].content[0].source: must be an object, got a string"},
+		{"anthropic", `{"model":"m","max_tokens":1,"messages":[],"temperature":"hot"}`, "temperature: must be a number, got a string"},
+		{"anthropic", `{"model":"m","max_tokens":1,"messages":[],"stop_sequences":"END"}`, "stop_sequences: must be an array, got a string"},
+		{"anthropic", `{"model":"m","max_tokens":1,"messages":[],"tools":[{"name":"f","input_schema":{},"description":3}]}`, "tools.description: must be a string, got a number"},
+		{"anthropic", `[]`, "The request body must be a JSON object."},
+		{"anthropic", `{"model":`, "The request body is not valid JSON."},
+		{"responses", `{"model":"m","input":"hi","max_output_tokens":"ten"}`, "max_output_tokens: must be an integer, got a string"},
+		{"responses", `{"model":"m","input":7}`, "input: must be a string or an array of items, got an integer"},
+		{"responses", `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":false}]}]}`, "input[0].content[0].text: must be a string, got a boolean"},
+		{"responses", `{"model":"m","input":"hi","stream":"yes"}`, "stream: must be a boolean, got a string"},
+	} {
+		var err error
+		if c.api == "anthropic" {
+			var r *AnthropicRequest
+			if r, err = ParseAnthropic([]byte(c.body)); err == nil {
+				_, err = r.ToChat()
+			}
+		} else {
+			var r *ResponsesRequest
+			if r, err = ParseResponses([]byte(c.body)); err == nil {
+				_, err = r.ToChat()
+			}
+		}
+		if e := openai.AsError(err); err == nil || e.Status != 400 || e.Message != c.want {
+			t.Errorf("%s %s: %v, want %q", c.api, c.body, err, c.want)
+		}
+	}
+}
+
+// TestAnthropicToChat maps every field a Messages request carries.
+func TestAnthropicToChat(t *testing.T) {
+	r, err := ParseAnthropic([]byte(anthropicSeeds[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.ToChat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(c)
+	want := `{"model":"m","messages":[` +
+		`{"role":"system","content":[{"type":"text","text":"Be brief."},{"type":"text","text":"And kind."}]},` +
+		`{"role":"user","content":[{"type":"text","text":"Weather?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}}]},` +
+		`{"role":"assistant","content":"Checking.","tool_calls":[{"id":"t1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},` +
+		`{"role":"tool","content":"sunny","tool_call_id":"t1"},` +
+		`{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/y.png"}},{"type":"text","text":"Thanks"}]}],` +
+		`"max_tokens":64,"temperature":0.5,"top_p":0.9,"top_k":40,"stop":["END"],"user":"u1",` +
+		`"tools":[{"type":"function","function":{"name":"get_weather","description":"The weather.","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}],` +
+		`"tool_choice":{"function":{"name":"get_weather"},"type":"function"},"parallel_tool_calls":false,"stream":true,"stream_options":{"include_usage":true}}`
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Errorf("chat request (-want +got):\n%s", diff)
+	}
+}
