@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The routing comparison of docs/BENCHMARKS.md: every policy swept on the
+# chat workload and on the Mooncake trace, through one in-process gateway
+# (and, for auto, two) in front of four simulated replicas, one 1.5x
+# slower. Writes one JSON report and one text table per run into OUT
+# (default bench-out/routing), then the summary table and plot.
+#
+#   scripts/routing.sh [SEED...]        (default seed 1)
+#
+# About 3 minutes a policy on chat and 4 on the trace, per seed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-bench-out/routing}
+mkdir -p "$out"
+seeds=("${@:-1}")
+go build -o "$out/llmgw" ./cmd/llmgw
+gw=$out/llmgw
+pool=(--spawn-sim 4 --sim-speeds 1,1,1,0.667)
+chat=("${pool[@]}" --duration 20s --drain 20s --sweep 10:40:10)
+trace=("${pool[@]}" --workload trace --trace ../shared/traces/mooncake-synthetic.jsonl
+	--length-scale 16 --duration 30s --drain 20s)
+for seed in "${seeds[@]}"; do
+	for policy in round_robin least_request prefix gie sglang auto; do
+		echo "== seed $seed, $policy: chat" >&2
+		"$gw" bench "${chat[@]}" --seed "$seed" --policy "$policy" \
+			--json "$out/chat-$policy-$seed.json" >"$out/chat-$policy-$seed.txt"
+		echo "== seed $seed, $policy: mooncake" >&2
+		"$gw" bench "${trace[@]}" --seed "$seed" --policy "$policy" --sweep 4:16:4 \
+			--json "$out/mooncake-$policy-$seed.json" >"$out/mooncake-$policy-$seed.txt"
+	done
+	# The policies that pass at every load above, swept further.
+	for policy in auto gie; do
+		"$gw" bench "${trace[@]}" --seed "$seed" --policy "$policy" --sweep 20:32:4 \
+			--json "$out/mooncake-high-$policy-$seed.json" >"$out/mooncake-high-$policy-$seed.txt"
+	done
+	# Two gateways in front of the same replicas, requests spread at random.
+	"$gw" bench "${chat[@]}" --seed "$seed" --policy auto --gateways 2 \
+		--json "$out/chat-auto-2gw-$seed.json" >"$out/chat-auto-2gw-$seed.txt"
+	"$gw" bench "${trace[@]}" --seed "$seed" --policy auto --gateways 2 --sweep 4:16:4 \
+		--json "$out/mooncake-auto-2gw-$seed.json" >"$out/mooncake-auto-2gw-$seed.txt"
+done
+grep -H 'capacity at SLO' "$out"/*.txt
+python3 scripts/routing_plot.py "$out" docs/bench/routing-policies.svg

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""The routing comparison's summary: a Markdown table of each policy's
+capacity at SLO, and an SVG of goodput against offered load per policy,
+from the JSON reports scripts/routing.sh writes. Standard library only.
+
+    scripts/routing_plot.py OUT_DIR SVG_FILE
+"""
+import glob, json, os, sys
+
+POLICIES = ["round_robin", "least_request", "prefix", "gie", "sglang", "auto"]
+COLORS = dict(zip(POLICIES, ["#888888", "#1f77b4", "#9467bd", "#ff7f0e", "#2ca02c", "#d62728"]))
+
+
+def runs(out, workload, policy):
+    """Every swept run of one policy on one workload, by load, all seeds."""
+    pts = {}
+    for pat in (f"{workload}-{policy}-*.json", f"{workload}-high-{policy}-*.json"):
+        for path in glob.glob(os.path.join(out, pat)):
+            for r in json.load(open(path))["runs"]:
+                load = r.get("time_scale") or r["rate"]
+                pts.setdefault(load, []).append(r)
+    return dict(sorted(pts.items()))
+
+
+def capacity(pts):
+    """Capacity at SLO over the pooled sweep: the highest load at which
+    goodput (mean over seeds) is at least 0.9, interpolated; and whether
+    it is only a lower bound."""
+    loads = list(pts)
+    good = [sum(r["goodput"] for r in pts[l]) / len(pts[l]) for l in loads]
+    best, lower = 0.0, False
+    for i, (l, g) in enumerate(zip(loads, good)):
+        if g >= 0.9:
+            best, lower = l, i == len(loads) - 1
+        elif i > 0 and good[i - 1] >= 0.9:
+            l0, g0 = loads[i - 1], good[i - 1]
+            best = l0 + (g0 - 0.9) / (g0 - g) * (l - l0)
+    return best, lower
+
+
+def mean(rs, key):
+    return sum(r[key] for r in rs) / len(rs)
+
+
+def table(out, workload, at):
+    print(f"\n{workload}: capacity at SLO, and each policy at load {at}\n")
+    print("| policy | capacity at SLO | goodput | TTFT p50 ms | TTFT p99 ms | TPOT p99 ms | prefix hit | hit ceiling |")
+    print("|---|---|---|---|---|---|---|---|")
+    for p in POLICIES:
+        pts = runs(out, workload, p)
+        if not pts:
+            continue
+        cap, lower = capacity(pts)
+        rs = pts.get(at) or []
+        row = [p, ("≥ " if lower else "") + f"{cap:.1f}"]
+        if rs:
+            row += [f"{mean(rs, 'goodput'):.3f}", f"{1e3*mean(rs, 'ttft_p50_s'):.0f}", f"{1e3*mean(rs, 'ttft_p99_s'):.0f}",
+                    f"{1e3*mean(rs, 'tpot_p99_s'):.0f}", f"{mean(rs, 'prefix_hit_rate'):.3f}",
+                    f"{mean(rs, 'prefix_hit_ceiling'):.3f}" if rs[0].get("prefix_hit_ceiling") else "—"]
+        print("| " + " | ".join(row) + " |")
+
+
+def plot(out, path):
+    W, H, M = 900, 340, 50
+    panels = [("chat", "offered req/s"), ("mooncake", "trace time scale")]
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
+           '<rect width="100%" height="100%" fill="white"/>']
+    pw = (W - 3 * M) / 2
+    for k, (wl, xlabel) in enumerate(panels):
+        x0 = M + k * (pw + M)
+        allpts = {p: runs(out, wl, p) for p in POLICIES}
+        loads = [l for pts in allpts.values() for l in pts]
+        if not loads:
+            continue
+        lo, hi = min(loads), max(loads)
+        X = lambda l: x0 + (l - lo) / (hi - lo or 1) * pw
+        Y = lambda g: H - M - g * (H - 2 * M)
+        svg.append(f'<text x="{x0 + pw/2}" y="20" text-anchor="middle">{wl}: goodput (both SLOs) against load</text>')
+        svg.append(f'<line x1="{x0}" y1="{Y(0)}" x2="{x0+pw}" y2="{Y(0)}" stroke="black"/>')
+        svg.append(f'<line x1="{x0}" y1="{Y(0)}" x2="{x0}" y2="{Y(1)}" stroke="black"/>')
+        svg.append(f'<line x1="{x0}" y1="{Y(0.9)}" x2="{x0+pw}" y2="{Y(0.9)}" stroke="#bbb" stroke-dasharray="4"/>')
+        for g in (0, 0.5, 0.9, 1):
+            svg.append(f'<text x="{x0-6}" y="{Y(g)+4}" text-anchor="end">{g}</text>')
+        for l in sorted(set(loads)):
+            svg.append(f'<text x="{X(l)}" y="{Y(0)+16}" text-anchor="middle">{l:g}</text>')
+        svg.append(f'<text x="{x0 + pw/2}" y="{H-8}" text-anchor="middle">{xlabel}</text>')
+        for i, p in enumerate(POLICIES):
+            pts = allpts[p]
+            if not pts:
+                continue
+            xy = " ".join(f"{X(l):.1f},{Y(sum(r['goodput'] for r in rs)/len(rs)):.1f}" for l, rs in pts.items())
+            svg.append(f'<polyline points="{xy}" fill="none" stroke="{COLORS[p]}" stroke-width="2"/>')
+            if k == 0:
+                svg.append(f'<text x="{x0+8}" y="{Y(0.45)+14*i - 30}" fill="{COLORS[p]}">{p}</text>')
+    svg.append("</svg>")
+    open(path, "w").write("\n".join(svg) + "\n")
+
+
+if __name__ == "__main__":
+    out, svg = sys.argv[1], sys.argv[2]
+    table(out, "chat", 30)
+    table(out, "mooncake", 12)
+    plot(out, svg)
