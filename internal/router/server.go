@@ -40,7 +40,9 @@ type parsedRequest struct {
 	key      *tenant.Key    // nil without authentication
 	estimate int64          // prompt tokens, estimated from the body
 	reserve  limits.Reservation
-	reserved bool // whether reserve holds a reservation to settle
+	reserved bool    // whether reserve holds a reservation to settle
+	class    class   // its priority class
+	ticket   *ticket // its hold on its pool's gate; nil without admission
 }
 
 // ServeHTTP answers the OpenAI API.
@@ -146,6 +148,10 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 		r.refuse(w, req, "", openai.BadRequest("stream", "This endpoint cannot be streamed."))
 		return
 	}
+	if req.class, err = requestClass(hr, req.key); err != nil {
+		r.refuse(w, req, "", err)
+		return
+	}
 
 	label := m.Name
 	inflight := r.m.inflight.WithLabelValues(label)
@@ -156,7 +162,16 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 		r.refuse(w, req, "", err)
 		return
 	}
+	if req.ticket, err = r.admitSLO(hr.Context(), req, snap); err != nil {
+		r.refuse(w, req, "", err)
+		return
+	}
 	res := r.dispatch(hr.Context(), w, req, snap)
+	if u := res.outcome.Usage; u != nil {
+		req.ticket.end(u.CompletionTokens)
+	} else {
+		req.ticket.end(0)
+	}
 	if !res.outcome.Wrote && res.outcome.Status != openai.StatusClientClosed {
 		openai.WriteError(w, res.outcome.Err)
 	}
