@@ -49,7 +49,7 @@ func newMetrics(tenantLevel string) *metrics {
 	return &metrics{
 		token:     newTokenMetrics(),
 		admission: newAdmissionMetrics(),
-		tenant: tenantLabel{level: tenantLevel},
+		tenant:    tenantLabel{level: tenantLevel},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmgw_requests_total",
 			Help: "Requests answered, by model, the pool that served them (none if no pool did) and HTTP status; 499 when the client left.",

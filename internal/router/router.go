@@ -69,8 +69,8 @@ type Router struct {
 	// requests met their SLOs.
 	gates   gates
 	goodput goodputTracker
-	snap  atomic.Pointer[snapshot]
-	ids   requestIDs
+	snap    atomic.Pointer[snapshot]
+	ids     requestIDs
 	// watch scrapes and probes every endpoint of the catalog in service.
 	watch *scrape.Watcher
 }
