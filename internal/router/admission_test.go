@@ -2,7 +2,9 @@ package router
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
@@ -396,4 +399,133 @@ func TestAdmitAtOnceWithHeadroom(t *testing.T) {
 			}
 		}
 	})
+}
+
+// heldUpstream streams an answer only once release is closed, and says on
+// arrived when each request comes in.
+type heldUpstream struct {
+	arrived chan struct{}
+	release chan struct{}
+	up      upstream
+}
+
+func (h *heldUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.arrived <- struct{}{}
+	<-h.release
+	h.up.ServeHTTP(w, r)
+}
+
+// TestAdmissionEndToEnd overloads a pool of one slow endpoint through the
+// router: a sheddable request is refused at once with 429, a critical one
+// waits and is served when the endpoint frees up.
+func TestAdmissionEndToEnd(t *testing.T) {
+	up := &heldUpstream{arrived: make(chan struct{}, 16), release: make(chan struct{}), up: upstream{tokens: 3}}
+	g := newTestGateway(t, func(c *config.Config) {
+		c.Models[0].Admission = catalog.Admission{Enabled: true,
+			Classes: map[string]catalog.SLO{"sheddable": {TTFTp99: 50 * time.Millisecond}}}
+	}, up)
+	// About 105 prompt tokens: an idle endpoint's first token is 20 ms
+	// and 10.5 ms by the prior cost model, within sheddable's 50 ms; with
+	// four such prompts ahead it is 70 ms, past it.
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("x", 360) + `"}]}`
+	send := func(class string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("x-llmgw-priority", class)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return nil, ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	codes := make(chan int, admitPendingPerEndpoint)
+	for range admitPendingPerEndpoint {
+		go func() {
+			resp, _ := send("standard")
+			codes <- resp.StatusCode
+		}()
+	}
+	for range admitPendingPerEndpoint {
+		<-up.arrived
+	}
+
+	resp, b := send("sheddable")
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("sheddable under overload: %d, Retry-After %q; want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	var e struct {
+		Error struct {
+			Message string
+			Type    string
+			Param   *string
+			Code    string
+		}
+	}
+	if err := json.Unmarshal([]byte(b), &e); err != nil || e.Error.Type != "overloaded" || e.Error.Code != codeUnreachable || e.Error.Message == "" {
+		t.Errorf("refusal body %s; want an overloaded error with code %s", b, codeUnreachable)
+	}
+
+	critical := make(chan int, 1)
+	go func() {
+		resp, _ := send("critical")
+		critical <- resp.StatusCode
+	}()
+	gate := g.r.gateOf("main")
+	for queued := false; !queued; {
+		gate.mu.Lock()
+		queued = len(gate.waiting) == 1
+		gate.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	close(up.release) // the endpoint's first tokens wake the queue
+	if code := <-critical; code != http.StatusOK {
+		t.Errorf("critical: %d, want 200", code)
+	}
+	for range admitPendingPerEndpoint {
+		if code := <-codes; code != http.StatusOK {
+			t.Errorf("standard: %d, want 200", code)
+		}
+	}
+	for _, c := range []struct {
+		class, decision string
+		want            float64
+	}{
+		{"standard", decisionAdmitted, 4},
+		{"sheddable", decisionRejected, 1},
+		{"critical", decisionQueued, 1},
+		{"critical", decisionAdmitted, 1},
+	} {
+		if got := testutil.ToFloat64(g.r.m.admission.decisions.WithLabelValues("m", c.class, c.decision)); got != c.want {
+			t.Errorf("llmgw_admission_total{class=%q,decision=%q} = %v, want %v", c.class, c.decision, got, c.want)
+		}
+	}
+	// The other classes' goodput depends on how fast this machine is; a
+	// refusal is a miss whatever the speed.
+	if got, ok := gaugeValue(t, g.reg, "llmgw_goodput_ratio", "class", "sheddable"); !ok || got != 0 {
+		t.Errorf("sheddable goodput = %v (found %v), want 0", got, ok)
+	}
+}
+
+// gaugeValue is the value of the gauge named name whose label has value.
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name, label, value string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetGauge().GetValue(), true
+				}
+			}
+		}
+	}
+	return 0, false
 }
