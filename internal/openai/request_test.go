@@ -404,7 +404,7 @@ func TestParseRequestPrompt(t *testing.T) {
 		{`{"prompt":"Once upon","model":"m"}`, `"Once upon"`},
 		{`{"model":"m","input":"x"}`, ``},
 		{`{"model":"m","messages":[1],"messages":[2]}`, `[2]`}, // the last given, as most decoders keep
-		{`{"model":"m","x":{"messages":[1]}}`, ``},              // only at the top level
+		{`{"model":"m","x":{"messages":[1]}}`, ``},             // only at the top level
 	} {
 		var r Request
 		body := []byte(tc.body)
