@@ -346,7 +346,7 @@ func (g *gate) evictLocked(w *waiter, now time.Time) bool {
 	g.removeLocked(victim)
 	g.r.m.admission.of(victim.model.Name, victim.class).decisions[decisionRejected].Inc()
 	victim.done <- verdict{decision: decisionRejected,
-		err: overloaded(codeShed, "The request was shed to make room for more important ones; try again shortly.", w.deadline.Sub(now).Seconds())}
+		err: overloaded(codeShed, "The request was shed to make room for more important ones; try again shortly.", now.Sub(victim.arrived).Seconds())}
 	return true
 }
 
