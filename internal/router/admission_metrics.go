@@ -23,6 +23,8 @@ type admissionMetrics struct {
 	decisions *prometheus.CounterVec
 	pressure  *prometheus.Desc
 	goodput   *prometheus.Desc
+
+	resolved sync.Map // key: goodputKey; value: classAdmission, resolved once
 }
 
 func newAdmissionMetrics() *admissionMetrics {
@@ -60,7 +62,13 @@ type classAdmission struct {
 	decisions map[string]prometheus.Counter // key: decision
 }
 
+// of is model and class's metrics, resolved on first use. Models a reload
+// removed keep theirs: a catalog names few.
 func (m *admissionMetrics) of(model string, c class) classAdmission {
+	k := goodputKey{model, c}
+	if ca, ok := m.resolved.Load(k); ok {
+		return ca.(classAdmission)
+	}
 	ca := classAdmission{
 		wait:      m.wait.WithLabelValues(model, c.String()),
 		depth:     m.depth.WithLabelValues(model, c.String()),
@@ -69,6 +77,7 @@ func (m *admissionMetrics) of(model string, c class) classAdmission {
 	for _, d := range allDecisions {
 		ca.decisions[d] = m.decisions.WithLabelValues(model, c.String(), d)
 	}
+	m.resolved.Store(k, ca)
 	return ca
 }
 
