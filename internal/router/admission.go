@@ -236,10 +236,7 @@ func (r *Router) admitSLO(ctx context.Context, req *parsedRequest, s *snapshot) 
 	w := &waiter{
 		model: m, class: req.class, tokens: req.estimate, arrived: now,
 		deadline: now.Add(m.ClassSLO(req.class.String()).TTFTp99),
-		done:     make(chan verdict, 1),
-	}
-	if req.key != nil {
-		w.tenant = req.key.Tenant
+		done:     make(chan verdict, 1), tenant: req.tenant,
 	}
 	w.weight = tenantWeight(m, w.tenant)
 	am := r.m.admission.of(m.Name, w.class)

@@ -55,6 +55,30 @@ func TestRequestClass(t *testing.T) {
 	}
 }
 
+func TestRequestTenant(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		key    *tenant.Key
+		header string
+		want   string
+	}{
+		{name: "key's tenant", key: &tenant.Key{Tenant: "acme/search"}, header: "beta", want: "acme/search"},
+		{name: "no keys: header", header: "acme/chat", want: "acme/chat"},
+		{name: "no keys, no header", want: ""},
+		{name: "no keys: invalid header", header: "a//b", want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hr, _ := http.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+			if tc.header != "" {
+				hr.Header.Set("x-llmgw-tenant", tc.header)
+			}
+			if got := requestTenant(hr, tc.key); got != tc.want {
+				t.Errorf("tenant = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 // admissionRouter is a router whose pool "main" of one endpoint (never
 // called) serves models "m" and "fast", both with admission: m's TTFT SLO
 // is 10 s, fast's 2 s. mutate may change the models.
@@ -97,10 +121,7 @@ type arrival struct {
 func arrive(r *Router, name, model string, c class, tenantPath string, tokens int64) *arrival {
 	s := r.snap.Load()
 	m, _ := s.cat.Resolve(model)
-	req := &parsedRequest{model: m, class: c, estimate: tokens}
-	if tenantPath != "" {
-		req.key = &tenant.Key{Tenant: tenantPath}
-	}
+	req := &parsedRequest{model: m, class: c, estimate: tokens, tenant: tenantPath}
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &arrival{name: name, done: make(chan struct{}), cancel: cancel}
 	go func() {

@@ -43,6 +43,26 @@ func parseClass(name string) (class, bool) {
 	return 0, false
 }
 
+// tenantHeader names the tenant of a request without keys, for sharing
+// the admission queue between tenants. With keys, the key's tenant counts
+// and the header is ignored.
+const tenantHeader = "X-Llmgw-Tenant"
+
+// requestTenant is the tenant path admission shares the queue by: the
+// key's, or without keys the header's when it is a valid path; empty
+// otherwise. A header value lives only while its requests wait, so
+// clients cannot grow anything with it.
+func requestTenant(hr *http.Request, key *tenant.Key) string {
+	if key != nil {
+		return key.Tenant
+	}
+	p, err := tenant.ParsePath(hr.Header.Get(tenantHeader))
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
 // requestClass is the request's class: its key's (standard when the key
 // has none, or without keys), or the header's when that is lower. A
 // header naming no class is a bad request; one asking for more than the

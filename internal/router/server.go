@@ -42,6 +42,7 @@ type parsedRequest struct {
 	reserve  limits.Reservation
 	reserved bool    // whether reserve holds a reservation to settle
 	class    class   // its priority class
+	tenant   string  // the tenant admission shares the queue by; empty for none
 	ticket   *ticket // its hold on its pool's gate; nil without admission
 }
 
@@ -152,6 +153,7 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 		r.refuse(w, req, "", err)
 		return
 	}
+	req.tenant = requestTenant(hr, req.key)
 
 	label := m.Name
 	inflight := r.m.inflight.WithLabelValues(label)
