@@ -341,7 +341,9 @@ func (g *gate) evictLocked(w *waiter, now time.Time) bool {
 		return false
 	}
 	g.removeLocked(victim)
-	g.r.m.admission.of(victim.model.Name, victim.class).decisions[decisionRejected].Inc()
+	am := g.r.m.admission.of(victim.model.Name, victim.class)
+	am.wait.Observe(now.Sub(victim.arrived).Seconds())
+	am.decisions[decisionRejected].Inc()
 	victim.done <- verdict{decision: decisionRejected,
 		err: overloaded(codeShed, "The request was shed to make room for more important ones; try again shortly.", now.Sub(victim.arrived).Seconds())}
 	return true
