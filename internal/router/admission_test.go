@@ -550,3 +550,32 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name, label, value strin
 	}
 	return 0, false
 }
+
+// TestAdmissionFollowsReload turns a model's admission off and on by
+// swapping catalogs: the gate is passed only while it is on.
+func TestAdmissionFollowsReload(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := admissionRouter(t, nil)
+		swap := func(on bool) {
+			c := r.Catalog()
+			ms := append([]catalog.Model(nil), c.Models()...)
+			ms[0].Admission.Enabled = on
+			cat, err := catalog.New(c.Pools(), ms)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.SetCatalog(cat)
+		}
+		admitted := func() float64 {
+			return testutil.ToFloat64(r.m.admission.decisions.WithLabelValues("m", "standard", decisionAdmitted))
+		}
+		swap(false)
+		if a := arrive(r, "off", "m", classStandard, "", 10); a.err != nil || a.ticket != nil || admitted() != 0 {
+			t.Fatalf("admission off: ticket %v, err %v, admitted %v; want the gate skipped", a.ticket, a.err, admitted())
+		}
+		swap(true)
+		if a := arrive(r, "on", "m", classStandard, "", 10); a.err != nil || a.ticket == nil || admitted() != 1 {
+			t.Fatalf("admission on: ticket %v, err %v, admitted %v; want through the gate", a.ticket, a.err, admitted())
+		}
+	})
+}
