@@ -324,9 +324,12 @@ func (g *gate) tokensAhead(w *waiter) int64 {
 	return n
 }
 
-// evictLocked makes room for w in a full queue by shedding the waiter of
-// its model in the lowest band below w's with the latest deadline, and
-// reports whether it could.
+// evictLocked makes room for w in a full queue of its model, and reports
+// whether it could. It sheds the waiter in the lowest band below w's with
+// the latest deadline; or, with none below, the latest of w's band held
+// by the tenant with the most places for its weight, when that is more
+// than w's tenant would hold with w — so that one tenant cannot keep
+// the others out of a full queue.
 func (g *gate) evictLocked(w *waiter, now time.Time) bool {
 	var victim *waiter
 	for _, x := range g.waiting {
@@ -338,6 +341,9 @@ func (g *gate) evictLocked(w *waiter, now time.Time) bool {
 		}
 	}
 	if victim == nil {
+		victim = g.crowding(w)
+	}
+	if victim == nil {
 		return false
 	}
 	g.removeLocked(victim)
@@ -345,8 +351,32 @@ func (g *gate) evictLocked(w *waiter, now time.Time) bool {
 	am.wait.Observe(now.Sub(victim.arrived).Seconds())
 	am.decisions[decisionRejected].Inc()
 	victim.done <- verdict{decision: decisionRejected,
-		err: overloaded(codeShed, "The request was shed to make room for more important ones; try again shortly.", now.Sub(victim.arrived).Seconds())}
+		err: overloaded(codeShed, "The request was shed to make room for more important ones or other tenants; try again shortly.", now.Sub(victim.arrived).Seconds())}
 	return true
+}
+
+// crowding is the latest waiter of w's model and band held by the tenant
+// with the most places for its weight, if that tenant holds more than
+// w's would with w; nil otherwise.
+func (g *gate) crowding(w *waiter) *waiter {
+	places := make(map[string]float64) // key: tenant; value: places over weight
+	for _, x := range g.waiting {
+		if x.model.Name == w.model.Name && x.class == w.class {
+			places[x.tenant] += 1 / x.weight
+		}
+	}
+	mine := places[w.tenant] + 1/w.weight
+	var victim *waiter
+	for _, x := range g.waiting {
+		if x.model.Name != w.model.Name || x.class != w.class || x.tenant == w.tenant || places[x.tenant] <= mine {
+			continue
+		}
+		if victim == nil || places[x.tenant] > places[victim.tenant] ||
+			places[x.tenant] == places[victim.tenant] && x.deadline.After(victim.deadline) {
+			victim = x
+		}
+	}
+	return victim
 }
 
 func (g *gate) enqueueLocked(w *waiter, idle float64, now time.Time) {

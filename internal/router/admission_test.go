@@ -579,3 +579,33 @@ func TestAdmissionFollowsReload(t *testing.T) {
 		}
 	})
 }
+
+// TestFullQueueSharedByTenants fills a queue with one tenant's requests:
+// another tenant's arrival takes a place from it, until they hold as many.
+func TestFullQueueSharedByTenants(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := admissionRouter(t, func(ms []catalog.Model) { ms[0].Admission.Queue = 3 })
+		fill(t, r)
+		a1 := arrive(r, "a1", "m", classStandard, "acme/loud", 10)
+		a2 := arrive(r, "a2", "m", classStandard, "acme/loud", 10)
+		time.Sleep(time.Millisecond)
+		a3 := arrive(r, "a3", "m", classStandard, "acme/loud", 10)
+		b1 := arrive(r, "b1", "m", classStandard, "acme/quiet", 10)
+		if !a3.decided() || a1.decided() || a2.decided() || b1.decided() {
+			t.Fatalf("decided: a1 %v a2 %v a3 %v b1 %v; want only a3, the loud tenant's latest, shed",
+				a1.decided(), a2.decided(), a3.decided(), b1.decided())
+		}
+		overloadedErr(t, a3.err, codeShed)
+		// loud holds 2, quiet 1: taking another place would only turn the
+		// imbalance round, so a second quiet arrival is refused.
+		b2 := arrive(r, "b2", "m", classStandard, "acme/quiet", 10)
+		if !b2.decided() || a1.decided() || a2.decided() {
+			t.Fatalf("b2 decided %v, a1 %v, a2 %v; want b2 refused", b2.decided(), a1.decided(), a2.decided())
+		}
+		overloadedErr(t, b2.err, codeQueueFull)
+		for _, a := range []*arrival{a1, a2, b1} {
+			a.cancel()
+		}
+		synctest.Wait()
+	})
+}
