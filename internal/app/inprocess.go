@@ -5,11 +5,12 @@ package app
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
+	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 )
 
 // GatewayOptions describe an in-process gateway in front of upstreams.
@@ -22,9 +23,8 @@ type GatewayOptions struct {
 	// Policy names the routing policy, one of catalog.Policies; empty
 	// means the default.
 	Policy string
-	// Admission asks for SLO-aware admission, which llmgw does not have
-	// yet: asking for it is an error rather than a run that silently
-	// measures something else.
+	// Admission turns on SLO-aware admission for the model, with the
+	// class SLOs of classSLOs.
 	Admission bool
 	Logger    *slog.Logger // nil discards logs
 	// HTTP is server.http: llmgw's own HTTP/1.1 server and upstream
@@ -41,9 +41,6 @@ type InProcess struct {
 
 // StartGateway starts a gateway on loopback ports in front of o.Upstreams.
 func StartGateway(ctx context.Context, o GatewayOptions) (*InProcess, error) {
-	if o.Admission {
-		return nil, errors.New("llmgw has no SLO-aware admission to turn on; use admission off")
-	}
 	kind := o.Kind
 	if kind == "" {
 		kind = catalog.KindOpenAI
@@ -51,6 +48,11 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*InProcess, error) {
 	cfg := upstreamConfig(o.Model, kind, o.Upstreams)
 	if o.Policy != "" {
 		cfg.Pools[0].Policy = o.Policy
+	}
+	if o.Admission {
+		m := &cfg.Models[0]
+		m.SLO = demoSLO
+		m.Admission = catalog.Admission{Enabled: true, Classes: classSLOs}
 	}
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Server.AdminListen = "127.0.0.1:0"
@@ -72,6 +74,20 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*InProcess, error) {
 	p := &InProcess{Gateway: g, cancel: cancel, done: make(chan error, 1)}
 	go func() { p.done <- g.Run(ctx) }()
 	return p, nil
+}
+
+// demoSLO is the demo model's SLO, and a standard request's: an
+// interactive chat's first token within a second, and ten tokens a
+// second or better after it.
+var demoSLO = catalog.SLO{TTFTp99: time.Second, TPOTp99: 100 * time.Millisecond}
+
+// classSLOs are the SLOs of each class when admission is on in process,
+// those of the bench's mixed workload: a search service's critical
+// requests tight, a batch tenant's sheddable ones loose.
+var classSLOs = map[string]catalog.SLO{
+	tenant.PriorityCritical:  {TTFTp99: 500 * time.Millisecond, TPOTp99: 50 * time.Millisecond},
+	tenant.PriorityStandard:  demoSLO,
+	tenant.PrioritySheddable: {TTFTp99: 10 * time.Second, TPOTp99: 250 * time.Millisecond},
 }
 
 // Close drains the gateway and waits for it to stop.

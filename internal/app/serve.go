@@ -115,6 +115,7 @@ func demoConfig(urls []string) *config.Config {
 	cfg.Pools[0].Name = "demo"
 	cfg.Models[0].Pool = "demo"
 	cfg.Models[0].Aliases = []string{"default"}
+	cfg.Models[0].SLO = demoSLO
 	return cfg
 }
 

@@ -1,7 +1,8 @@
 // Package bench is `llmgw bench`: a seeded, open-loop workload driver that
 // every performance figure of llmgw is measured with. It generates a
-// workload (chat sessions, bursts, mixed tenants and classes, a flat
-// overhead load, or a replayed production trace), sends it on schedule to a
+// workload (chat sessions, bursts, mixed tenants and classes, a noisy
+// tenant among equals, a flat overhead load, or a replayed production
+// trace), sends it on schedule to a
 // gateway or backend, or to simulated replicas it starts itself, streams
 // every answer, and reports TTFT, TPOT, inter-token latency, end-to-end
 // latency, goodput against SLOs and the prefix hit rate, overall, per class
@@ -262,7 +263,7 @@ has seconds.`
 func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	o := &options{}
 	fs := cli.NewFlagSet("bench", "[flags] (--target URL | --spawn-sim N)", about, stdout)
-	fs.ChoiceVar(&o.workload, "workload", WorkloadChat, []string{WorkloadChat, WorkloadBurst, WorkloadMixed, WorkloadFlat, WorkloadTrace}, "the workload to send")
+	fs.ChoiceVar(&o.workload, "workload", WorkloadChat, []string{WorkloadChat, WorkloadBurst, WorkloadMixed, WorkloadNoisy, WorkloadFlat, WorkloadTrace}, "the workload to send")
 	fs.StringVar(&o.tracePath, "trace", "", "trace `file` to replay with --workload trace: Mooncake .jsonl or Azure .csv")
 	fs.Float64Var(&o.rate, "rate", defaultRate, "offered load in requests a second, averaged over the run")
 	sweep := fs.String("sweep", "", "run once per rate `A:B:STEP` from A to B, instead of --rate; with a trace, once per time scale")
@@ -312,7 +313,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	o.durationSet, o.drainSet = set["duration"], set["drain"]
 
 	switch o.workload {
-	case WorkloadChat, WorkloadBurst, WorkloadMixed, WorkloadFlat:
+	case WorkloadChat, WorkloadBurst, WorkloadMixed, WorkloadNoisy, WorkloadFlat:
 		if o.tracePath != "" {
 			return nil, fmt.Errorf("--trace needs --workload trace")
 		}
@@ -327,7 +328,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 			return nil, fmt.Errorf("give --time-scale or --sweep, not both: a trace's sweep is over time scales")
 		}
 	default:
-		return nil, fmt.Errorf("--workload: unknown workload %q: want chat, burst, mixed, flat or trace", o.workload)
+		return nil, fmt.Errorf("--workload: unknown workload %q: want chat, burst, mixed, noisy, flat or trace", o.workload)
 	}
 	if o.workload != WorkloadTrace && (set["time-scale"] || set["length-scale"]) {
 		return nil, fmt.Errorf("--time-scale and --length-scale apply only to --workload trace")

@@ -129,6 +129,9 @@ func WriteTable(w io.Writer, out *Output) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if out.Jain > 0 {
+		fmt.Fprintf(w, "Jain's fairness index over the tenants' served tokens: %.3f\n", out.Jain)
+	}
 	if out.PrefixHitCeiling != nil {
 		fmt.Fprintf(w, "prefix hit rate %.3f of the trace's ceiling %.3f\n", out.PrefixHitRate, *out.PrefixHitCeiling)
 	}

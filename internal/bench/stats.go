@@ -63,6 +63,27 @@ type Report struct {
 	Stats
 	ByClass  map[string]Stats `json:"by_class"`
 	ByTenant map[string]Stats `json:"by_tenant"`
+	// Jain is Jain's fairness index over the tenants' served (completion)
+	// tokens: 1 when all were served alike, 1/n when one took everything.
+	// Zero with fewer than two tenants.
+	Jain float64 `json:"jain,omitempty"`
+}
+
+// jain is Jain's fairness index of xs, (Σx)² / (n·Σx²); zero with fewer
+// than two or all zero.
+func jain(xs []float64) float64 {
+	if len(xs) < 2 {
+		return 0
+	}
+	var sum, sq float64
+	for _, x := range xs {
+		sum += x
+		sq += x * x
+	}
+	if sq == 0 {
+		return 0
+	}
+	return sum * sum / (float64(len(xs)) * sq)
 }
 
 // Percentile is the p-th quantile (0 < p ≤ 1) of sorted samples by nearest
@@ -99,9 +120,12 @@ func summariseOver(results []Result, wall time.Duration) Report {
 	for key, group := range groupBy(results, func(r *Result) string { return r.Class }) {
 		rep.ByClass[key] = summarise(group, wall)
 	}
+	var served []float64
 	for key, group := range groupBy(results, func(r *Result) string { return r.Tenant }) {
 		rep.ByTenant[key] = summarise(group, wall)
+		served = append(served, float64(rep.ByTenant[key].CompletionTokens))
 	}
+	rep.Jain = jain(served)
 	return rep
 }
 

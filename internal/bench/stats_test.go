@@ -153,3 +153,29 @@ func TestSummariseRunsRatesOverEveryRun(t *testing.T) {
 		t.Errorf("two runs of 1 s: %v req/s, want 30 requests / 2 s = 15", got)
 	}
 }
+
+func TestJain(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{7}, 0},
+		{[]float64{0, 0}, 0},
+		{[]float64{3, 3, 3}, 1},
+		{[]float64{5, 1, 1}, 49.0 / 81},
+		{[]float64{1, 0, 0, 0}, 0.25},
+	} {
+		if got := jain(tc.xs); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("jain(%v) = %v, want %v", tc.xs, got, tc.want)
+		}
+	}
+	rep := Summarise([]Result{
+		{Tenant: "a", Outcome: OutcomeOK, CompletionTokens: 50},
+		{Tenant: "b", Outcome: OutcomeOK, CompletionTokens: 10},
+		{Tenant: "c", Outcome: OutcomeOK, CompletionTokens: 10},
+	})
+	if math.Abs(rep.Jain-49.0/81) > 1e-12 {
+		t.Errorf("report's jain = %v, want %v", rep.Jain, 49.0/81)
+	}
+}

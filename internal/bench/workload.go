@@ -62,6 +62,7 @@ const (
 	WorkloadChat  = "chat"
 	WorkloadBurst = "burst"
 	WorkloadMixed = "mixed"
+	WorkloadNoisy = "noisy"
 	WorkloadFlat  = "flat"
 	WorkloadTrace = "trace"
 )
@@ -115,12 +116,14 @@ func Generate(s Spec, texts *Texts) ([]Request, error) {
 		reqs = burst(s, rng, texts)
 	case WorkloadMixed:
 		reqs = mixed(s, rng, texts)
+	case WorkloadNoisy:
+		reqs = noisy(s, rng, texts)
 	case WorkloadFlat:
 		reqs = flat(s, texts)
 	case WorkloadTrace:
 		reqs, err = replay(s, texts)
 	default:
-		return nil, fmt.Errorf("unknown workload %q: want chat, burst, mixed, flat or trace", s.Workload)
+		return nil, fmt.Errorf("unknown workload %q: want chat, burst, mixed, noisy, flat or trace", s.Workload)
 	}
 	if err != nil {
 		return nil, err
@@ -316,6 +319,50 @@ func mixed(s Spec, rng *rand.Rand, texts *Texts) []Request {
 			At: at, Tenant: t.tenant, Class: t.class,
 			Prompt: msgs, PromptTokens: tokens + pn,
 			MaxTokens: between(rng, t.minAnswer, t.maxAnswer), IgnoreEOS: true, SLO: t.slo,
+		})
+	}
+	return reqs
+}
+
+// noisyTenants are the noisy workload's three standard tenants of equal
+// weight, and how many times the others' rate each sends: one noisy
+// neighbour at five times the two quiet ones.
+var noisyTenants = []struct {
+	tenant string
+	times  float64
+}{{"noisy/loud", 5}, {"noisy/quiet-a", 1}, {"noisy/quiet-b", 1}}
+
+// Noisy request sizes: a short chat turn, the same for every tenant, so
+// that served tokens differ only by how many requests were served.
+const (
+	noisyMinPrompt, noisyMaxPrompt = 256, 1024
+	noisyMinAnswer, noisyMaxAnswer = 64, 256
+)
+
+// noisy is three standard tenants arriving as one Poisson process at the
+// asked rate, one of them sending five times what each other does: what a
+// gateway's fairness between tenants is measured on (Jain's index over
+// their served tokens).
+func noisy(s Spec, rng *rand.Rand, texts *Texts) []Request {
+	total := 0.0
+	for _, t := range noisyTenants {
+		total += t.times
+	}
+	scale := 1
+	if s.Quick {
+		scale = 2
+	}
+	var reqs []Request
+	for at := expGap(rng, s.Rate); at < s.Duration; at += expGap(rng, s.Rate) {
+		i, u := 0, rng.Float64()*total
+		for ; i < len(noisyTenants)-1 && u >= noisyTenants[i].times; i++ {
+			u -= noisyTenants[i].times
+		}
+		pn := between(rng, noisyMinPrompt/scale, noisyMaxPrompt/scale)
+		reqs = append(reqs, Request{
+			At: at, Tenant: noisyTenants[i].tenant, Class: tenant.PriorityStandard,
+			Prompt:       []Message{{Role: "user", Content: []string{texts.Random(rng, pn)}}},
+			PromptTokens: pn, MaxTokens: between(rng, noisyMinAnswer/scale, noisyMaxAnswer/scale), IgnoreEOS: true, SLO: s.SLO,
 		})
 	}
 	return reqs

@@ -22,7 +22,7 @@ func generate(t *testing.T, s Spec) []Request {
 }
 
 func TestGenerateIsDeterministic(t *testing.T) {
-	for _, w := range []string{WorkloadChat, WorkloadBurst, WorkloadMixed, WorkloadFlat} {
+	for _, w := range []string{WorkloadChat, WorkloadBurst, WorkloadMixed, WorkloadNoisy, WorkloadFlat} {
 		t.Run(w, func(t *testing.T) {
 			s := Spec{Workload: w, Rate: 8, Duration: 6 * time.Second, Seed: 42, Quick: true}
 			a, b := generate(t, s), generate(t, s)
@@ -45,7 +45,7 @@ func TestGenerateIsDeterministic(t *testing.T) {
 
 func TestWorkloadShape(t *testing.T) {
 	const rate, dur = 20.0, 30 * time.Second
-	for _, w := range []string{WorkloadChat, WorkloadBurst, WorkloadMixed, WorkloadFlat} {
+	for _, w := range []string{WorkloadChat, WorkloadBurst, WorkloadMixed, WorkloadNoisy, WorkloadFlat} {
 		t.Run(w, func(t *testing.T) {
 			reqs := generate(t, Spec{Workload: w, Rate: rate, Duration: dur, Seed: 7, Quick: true, SLO: SLO{TTFT: time.Second}})
 			// The offered rate is the asked one: within 20% over 600
@@ -200,6 +200,27 @@ func TestGenerateRejects(t *testing.T) {
 	} {
 		if _, err := Generate(s, texts); err == nil {
 			t.Errorf("Generate(%+v) succeeded, want an error", s)
+		}
+	}
+}
+
+func TestNoisyTenants(t *testing.T) {
+	reqs := generate(t, Spec{Workload: WorkloadNoisy, Rate: 70, Duration: 20 * time.Second, Seed: 5, Quick: true, SLO: SLO{TTFT: time.Second}})
+	n := map[string]float64{}
+	for _, r := range reqs {
+		if r.Class != "standard" || r.SLO.TTFT != time.Second {
+			t.Fatalf("request of %s is %s with SLO %v; want standard with the spec's SLO", r.Tenant, r.Class, r.SLO)
+		}
+		n[r.Tenant]++
+	}
+	if len(n) != 3 {
+		t.Fatalf("tenants %v, want three", n)
+	}
+	// About 1,000 loud and 200 of each quiet one: the ratio is 5 within
+	// Poisson noise (~8% on 200).
+	for _, q := range []string{"noisy/quiet-a", "noisy/quiet-b"} {
+		if ratio := n["noisy/loud"] / n[q]; ratio < 4 || ratio > 6 {
+			t.Errorf("loud / %s = %.2f, want about 5", q, ratio)
 		}
 	}
 }

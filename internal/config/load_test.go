@@ -144,6 +144,13 @@ func TestFullExample(t *testing.T) {
 				SLO:       catalog.SLO{TTFTp99: 2 * time.Second, TPOTp99: 80 * time.Millisecond},
 				Price:     catalog.Price{InputPerMillion: 0.60, OutputPerMillion: 0.80},
 				Fallbacks: []string{"gpt-4o-mini"}, FirstTokenTimeout: 30 * time.Second,
+				Admission: catalog.Admission{Enabled: true, Queue: 64,
+					Classes: map[string]catalog.SLO{
+						"critical":  {TTFTp99: time.Second, TPOTp99: 50 * time.Millisecond},
+						"sheddable": {TTFTp99: 10 * time.Second},
+					},
+					TenantWeights: map[string]float64{"acme/search": 2},
+				},
 			},
 			{
 				Name: "qwen3-32b", Pool: "gpu-b", Upstream: "Qwen/Qwen3-32B",

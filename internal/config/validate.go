@@ -8,6 +8,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/url"
@@ -467,6 +468,7 @@ func validateModels(ps *problems, models []catalog.Model, pools []catalog.Pool) 
 		if m.FirstTokenTimeout < 0 {
 			ps.add(at+".first_token_timeout", "must be positive, got %s", m.FirstTokenTimeout)
 		}
+		validateAdmission(ps, at+".admission", m)
 	}
 	// Fallbacks may name models defined later in the file, so they are
 	// checked once every name is known.
@@ -488,6 +490,47 @@ func validateModels(ps *problems, models []catalog.Model, pools []catalog.Pool) 
 					listed[j] = k
 				}
 			}
+		}
+	}
+}
+
+// validateAdmission checks a model's admission settings. Every class must
+// end up with a TTFT SLO when admission is on, since a request's deadline
+// is its arrival plus its class's.
+func validateAdmission(ps *problems, at string, m *catalog.Model) {
+	a := m.Admission
+	if a.Queue < 0 {
+		ps.add(at+".queue", "must not be negative, got %d", a.Queue)
+	}
+	for _, c := range slices.Sorted(maps.Keys(a.Classes)) {
+		s := a.Classes[c]
+		cat := at + ".classes." + c
+		if !tenant.ValidPriority(c) {
+			ps.add(cat, "%q is not a priority class: critical, standard or sheddable", c)
+			continue
+		}
+		if s.TTFTp99 < 0 {
+			ps.add(cat+".ttft_p99", "must be positive, got %s", s.TTFTp99)
+		}
+		if s.TPOTp99 < 0 {
+			ps.add(cat+".tpot_p99", "must be positive, got %s", s.TPOTp99)
+		}
+	}
+	for _, t := range slices.Sorted(maps.Keys(a.TenantWeights)) {
+		if _, err := tenant.ParsePath(t); err != nil {
+			ps.add(at+".tenant_weights", "%v", err)
+			continue
+		}
+		if w := a.TenantWeights[t]; !(w > 0) || math.IsInf(w, 0) {
+			ps.add(at+".tenant_weights."+t, "must be positive, got %v", w)
+		}
+	}
+	if !a.Enabled {
+		return
+	}
+	for _, c := range []string{tenant.PriorityCritical, tenant.PriorityStandard, tenant.PrioritySheddable} {
+		if m.ClassSLO(c).TTFTp99 <= 0 && a.Classes[c].TTFTp99 == 0 {
+			ps.add(at+".classes."+c+".ttft_p99", "must be set when admission is enabled and the model has no slo.ttft_p99")
 		}
 	}
 }

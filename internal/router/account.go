@@ -51,6 +51,9 @@ func (r *Router) account(req *parsedRequest, res dispatchResult) {
 	if req.model == nil {
 		return // refused before it was known what it asked for: nothing to bill
 	}
+	if req.model.Admission.Enabled && o.Status != openai.StatusClientClosed {
+		r.goodput.add(goodputKey{req.model.Name, req.class}, r.metSLO(req, o))
+	}
 	var prompt, completion, cached int64
 	if u := o.Usage; u != nil {
 		prompt, completion, cached = u.PromptTokens, u.CompletionTokens, u.CachedTokens()

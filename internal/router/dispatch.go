@@ -36,8 +36,13 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 	gap := r.m.token.gap.WithLabelValues(req.model.Name)
 	prompt := req.Prompt(req.body)
 	var rt route
+	first := req.model
+	if req.ticket != nil && req.ticket.fallback {
+		// Admission found the model's pool cannot meet the SLO.
+		first = r.nextFallback(s, req.model, req.model)
+	}
 	for _, relaxed := range [2]bool{false, true} {
-		for m := req.model; m != nil; m = r.nextFallback(s, req.model, m) {
+		for m := first; m != nil; m = r.nextFallback(s, req.model, m) {
 			p := s.pools[m.Pool]
 			if p == nil {
 				continue
@@ -135,7 +140,7 @@ func countsAgainst(o proxy.Outcome) bool {
 // the prefix the index predicted.
 func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedRequest, p *pool, i int, rt *route, call *proxy.Call) proxy.Outcome {
 	ep := p.endpoints[i]
-	t := &sent{ep: ep, uncached: rt.uncached(i), stream: req.Stream, at: time.Now()}
+	t := &sent{ep: ep, uncached: rt.uncached(i), stream: req.Stream, at: time.Now(), ticket: req.ticket, gate: r.existingGate(p.name)}
 	ep.inflight.Add(1)
 	ep.pending.Add(1)
 	t.work = ep.owed.Add(t.uncached)
@@ -172,7 +177,9 @@ type sent struct {
 	work     int64     // prefill owed at the endpoint when sent, this call's included
 	at       time.Time // when it was sent
 	stream   bool
-	first    bool // the first token is in
+	first    bool    // the first token is in
+	ticket   *ticket // the request's admission, nil without
+	gate     *gate   // the pool's admission point, nil when none was made
 }
 
 // firstToken moves the call from owing its prefill to decoding, and
@@ -189,6 +196,10 @@ func (t *sent) firstToken(now time.Time) {
 		t.ep.decoding.Add(1)
 		t.ep.learn(now.Sub(t.at), t.work)
 	}
+	t.ticket.firstToken()
+	if t.gate != nil {
+		t.gate.wake()
+	}
 }
 
 // end takes the call off its endpoint's signals.
@@ -201,6 +212,9 @@ func (t *sent) end() {
 		t.ep.decoding.Add(-1)
 	}
 	t.ep.inflight.Add(-1)
+	if t.gate != nil {
+		t.gate.wake()
+	}
 }
 
 // nextFallback is the fallback to try after cur, in the order the

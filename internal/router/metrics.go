@@ -16,6 +16,7 @@ import (
 
 type metrics struct {
 	token          *tokenMetrics
+	admission      *admissionMetrics
 	tenant         tenantLabel
 	requests       *prometheus.CounterVec
 	ttft           *prometheus.HistogramVec
@@ -46,8 +47,9 @@ var durationBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 4
 
 func newMetrics(tenantLevel string) *metrics {
 	return &metrics{
-		token:  newTokenMetrics(),
-		tenant: tenantLabel{level: tenantLevel},
+		token:     newTokenMetrics(),
+		admission: newAdmissionMetrics(),
+		tenant:    tenantLabel{level: tenantLevel},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmgw_requests_total",
 			Help: "Requests answered, by model, the pool that served them (none if no pool did) and HTTP status; 499 when the client left.",
@@ -116,7 +118,8 @@ func newMetrics(tenantLevel string) *metrics {
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	cs := append(m.token.collectors(), m.requests, m.ttft, m.duration, m.inflight, m.upstreamErrors, m.reloadOK, m.reloadTime,
+	cs := append(m.token.collectors(), m.admission.collectors()...)
+	cs = append(cs, m.requests, m.ttft, m.duration, m.inflight, m.upstreamErrors, m.reloadOK, m.reloadTime,
 		m.decisions, m.predicted, m.confirmed, m.retries, m.fallbacks, m.ejections, m.tokens)
 	var errs []error
 	for _, c := range cs {

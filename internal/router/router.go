@@ -65,8 +65,12 @@ type Router struct {
 	proxy *proxy.Proxy
 	m     *metrics
 	slo   sloTracker
-	snap  atomic.Pointer[snapshot]
-	ids   requestIDs
+	// gates are the pools' admission points; goodput is whether recent
+	// requests met their SLOs.
+	gates   gates
+	goodput goodputTracker
+	snap    atomic.Pointer[snapshot]
+	ids     requestIDs
 	// watch scrapes and probes every endpoint of the catalog in service.
 	watch *scrape.Watcher
 }
@@ -103,6 +107,9 @@ func New(opts Options) (*Router, error) {
 		return nil, err
 	}
 	if err := opts.Registerer.Register(endpointCollector{r}); err != nil {
+		return nil, err
+	}
+	if err := opts.Registerer.Register(admissionCollector{r}); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -44,7 +44,10 @@ type parsedRequest struct {
 	key      *tenant.Key    // nil without authentication
 	estimate int64          // prompt tokens, estimated from the body
 	reserve  limits.Reservation
-	reserved bool // whether reserve holds a reservation to settle
+	reserved bool    // whether reserve holds a reservation to settle
+	class    class   // its priority class
+	tenant   string  // the tenant admission shares the queue by; empty for none
+	ticket   *ticket // its hold on its pool's gate; nil without admission
 
 	// answer makes the translator of a translated API's answer, given
 	// the model; nil for chat, completions and embeddings.
@@ -175,6 +178,11 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 		r.refuse(w, req, "", openai.BadRequest("stream", "This endpoint cannot be streamed."))
 		return
 	}
+	if req.class, err = requestClass(hr, req.key); err != nil {
+		r.refuse(w, req, "", err)
+		return
+	}
+	req.tenant = requestTenant(hr, req.key)
 
 	label := m.Name
 	inflight := r.m.inflight.WithLabelValues(label)
@@ -185,7 +193,16 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 		r.refuse(w, req, "", err)
 		return
 	}
+	if req.ticket, err = r.admitSLO(hr.Context(), req, snap); err != nil {
+		r.refuse(w, req, "", err)
+		return
+	}
 	res := r.dispatch(hr.Context(), w, req, snap)
+	if u := res.outcome.Usage; u != nil {
+		req.ticket.end(u.CompletionTokens)
+	} else {
+		req.ticket.end(0)
+	}
 	if !res.outcome.Wrote && res.outcome.Status != openai.StatusClientClosed {
 		a.writeError(w, res.outcome.Err)
 	}

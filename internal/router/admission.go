@@ -1,0 +1,569 @@
+package router
+
+// SLO-aware admission: one gate per pool, in front of the models that
+// enable it. A request goes at once while the pool has headroom; else it
+// waits in a bounded queue, served by class band, then the tenant with the
+// least served tokens for its weight, then the earliest deadline. A
+// request that can no longer meet its deadline, or finds the queue full,
+// is answered at once with 429; a critical one whose pool cannot meet its
+// SLO goes to the model's fallbacks instead. The queue moves on events:
+// a first token or an end in the pool, a new arrival, a timer at the
+// moment a waiter's deadline becomes unreachable. docs/ADMISSION.md says
+// how the signals combine.
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+)
+
+const (
+	// admitPendingPerEndpoint is how many requests waiting for their
+	// first token the gate lets each endpoint have. vLLM's chunked
+	// prefill works on a few prompts at once; past four, a new prompt
+	// mostly waits behind the others, and waiting in the gate keeps the
+	// order ours to choose.
+	admitPendingPerEndpoint = 4
+	// admitPendingUnderPressure is the same for all but critical while
+	// the model's recent p99 is past its SLO (sloPressure above 1): one
+	// prompt at a time until the pool catches up.
+	admitPendingUnderPressure = 1
+)
+
+// Admission decisions, the decision label.
+const (
+	decisionAdmitted = "admitted"
+	decisionQueued   = "queued"
+	decisionRejected = "rejected"
+	decisionExpired  = "expired"
+	decisionFellBack = "fell_back"
+)
+
+var allDecisions = []string{decisionAdmitted, decisionQueued, decisionRejected, decisionExpired, decisionFellBack}
+
+// Error codes of a refusal by admission.
+const (
+	codeQueueFull   = "queue_full"
+	codeUnreachable = "slo_unreachable"
+	codeShed        = "shed"
+)
+
+// overloaded is a 429 from admission: why, and when to try again.
+func overloaded(code, msg string, wait float64) *openai.Error {
+	return &openai.Error{Status: http.StatusTooManyRequests, Type: "overloaded", Code: code, Message: msg,
+		RetryAfterSeconds: max(1, int(math.Ceil(wait)))}
+}
+
+// gates holds each pool's gate. A gate outlives reloads: its waiters do.
+type gates struct {
+	mu sync.Mutex
+	by map[string]*gate // key: pool name
+}
+
+// gateOf is pool's gate, made on first use.
+func (r *Router) gateOf(pool string) *gate {
+	r.gates.mu.Lock()
+	defer r.gates.mu.Unlock()
+	if r.gates.by == nil {
+		r.gates.by = make(map[string]*gate)
+	}
+	g := r.gates.by[pool]
+	if g == nil {
+		g = &gate{r: r, pool: pool, virtual: make(map[string]float64), queued: make(map[string]int)}
+		r.gates.by[pool] = g
+	}
+	return g
+}
+
+// existingGate is pool's gate, nil when none was made.
+func (r *Router) existingGate(pool string) *gate {
+	r.gates.mu.Lock()
+	defer r.gates.mu.Unlock()
+	return r.gates.by[pool]
+}
+
+// gate is one pool's admission point.
+type gate struct {
+	r    *Router
+	pool string
+
+	mu       sync.Mutex // protects the fields below
+	waiting  []*waiter
+	starting int // admitted by the gate, not yet at their first token or end
+	// virtual is each tenant's served tokens over its weight while the
+	// queue is busy; it is cleared when the queue empties, so that only
+	// contention is shared out. Key: tenant path ("" without keys).
+	virtual map[string]float64
+	queued  map[string]int // key: model name; waiters, for its bound
+}
+
+// waiter is a request in, or at the door of, a gate's queue.
+type waiter struct {
+	model    *catalog.Model
+	class    class
+	tenant   string
+	weight   float64
+	tokens   int64 // the prompt, estimated
+	arrived  time.Time
+	deadline time.Time // arrival plus the class's TTFT SLO
+	timer    *time.Timer
+	done     chan verdict // receives the gate's one verdict
+}
+
+// verdict is what the gate decided for a waiter.
+type verdict struct {
+	decision string
+	err      *openai.Error // for rejected and expired
+}
+
+// ticket is an admitted request's hold on its gate: it counts as starting
+// until its first token or its end.
+type ticket struct {
+	g        *gate
+	tenant   string
+	weight   float64
+	started  atomic.Bool // the first token is in, or the request ended
+	fallback bool        // go straight to the model's fallbacks
+}
+
+// poolView is what a gate reads of its pool for one decision.
+type poolView struct {
+	eps        []*endpoint // those not out
+	loads      []*endpointLoad
+	meanPrompt float64
+	pending    int64   // requests at the endpoints waiting for their first token
+	owed       float64 // prefill owed at the endpoints, in tokens
+	perToken   float64 // the pool's seconds per prefill token, all endpoints together
+	base       float64 // the least fixed first-token cost of any endpoint
+	extra      int64   // prompt tokens admitted in this look, not yet at an endpoint
+	pressure   float64
+}
+
+func (g *gate) look(p *pool, model string, now time.Time) poolView {
+	v := poolView{pressure: g.r.sloPressure(model), base: math.Inf(1)}
+	if p == nil {
+		return v
+	}
+	v.meanPrompt = p.meanPromptTokens()
+	rate := 0.0
+	t := now.UnixNano()
+	for _, e := range p.endpoints {
+		if e.out(t) {
+			continue
+		}
+		v.eps = append(v.eps, e)
+		v.loads = append(v.loads, e.freshLoad(now, p.maxAge))
+		v.pending += e.pending.Load()
+		v.owed += float64(e.owed.Load())
+		b, pt := e.firstTokenCost()
+		v.base = min(v.base, b)
+		rate += 1 / pt
+	}
+	if rate > 0 {
+		v.perToken = 1 / rate
+	}
+	return v
+}
+
+// best is the least predicted TTFT, in seconds, of a tokens-long prompt at
+// any endpoint, with the prompts admitted in this look ahead of it.
+func (v *poolView) best(tokens int64) float64 {
+	b := math.Inf(1)
+	for i, e := range v.eps {
+		b = min(b, e.predictTTFT(tokens+v.extra, v.loads[i], v.meanPrompt))
+	}
+	return b
+}
+
+// idle is the least TTFT a tokens-long prompt could have if the pool had
+// nothing else to do: a deadline closer than this is certainly missed.
+func (v *poolView) idle(tokens int64) float64 {
+	b := math.Inf(1)
+	for _, e := range v.eps {
+		base, pt := e.firstTokenCost()
+		b = min(b, base+pt*float64(tokens))
+	}
+	return b
+}
+
+// queued is the predicted TTFT of a tokens-long prompt behind ahead
+// tokens of queued prompts: the whole pool prefilling what it owes, then
+// the queue, then it.
+func (v *poolView) queued(ahead, tokens int64) float64 {
+	if len(v.eps) == 0 {
+		return 0
+	}
+	return v.base + v.perToken*(v.owed+float64(v.extra+ahead+tokens))
+}
+
+// headroom reports whether w may go to the pool now: an endpoint is up
+// (with none, dispatch answers), fewer requests wait for a first token
+// than the cap, and some endpoint would give w its first token by its
+// deadline. Critical needs only the cap: it is served late rather than
+// not at all.
+func (g *gate) headroom(v *poolView, w *waiter, now time.Time) bool {
+	if len(v.eps) == 0 {
+		return true
+	}
+	perEndpoint := admitPendingPerEndpoint
+	if v.pressure > 1 && w.class != classCritical {
+		perEndpoint = admitPendingUnderPressure
+	}
+	if max(int64(g.starting), v.pending) >= int64(perEndpoint*len(v.eps)) {
+		return false
+	}
+	return w.class == classCritical || v.best(w.tokens) <= w.deadline.Sub(now).Seconds()
+}
+
+// admitSLO passes req through its pool's gate when its model enables
+// admission: at once, after a wait, or not at all. The ticket, nil when
+// admission is off, is released by the request's first token or end.
+func (r *Router) admitSLO(ctx context.Context, req *parsedRequest, s *snapshot) (*ticket, error) {
+	m := req.model
+	if !m.Admission.Enabled {
+		return nil, nil
+	}
+	g := r.gateOf(m.Pool)
+	now := time.Now()
+	w := &waiter{
+		model: m, class: req.class, tokens: req.estimate, arrived: now,
+		deadline: now.Add(m.ClassSLO(req.class.String()).TTFTp99),
+		done:     make(chan verdict, 1), tenant: req.tenant,
+	}
+	w.weight = tenantWeight(m, w.tenant)
+	am := r.m.admission.of(m.Name, w.class)
+
+	g.mu.Lock()
+	v := g.look(s.pools[m.Pool], m.Name, now)
+	if len(g.waiting) == 0 && g.headroom(&v, w, now) {
+		t := g.admitLocked(w)
+		g.mu.Unlock()
+		am.decisions[decisionAdmitted].Inc()
+		return t, nil
+	}
+	if t, err := g.refuseAtDoor(&v, w, now); t != nil || err != nil {
+		g.mu.Unlock()
+		return t, err
+	}
+	g.enqueueLocked(w, v.idle(w.tokens), now)
+	am.decisions[decisionQueued].Inc()
+	g.pumpLocked(now)
+	g.mu.Unlock()
+
+	select {
+	case vd := <-w.done:
+		return g.answer(w, vd)
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	left := g.removeLocked(w)
+	if left {
+		g.pumpLocked(time.Now())
+	}
+	g.mu.Unlock()
+	if !left {
+		// The gate decided as the client left: an admission is handed
+		// back, as the request will not be sent.
+		if t, _ := g.answer(w, <-w.done); t != nil {
+			t.end(0)
+		}
+	} else {
+		am.wait.Observe(time.Since(w.arrived).Seconds())
+	}
+	return nil, &openai.Error{Status: openai.StatusClientClosed, Type: "invalid_request_error",
+		Message: "The client went away while queued.", Err: ctx.Err()}
+}
+
+// refuseAtDoor is the answer for a request that cannot go at once and
+// should not wait: a fallback for critical, a 429 for the others; both
+// nil when it may queue. g.mu is held.
+func (g *gate) refuseAtDoor(v *poolView, w *waiter, now time.Time) (*ticket, error) {
+	am := g.r.m.admission.of(w.model.Name, w.class)
+	remaining := w.deadline.Sub(now).Seconds()
+	wait := v.queued(g.tokensAhead(w), w.tokens)
+	miss := false
+	switch w.class {
+	case classCritical:
+		miss = wait > remaining
+	case classStandard:
+		miss = v.idle(w.tokens) > remaining
+	case classSheddable:
+		miss = wait > remaining
+	}
+	full := g.queued[w.model.Name] >= w.model.QueueBound()
+	switch {
+	case w.class == classCritical && (miss || full) && len(w.model.Fallbacks) > 0:
+		am.decisions[decisionFellBack].Inc()
+		return &ticket{fallback: true}, nil
+	case miss && w.class != classCritical:
+		am.decisions[decisionRejected].Inc()
+		return nil, overloaded(codeUnreachable, "The model's pool cannot answer within this request's SLO now; try again shortly.", wait)
+	case full && !g.evictLocked(w, now):
+		am.decisions[decisionRejected].Inc()
+		return nil, overloaded(codeQueueFull, "The model's queue is full; try again shortly.", wait)
+	}
+	return nil, nil // it waits; critical rather than be refused
+}
+
+// tokensAhead is the prompt tokens of the waiters that would go before w.
+func (g *gate) tokensAhead(w *waiter) int64 {
+	var n int64
+	for _, x := range g.waiting {
+		if x.class < w.class || x.class == w.class && !x.deadline.After(w.deadline) {
+			n += x.tokens
+		}
+	}
+	return n
+}
+
+// evictLocked makes room for w in a full queue of its model, and reports
+// whether it could. It sheds the waiter in the lowest band below w's with
+// the latest deadline; or, with none below, the latest of w's band held
+// by the tenant with the most places for its weight, when that is more
+// than w's tenant would hold with w — so that one tenant cannot keep
+// the others out of a full queue.
+func (g *gate) evictLocked(w *waiter, now time.Time) bool {
+	var victim *waiter
+	for _, x := range g.waiting {
+		if x.model.Name != w.model.Name || x.class <= w.class {
+			continue
+		}
+		if victim == nil || x.class > victim.class || x.class == victim.class && x.deadline.After(victim.deadline) {
+			victim = x
+		}
+	}
+	if victim == nil {
+		victim = g.crowding(w)
+	}
+	if victim == nil {
+		return false
+	}
+	g.removeLocked(victim)
+	am := g.r.m.admission.of(victim.model.Name, victim.class)
+	am.wait.Observe(now.Sub(victim.arrived).Seconds())
+	am.decisions[decisionRejected].Inc()
+	victim.done <- verdict{decision: decisionRejected,
+		err: overloaded(codeShed, "The request was shed to make room for more important ones or other tenants; try again shortly.", now.Sub(victim.arrived).Seconds())}
+	return true
+}
+
+// crowding is the latest waiter of w's model and band held by the tenant
+// with the most places for its weight, if that tenant holds more than
+// w's would with w; nil otherwise.
+func (g *gate) crowding(w *waiter) *waiter {
+	places := make(map[string]float64) // key: tenant; value: places over weight
+	for _, x := range g.waiting {
+		if x.model.Name == w.model.Name && x.class == w.class {
+			places[x.tenant] += 1 / x.weight
+		}
+	}
+	mine := places[w.tenant] + 1/w.weight
+	var victim *waiter
+	for _, x := range g.waiting {
+		if x.model.Name != w.model.Name || x.class != w.class || x.tenant == w.tenant || places[x.tenant] <= mine {
+			continue
+		}
+		if victim == nil || places[x.tenant] > places[victim.tenant] ||
+			places[x.tenant] == places[victim.tenant] && x.deadline.After(victim.deadline) {
+			victim = x
+		}
+	}
+	return victim
+}
+
+func (g *gate) enqueueLocked(w *waiter, idle float64, now time.Time) {
+	if _, ok := g.virtual[w.tenant]; !ok {
+		// A tenant new to the queue starts level with the least served
+		// of those waiting, not at zero: idling earns no credit.
+		least := math.Inf(1)
+		for _, x := range g.waiting {
+			least = min(least, g.virtual[x.tenant])
+		}
+		if math.IsInf(least, 1) {
+			least = 0
+		}
+		g.virtual[w.tenant] = least
+	}
+	g.waiting = append(g.waiting, w)
+	g.queued[w.model.Name]++
+	g.r.m.admission.of(w.model.Name, w.class).depth.Inc()
+	// Past this moment even an idle pool misses the deadline: standard
+	// and sheddable are refused then, critical falls back if it can.
+	if w.class != classCritical || len(w.model.Fallbacks) > 0 {
+		at := w.deadline.Add(-time.Duration(idle * float64(time.Second)))
+		w.timer = time.AfterFunc(at.Sub(now), func() { g.expire(w) })
+	}
+}
+
+// removeLocked takes w out of the queue and reports whether it was there.
+func (g *gate) removeLocked(w *waiter) bool {
+	i := slices.Index(g.waiting, w)
+	if i < 0 {
+		return false
+	}
+	g.waiting = slices.Delete(g.waiting, i, i+1)
+	g.queued[w.model.Name]--
+	if g.queued[w.model.Name] == 0 {
+		delete(g.queued, w.model.Name)
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	am := g.r.m.admission.of(w.model.Name, w.class)
+	am.depth.Dec()
+	if len(g.waiting) == 0 {
+		clear(g.virtual)
+	}
+	return true
+}
+
+// expire refuses w, or sends it to its fallbacks, once its deadline is
+// out of reach, if it is still waiting.
+func (g *gate) expire(w *waiter) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.removeLocked(w) {
+		return
+	}
+	am := g.r.m.admission.of(w.model.Name, w.class)
+	am.wait.Observe(time.Since(w.arrived).Seconds())
+	if w.class == classCritical {
+		am.decisions[decisionFellBack].Inc()
+		w.done <- verdict{decision: decisionFellBack}
+		return
+	}
+	am.decisions[decisionExpired].Inc()
+	w.done <- verdict{decision: decisionExpired,
+		err: overloaded(codeUnreachable, "The request waited until its SLO could no longer be met; try again shortly.", time.Since(w.arrived).Seconds())}
+}
+
+// next is the waiter to serve first: the most important band, then the
+// tenant with the least served tokens for its weight, then the earliest
+// deadline.
+func (g *gate) next() *waiter {
+	var best *waiter
+	for _, w := range g.waiting {
+		if best == nil || g.before(w, best) {
+			best = w
+		}
+	}
+	return best
+}
+
+func (g *gate) before(a, b *waiter) bool {
+	if a.class != b.class {
+		return a.class < b.class
+	}
+	if va, vb := g.virtual[a.tenant], g.virtual[b.tenant]; va != vb {
+		return va < vb
+	}
+	return a.deadline.Before(b.deadline)
+}
+
+// pumpLocked admits waiters in order while the pool has headroom for the
+// first of them.
+func (g *gate) pumpLocked(now time.Time) {
+	if len(g.waiting) == 0 {
+		return
+	}
+	s := g.r.snap.Load()
+	var p *pool
+	if s != nil {
+		p = s.pools[g.pool]
+	}
+	first := g.next()
+	v := g.look(p, first.model.Name, now)
+	for len(g.waiting) > 0 {
+		w := g.next()
+		if !g.headroom(&v, w, now) {
+			return
+		}
+		g.removeLocked(w)
+		g.admitLocked(w)
+		v.extra += w.tokens
+		am := g.r.m.admission.of(w.model.Name, w.class)
+		am.wait.Observe(now.Sub(w.arrived).Seconds())
+		am.decisions[decisionAdmitted].Inc()
+		w.done <- verdict{decision: decisionAdmitted}
+	}
+}
+
+// admitLocked counts w as starting and charges its tenant its prompt.
+func (g *gate) admitLocked(w *waiter) *ticket {
+	g.starting++
+	if len(g.waiting) > 0 {
+		g.virtual[w.tenant] += float64(w.tokens) / w.weight
+	}
+	return &ticket{g: g, tenant: w.tenant, weight: w.weight}
+}
+
+// answer turns a verdict into what admitSLO returns.
+func (g *gate) answer(w *waiter, vd verdict) (*ticket, error) {
+	switch vd.decision {
+	case decisionAdmitted:
+		return &ticket{g: g, tenant: w.tenant, weight: w.weight}, nil
+	case decisionFellBack:
+		return &ticket{fallback: true}, nil
+	}
+	return nil, vd.err
+}
+
+// wake moves the queue on: something in the pool has changed.
+func (g *gate) wake() {
+	g.mu.Lock()
+	g.pumpLocked(time.Now())
+	g.mu.Unlock()
+}
+
+// firstToken releases the request's place among those starting.
+func (t *ticket) firstToken() {
+	if t == nil || t.g == nil || !t.started.CompareAndSwap(false, true) {
+		return
+	}
+	g := t.g
+	g.mu.Lock()
+	g.starting--
+	g.pumpLocked(time.Now())
+	g.mu.Unlock()
+}
+
+// end releases the request if its first token did not, and charges its
+// tenant the completion tokens it was served.
+func (t *ticket) end(completion int64) {
+	if t == nil || t.g == nil {
+		return
+	}
+	t.firstToken()
+	if completion <= 0 {
+		return
+	}
+	g := t.g
+	g.mu.Lock()
+	if _, ok := g.virtual[t.tenant]; ok {
+		g.virtual[t.tenant] += float64(completion) / t.weight
+	}
+	g.mu.Unlock()
+}
+
+// tenantWeight is a tenant's weight for m: its nearest listed ancestor's,
+// or 1.
+func tenantWeight(m *catalog.Model, path string) float64 {
+	if path == "" || len(m.Admission.TenantWeights) == 0 {
+		return 1
+	}
+	ps := tenant.Prefixes(path)
+	for i := len(ps) - 1; i >= 0; i-- {
+		if w, ok := m.Admission.TenantWeights[ps[i]]; ok && w > 0 {
+			return w
+		}
+	}
+	return 1
+}

@@ -1,0 +1,611 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+)
+
+func TestRequestClass(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		key     *tenant.Key // nil: no keys
+		header  string
+		want    class
+		wantErr bool
+	}{
+		{name: "no keys, no header", want: classStandard},
+		{name: "no keys, header sets", header: "critical", want: classCritical},
+		{name: "no keys, header lowers", header: "sheddable", want: classSheddable},
+		{name: "key without a class is standard", key: &tenant.Key{}, want: classStandard},
+		{name: "key's class", key: &tenant.Key{Priority: "critical"}, want: classCritical},
+		{name: "header lowers the key's", key: &tenant.Key{Priority: "critical"}, header: "sheddable", want: classSheddable},
+		{name: "header cannot raise", key: &tenant.Key{Priority: "sheddable"}, header: "critical", want: classSheddable},
+		{name: "header cannot raise standard", key: &tenant.Key{}, header: "critical", want: classStandard},
+		{name: "unknown class", header: "urgent", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hr, _ := http.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+			if tc.header != "" {
+				hr.Header.Set("x-llmgw-priority", tc.header)
+			}
+			got, err := requestClass(hr, tc.key)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if err == nil && got != tc.want {
+				t.Errorf("class = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRequestTenant(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		key    *tenant.Key
+		header string
+		want   string
+	}{
+		{name: "key's tenant", key: &tenant.Key{Tenant: "acme/search"}, header: "beta", want: "acme/search"},
+		{name: "no keys: header", header: "acme/chat", want: "acme/chat"},
+		{name: "no keys, no header", want: ""},
+		{name: "no keys: invalid header", header: "a//b", want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hr, _ := http.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+			if tc.header != "" {
+				hr.Header.Set("x-llmgw-tenant", tc.header)
+			}
+			if got := requestTenant(hr, tc.key); got != tc.want {
+				t.Errorf("tenant = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// admissionRouter is a router whose pool "main" of one endpoint (never
+// called) serves models "m" and "fast", both with admission: m's TTFT SLO
+// is 10 s, fast's 2 s. mutate may change the models.
+func admissionRouter(t *testing.T, mutate func(ms []catalog.Model)) (*Router, *prometheus.Registry) {
+	t.Helper()
+	adm := catalog.Admission{Enabled: true, Queue: 8}
+	ms := []catalog.Model{
+		{Name: "m", Pool: "main", SLO: catalog.SLO{TTFTp99: 10 * time.Second}, Admission: adm},
+		{Name: "fast", Pool: "main", SLO: catalog.SLO{TTFTp99: 2 * time.Second}, Admission: adm},
+	}
+	if mutate != nil {
+		mutate(ms)
+	}
+	cat, err := catalog.New([]catalog.Pool{{Name: "main", Endpoints: []catalog.Endpoint{{URL: "http://127.0.0.1:1/v1"}}}}, ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	r, err := New(Options{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.SetCatalog(cat)
+	t.Cleanup(r.Close)
+	return r, reg
+}
+
+// arrival is one request at the gate and what came of it.
+type arrival struct {
+	name   string
+	ticket *ticket
+	err    error
+	done   chan struct{}
+	cancel context.CancelFunc
+}
+
+// arrive sends a request for model of class c from tenant (no key when
+// empty) with a prompt of tokens to the gate, and waits until it is
+// decided or blocked.
+func arrive(r *Router, name, model string, c class, tenantPath string, tokens int64) *arrival {
+	s := r.snap.Load()
+	m, _ := s.cat.Resolve(model)
+	req := &parsedRequest{model: m, class: c, estimate: tokens, tenant: tenantPath}
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &arrival{name: name, done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(a.done)
+		a.ticket, a.err = r.admitSLO(ctx, req, s)
+	}()
+	synctest.Wait()
+	return a
+}
+
+func (a *arrival) decided() bool {
+	select {
+	case <-a.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// fill admits admitPendingPerEndpoint requests, so that the one endpoint
+// has no headroom, and returns their tickets.
+func fill(t *testing.T, r *Router) []*ticket {
+	t.Helper()
+	var ts []*ticket
+	for range admitPendingPerEndpoint {
+		a := arrive(r, "fill", "fast", classStandard, "", 10)
+		if !a.decided() || a.err != nil || a.ticket == nil {
+			t.Fatalf("filling request not admitted at once: %v", a.err)
+		}
+		ts = append(ts, a.ticket)
+	}
+	return ts
+}
+
+// serveInTurn releases one starting request at a time and returns the
+// order in which the waiters were admitted: each release is the event
+// that lets exactly one go.
+func serveInTurn(t *testing.T, held []*ticket, waiters ...*arrival) []string {
+	t.Helper()
+	for _, a := range waiters {
+		if a.decided() {
+			t.Fatalf("%s was decided before anything ended: %v", a.name, a.err)
+		}
+	}
+	var order []string
+	left := waiters
+	for len(left) > 0 {
+		if len(held) == 0 {
+			t.Fatalf("no request left to end, and %d waiting", len(left))
+		}
+		held[0].firstToken()
+		held = held[1:]
+		synctest.Wait()
+		var still []*arrival
+		for _, a := range left {
+			if !a.decided() {
+				still = append(still, a)
+				continue
+			}
+			if a.err != nil {
+				t.Fatalf("%s: %v", a.name, a.err)
+			}
+			order = append(order, a.name)
+			held = append(held, a.ticket)
+		}
+		if len(left)-len(still) != 1 {
+			t.Fatalf("one end admitted %d waiters, want 1", len(left)-len(still))
+		}
+		left = still
+	}
+	return order
+}
+
+func TestQueueOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		arrive  func(r *Router) []*arrival
+		weights map[string]float64
+		want    []string
+	}{{
+		name: "bands: critical, then standard, then sheddable",
+		arrive: func(r *Router) []*arrival {
+			return []*arrival{
+				arrive(r, "sheddable", "m", classSheddable, "", 10),
+				arrive(r, "standard", "m", classStandard, "", 10),
+				arrive(r, "critical", "m", classCritical, "", 10),
+			}
+		},
+		want: []string{"critical", "standard", "sheddable"},
+	}, {
+		name: "earliest deadline first within a band",
+		arrive: func(r *Router) []*arrival {
+			a := arrive(r, "m, due in 10s", "m", classStandard, "", 10)
+			time.Sleep(time.Second)
+			b := arrive(r, "fast, due in 2s", "fast", classStandard, "", 10)
+			return []*arrival{a, b}
+		},
+		want: []string{"fast, due in 2s", "m, due in 10s"},
+	}, {
+		name: "tenants share a band by served tokens",
+		arrive: func(r *Router) []*arrival {
+			return []*arrival{
+				arrive(r, "a1", "m", classStandard, "acme/a", 100),
+				arrive(r, "a2", "m", classStandard, "acme/a", 100),
+				arrive(r, "a3", "m", classStandard, "acme/a", 100),
+				arrive(r, "b1", "m", classStandard, "acme/b", 100),
+				arrive(r, "b2", "m", classStandard, "acme/b", 100),
+			}
+		},
+		want: []string{"a1", "b1", "a2", "b2", "a3"},
+	}, {
+		name:    "tenants share a band by weight",
+		weights: map[string]float64{"acme/b": 2},
+		arrive: func(r *Router) []*arrival {
+			return []*arrival{
+				arrive(r, "a1", "m", classStandard, "acme/a", 100),
+				arrive(r, "a2", "m", classStandard, "acme/a", 100),
+				arrive(r, "a3", "m", classStandard, "acme/a", 100),
+				arrive(r, "b1", "m", classStandard, "acme/b/x", 100),
+				arrive(r, "b2", "m", classStandard, "acme/b/y", 100),
+				arrive(r, "b3", "m", classStandard, "acme/b/x", 100),
+			}
+		},
+		// b's paths weigh 2 each (their ancestor's weight); a's 1.
+		want: []string{"a1", "b1", "b2", "b3", "a2", "a3"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r, _ := admissionRouter(t, func(ms []catalog.Model) {
+					ms[0].Admission.TenantWeights = tc.weights
+				})
+				held := fill(t, r)
+				got := serveInTurn(t, held, tc.arrive(r)...)
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("admission order (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
+}
+
+// overloadedErr checks err is admission's 429 with code, and a
+// Retry-After.
+func overloadedErr(t *testing.T, err error, code string) {
+	t.Helper()
+	var e *openai.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("err = %v, want an admission refusal", err)
+	}
+	if e.Status != http.StatusTooManyRequests || e.Type != "overloaded" || e.Code != code || e.RetryAfterSeconds < 1 {
+		t.Errorf("refusal = %d %s %s retry after %d; want 429 overloaded %s with a Retry-After", e.Status, e.Type, e.Code, e.RetryAfterSeconds, code)
+	}
+}
+
+func TestQueueFull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := admissionRouter(t, func(ms []catalog.Model) { ms[0].Admission.Queue = 2 })
+		fill(t, r)
+		s1 := arrive(r, "s1", "m", classSheddable, "", 10)
+		s2 := arrive(r, "s2", "m", classStandard, "", 10)
+		third := arrive(r, "third", "m", classSheddable, "", 10)
+		if !third.decided() {
+			t.Fatal("a request finding the queue full waits; want an answer at once")
+		}
+		overloadedErr(t, third.err, codeQueueFull)
+
+		// A critical request makes room by shedding the least important.
+		c := arrive(r, "critical", "m", classCritical, "", 10)
+		if c.decided() {
+			t.Fatalf("critical decided at once: %v", c.err)
+		}
+		if !s1.decided() || s2.decided() {
+			t.Fatalf("shed sheddable %v, standard %v; want the sheddable shed", s1.decided(), s2.decided())
+		}
+		overloadedErr(t, s1.err, codeShed)
+		got := testutil.ToFloat64(r.m.admission.decisions.WithLabelValues("m", "sheddable", decisionRejected))
+		if got != 2 {
+			t.Errorf("sheddable rejections = %v, want 2", got)
+		}
+		c.cancel()
+		s2.cancel()
+		synctest.Wait()
+	})
+}
+
+func TestUnreachableDeadline(t *testing.T) {
+	// A 10 ms TTFT is below what the endpoint's first token costs when
+	// idle (20 ms): standard and sheddable are refused at once, critical
+	// is served late rather than not at all.
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := admissionRouter(t, func(ms []catalog.Model) { ms[0].SLO.TTFTp99 = 10 * time.Millisecond })
+		for _, c := range []class{classSheddable, classStandard} {
+			a := arrive(r, c.String(), "m", c, "", 100)
+			if !a.decided() {
+				t.Fatalf("%v waits; want an answer at once", c)
+			}
+			overloadedErr(t, a.err, codeUnreachable)
+		}
+		crit := arrive(r, "critical", "m", classCritical, "", 100)
+		if !crit.decided() || crit.err != nil || crit.ticket == nil || crit.ticket.fallback {
+			t.Fatalf("critical: %v; want admitted", crit.err)
+		}
+	})
+}
+
+func TestCriticalFallsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := admissionRouter(t, func(ms []catalog.Model) {
+			ms[0].SLO.TTFTp99 = 10 * time.Millisecond
+			ms[0].Fallbacks = []string{"fast"}
+		})
+		fill(t, r)
+		crit := arrive(r, "critical", "m", classCritical, "", 100)
+		if !crit.decided() || crit.err != nil || crit.ticket == nil || !crit.ticket.fallback {
+			t.Fatalf("critical: ticket %+v, err %v; want sent to the fallbacks at once", crit.ticket, crit.err)
+		}
+		if got := testutil.ToFloat64(r.m.admission.decisions.WithLabelValues("m", "critical", decisionFellBack)); got != 1 {
+			t.Errorf("fell_back = %v, want 1", got)
+		}
+	})
+}
+
+func TestWaiterExpires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, reg := admissionRouter(t, nil)
+		held := fill(t, r)
+		a := arrive(r, "waits", "fast", classStandard, "", 10)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if a.decided() {
+			t.Fatalf("decided with a second of its 2 s left: %v", a.err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if !a.decided() {
+			t.Fatal("still waiting past its deadline")
+		}
+		overloadedErr(t, a.err, codeUnreachable)
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP llmgw_queue_depth Requests waiting in a model's admission queue now, by model and priority class.
+# TYPE llmgw_queue_depth gauge
+llmgw_queue_depth{class="standard",model="fast"} 0
+`), "llmgw_queue_depth"); err != nil {
+			t.Error(err)
+		}
+		if got := testutil.ToFloat64(r.m.admission.decisions.WithLabelValues("fast", "standard", decisionExpired)); got != 1 {
+			t.Errorf("expired = %v, want 1", got)
+		}
+		for _, h := range held {
+			h.end(0)
+		}
+	})
+}
+
+func TestClientLeavesTheQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := admissionRouter(t, nil)
+		held := fill(t, r)
+		gone := arrive(r, "gone", "m", classCritical, "", 10)
+		stays := arrive(r, "stays", "m", classStandard, "", 10)
+		gone.cancel()
+		synctest.Wait()
+		if !gone.decided() {
+			t.Fatal("a client that left is still queued")
+		}
+		if e := openai.AsError(gone.err); e.Status != openai.StatusClientClosed {
+			t.Errorf("left: %v, want 499", gone.err)
+		}
+		g := r.gateOf("main")
+		g.mu.Lock()
+		n := len(g.waiting)
+		g.mu.Unlock()
+		if n != 1 {
+			t.Fatalf("%d waiting, want 1", n)
+		}
+		// The next end admits the one that stayed, not the one that left.
+		if got := serveInTurn(t, held, stays); !cmp.Equal(got, []string{"stays"}) {
+			t.Errorf("admitted %v", got)
+		}
+	})
+}
+
+func TestAdmitAtOnceWithHeadroom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := admissionRouter(t, nil)
+		for c := range numClasses {
+			a := arrive(r, c.String(), "m", c, "", 10)
+			if !a.decided() || a.err != nil {
+				t.Fatalf("%v: %v; want admitted at once", c, a.err)
+			}
+			a.ticket.end(5)
+		}
+		for c := range numClasses {
+			if got := testutil.ToFloat64(r.m.admission.decisions.WithLabelValues("m", c.String(), decisionAdmitted)); got != 1 {
+				t.Errorf("%v admitted = %v, want 1", c, got)
+			}
+		}
+	})
+}
+
+// heldUpstream streams an answer only once release is closed, and says on
+// arrived when each request comes in.
+type heldUpstream struct {
+	arrived chan struct{}
+	release chan struct{}
+	up      upstream
+}
+
+func (h *heldUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.arrived <- struct{}{}
+	<-h.release
+	h.up.ServeHTTP(w, r)
+}
+
+// TestAdmissionEndToEnd overloads a pool of one slow endpoint through the
+// router: a sheddable request is refused at once with 429, a critical one
+// waits and is served when the endpoint frees up.
+func TestAdmissionEndToEnd(t *testing.T) {
+	up := &heldUpstream{arrived: make(chan struct{}, 16), release: make(chan struct{}), up: upstream{tokens: 3}}
+	g := newTestGateway(t, func(c *config.Config) {
+		c.Models[0].Admission = catalog.Admission{Enabled: true,
+			Classes: map[string]catalog.SLO{"sheddable": {TTFTp99: 50 * time.Millisecond}}}
+	}, up)
+	// About 105 prompt tokens: an idle endpoint's first token is 20 ms
+	// and 10.5 ms by the prior cost model, within sheddable's 50 ms; with
+	// four such prompts ahead it is 70 ms, past it.
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("x", 360) + `"}]}`
+	send := func(class string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("x-llmgw-priority", class)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return nil, ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	codes := make(chan int, admitPendingPerEndpoint)
+	for range admitPendingPerEndpoint {
+		go func() {
+			resp, _ := send("standard")
+			codes <- resp.StatusCode
+		}()
+	}
+	for range admitPendingPerEndpoint {
+		<-up.arrived
+	}
+
+	resp, b := send("sheddable")
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("sheddable under overload: %d, Retry-After %q; want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	var e struct {
+		Error struct {
+			Message string
+			Type    string
+			Param   *string
+			Code    string
+		}
+	}
+	if err := json.Unmarshal([]byte(b), &e); err != nil || e.Error.Type != "overloaded" || e.Error.Code != codeUnreachable || e.Error.Message == "" {
+		t.Errorf("refusal body %s; want an overloaded error with code %s", b, codeUnreachable)
+	}
+
+	critical := make(chan int, 1)
+	go func() {
+		resp, _ := send("critical")
+		critical <- resp.StatusCode
+	}()
+	gate := g.r.gateOf("main")
+	for queued := false; !queued; {
+		gate.mu.Lock()
+		queued = len(gate.waiting) == 1
+		gate.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	close(up.release) // the endpoint's first tokens wake the queue
+	if code := <-critical; code != http.StatusOK {
+		t.Errorf("critical: %d, want 200", code)
+	}
+	for range admitPendingPerEndpoint {
+		if code := <-codes; code != http.StatusOK {
+			t.Errorf("standard: %d, want 200", code)
+		}
+	}
+	for _, c := range []struct {
+		class, decision string
+		want            float64
+	}{
+		{"standard", decisionAdmitted, 4},
+		{"sheddable", decisionRejected, 1},
+		{"critical", decisionQueued, 1},
+		{"critical", decisionAdmitted, 1},
+	} {
+		if got := testutil.ToFloat64(g.r.m.admission.decisions.WithLabelValues("m", c.class, c.decision)); got != c.want {
+			t.Errorf("llmgw_admission_total{class=%q,decision=%q} = %v, want %v", c.class, c.decision, got, c.want)
+		}
+	}
+	// The other classes' goodput depends on how fast this machine is; a
+	// refusal is a miss whatever the speed.
+	if got, ok := gaugeValue(t, g.reg, "llmgw_goodput_ratio", "class", "sheddable"); !ok || got != 0 {
+		t.Errorf("sheddable goodput = %v (found %v), want 0", got, ok)
+	}
+}
+
+// gaugeValue is the value of the gauge named name whose label has value.
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name, label, value string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetGauge().GetValue(), true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// TestAdmissionFollowsReload turns a model's admission off and on by
+// swapping catalogs: the gate is passed only while it is on.
+func TestAdmissionFollowsReload(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := admissionRouter(t, nil)
+		swap := func(on bool) {
+			c := r.Catalog()
+			ms := append([]catalog.Model(nil), c.Models()...)
+			ms[0].Admission.Enabled = on
+			cat, err := catalog.New(c.Pools(), ms)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.SetCatalog(cat)
+		}
+		admitted := func() float64 {
+			return testutil.ToFloat64(r.m.admission.decisions.WithLabelValues("m", "standard", decisionAdmitted))
+		}
+		swap(false)
+		if a := arrive(r, "off", "m", classStandard, "", 10); a.err != nil || a.ticket != nil || admitted() != 0 {
+			t.Fatalf("admission off: ticket %v, err %v, admitted %v; want the gate skipped", a.ticket, a.err, admitted())
+		}
+		swap(true)
+		if a := arrive(r, "on", "m", classStandard, "", 10); a.err != nil || a.ticket == nil || admitted() != 1 {
+			t.Fatalf("admission on: ticket %v, err %v, admitted %v; want through the gate", a.ticket, a.err, admitted())
+		}
+	})
+}
+
+// TestFullQueueSharedByTenants fills a queue with one tenant's requests:
+// another tenant's arrival takes a place from it, until they hold as many.
+func TestFullQueueSharedByTenants(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := admissionRouter(t, func(ms []catalog.Model) { ms[0].Admission.Queue = 3 })
+		fill(t, r)
+		a1 := arrive(r, "a1", "m", classStandard, "acme/loud", 10)
+		a2 := arrive(r, "a2", "m", classStandard, "acme/loud", 10)
+		time.Sleep(time.Millisecond)
+		a3 := arrive(r, "a3", "m", classStandard, "acme/loud", 10)
+		b1 := arrive(r, "b1", "m", classStandard, "acme/quiet", 10)
+		if !a3.decided() || a1.decided() || a2.decided() || b1.decided() {
+			t.Fatalf("decided: a1 %v a2 %v a3 %v b1 %v; want only a3, the loud tenant's latest, shed",
+				a1.decided(), a2.decided(), a3.decided(), b1.decided())
+		}
+		overloadedErr(t, a3.err, codeShed)
+		// loud holds 2, quiet 1: taking another place would only turn the
+		// imbalance round, so a second quiet arrival is refused.
+		b2 := arrive(r, "b2", "m", classStandard, "acme/quiet", 10)
+		if !b2.decided() || a1.decided() || a2.decided() {
+			t.Fatalf("b2 decided %v, a1 %v, a2 %v; want b2 refused", b2.decided(), a1.decided(), a2.decided())
+		}
+		overloadedErr(t, b2.err, codeQueueFull)
+		for _, a := range []*arrival{a1, a2, b1} {
+			a.cancel()
+		}
+		synctest.Wait()
+	})
+}
