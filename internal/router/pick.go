@@ -153,13 +153,22 @@ func (rt *route) uncached(i int) int64 {
 	return int64(math.Ceil(float64(rt.prompt) * max(0, 1-cached)))
 }
 
-// firstBlock is the hash rendezvous hashing places a prompt by: its first
-// block, or for a prompt shorter than a block, zero.
-func (rt *route) firstBlock() uint64 {
+// placeKey is the hash rendezvous hashing places a prompt by: the first
+// of its blocks that no endpoint is known to hold, or its last when all
+// are held; zero for a prompt shorter than a block. Blocks are hashed
+// with all before them, so the first unknown block names the
+// conversation and not the system prompt it shares with others, and
+// every later turn of the conversation has the same block: gateways that
+// never saw its earlier turns still place it where those went.
+func (rt *route) placeKey() uint64 {
 	if len(rt.hashes) == 0 {
 		return 0
 	}
-	return rt.hashes[0]
+	held := int32(0)
+	for _, m := range rt.matched {
+		held = max(held, m)
+	}
+	return rt.hashes[min(int(held), len(rt.hashes)-1)]
 }
 
 // candidates is the set of endpoints a pick may take, as bits by index:

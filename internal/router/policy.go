@@ -24,7 +24,7 @@ const (
 	reasonSmallest     = "smallest_cache" // sglang: too little cached; the emptiest cache
 	reasonFastest      = "fastest"        // auto: the least predicted TTFT
 	reasonPrefix       = "prefix"         // auto: a cached prefix worth waiting for
-	reasonCold         = "cold"           // auto: nothing cached; placed by the prompt's first block
+	reasonCold         = "cold"           // auto: among near ties, placed by the conversation's first block not cached
 	reasonLastResort   = "last_resort"    // every endpoint was out; one was tried anyway
 )
 
@@ -196,8 +196,9 @@ const (
 	sloShare = 0.5
 	// tieShare and tieFloor make predictions a near tie: within a tenth,
 	// or 5 ms, of the best. Near ties go to the endpoint rendezvous
-	// hashing ranks first for the prompt's first block, so that gateways
-	// that see different traffic still agree on where a cold prompt goes.
+	// hashing ranks first for the prompt's place key (route.placeKey), so
+	// that gateways that see different traffic still agree on where a
+	// conversation goes.
 	tieShare = 0.1
 	tieFloor = 0.005
 )
@@ -207,7 +208,7 @@ const (
 // and takes the candidate with the least prediction less the prefill its
 // cached prefix saves (weighted by cacheCredit), among those predicted to
 // meet sloShare of the model's TTFT SLO when any is. Near ties go by
-// rendezvous hashing of the prompt's first block.
+// rendezvous hashing of the prompt's place key.
 func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 	var pred, score [64]float64
 	meanPrompt := p.meanPromptTokens()
@@ -244,7 +245,7 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 	// Among near ties, rendezvous hashing decides; a prompt shorter than
 	// a block has nothing to place it by.
 	chosen := best
-	if first := rt.firstBlock(); first != 0 {
+	if first := rt.placeKey(); first != 0 {
 		tie := max(tieShare*math.Abs(bestScore), tieFloor)
 		var rank uint64
 		for m := eligible; m != 0; m &= m - 1 {
@@ -260,7 +261,7 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 	switch {
 	case rt.matched[chosen] > 0 && pred[chosen] > fastest:
 		return chosen, reasonPrefix
-	case rt.matched[chosen] == 0 && chosen != best:
+	case chosen != best:
 		return chosen, reasonCold
 	}
 	return chosen, reasonFastest
