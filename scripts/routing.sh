@@ -24,6 +24,9 @@ for seed in "${seeds[@]}"; do
 		echo "== seed $seed, $policy: chat" >&2
 		"$gw" bench "${chat[@]}" --seed "$seed" --policy "$policy" \
 			--json "$out/chat-$policy-$seed.json" >"$out/chat-$policy-$seed.txt"
+		echo "== seed $seed, $policy: chat, replicas at half speed" >&2
+		"$gw" bench "${chat[@]/1,1,1,0.667/0.5,0.5,0.5,0.333}" --seed "$seed" --policy "$policy" \
+			--json "$out/chat-half-$policy-$seed.json" >"$out/chat-half-$policy-$seed.txt"
 		echo "== seed $seed, $policy: mooncake" >&2
 		"$gw" bench "${trace[@]}" --seed "$seed" --policy "$policy" --sweep 4:16:4 \
 			--json "$out/mooncake-$policy-$seed.json" >"$out/mooncake-$policy-$seed.txt"

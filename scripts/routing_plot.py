@@ -61,11 +61,11 @@ def table(out, workload, at):
 
 
 def plot(out, path):
-    W, H, M = 900, 340, 50
-    panels = [("chat", "offered req/s"), ("mooncake", "trace time scale")]
+    W, H, M = 1200, 340, 50
+    panels = [("chat", "offered req/s"), ("chat-half", "offered req/s, replicas at half speed"), ("mooncake", "trace time scale")]
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
            '<rect width="100%" height="100%" fill="white"/>']
-    pw = (W - 3 * M) / 2
+    pw = (W - 4 * M) / 3
     for k, (wl, xlabel) in enumerate(panels):
         x0 = M + k * (pw + M)
         allpts = {p: runs(out, wl, p) for p in POLICIES}
@@ -99,5 +99,6 @@ def plot(out, path):
 if __name__ == "__main__":
     out, svg = sys.argv[1], sys.argv[2]
     table(out, "chat", 30)
+    table(out, "chat-half", 10)
     table(out, "mooncake", 12)
     plot(out, svg)
