@@ -183,7 +183,7 @@ func (p *pool) pickSGLang(rt *route, c uint64) (int, string) {
 	return best, reasonSmallest
 }
 
-// auto's constants; docs/ROUTING.md gives the measurements behind them.
+// auto's constants; docs/ROUTING.md gives the reasoning behind each.
 const (
 	// cacheCredit is what a second of prefill saved by a cached prefix is
 	// worth against a second more of waiting for this request: the work
