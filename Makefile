@@ -25,6 +25,8 @@ fuzz:
 	go test -run '^$$' -fuzz '^FuzzServerMatchesNetHTTP$$' -fuzztime $(FUZZTIME) ./internal/h1
 	go test -run '^$$' -fuzz '^FuzzTransportMatchesNetHTTP$$' -fuzztime $(FUZZTIME) ./internal/router/proxy
 	go test -run '^$$' -fuzz '^FuzzRequestMatchesEncodingJSON$$' -fuzztime $(FUZZTIME) ./internal/openai
+	go test -run '^$$' -fuzz '^FuzzScanMatchesJSONValid$$' -fuzztime $(FUZZTIME) ./internal/openai
+	go test -run '^$$' -fuzz '^FuzzRenameModel$$' -fuzztime $(FUZZTIME) ./internal/openai
 	go test -run '^$$' -fuzz '^FuzzParseMatchesExpfmt$$' -fuzztime $(FUZZTIME) ./internal/router/scrape
 	go test -run '^$$' -fuzz '^FuzzTranslateAnthropic$$' -fuzztime $(FUZZTIME) ./internal/translate
 	go test -run '^$$' -fuzz '^FuzzTranslateResponses$$' -fuzztime $(FUZZTIME) ./internal/translate
