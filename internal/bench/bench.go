@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/cli"
@@ -85,6 +86,9 @@ type options struct {
 // Command runs `llmgw bench` with args (the flags after "bench"): the
 // table goes to stdout, progress and diagnostics to stderr.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	// Progress, faults and the in-process gateways' logs all write to
+	// stderr from goroutines of their own.
+	stderr = &lockedWriter{w: stderr}
 	o, err := parseFlags(args, stdout)
 	if err != nil {
 		return cli.BadUsage("bench", err)
@@ -559,4 +563,17 @@ func redactURL(raw string) string {
 		return "(unparsable URL)"
 	}
 	return u.Redacted()
+}
+
+// lockedWriter makes w safe to write from several goroutines, one write
+// at a time.
+type lockedWriter struct {
+	mu sync.Mutex // protects w
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
