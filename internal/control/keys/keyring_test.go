@@ -348,7 +348,10 @@ func testAuthenticateStaleWhenStoreFails(t *testing.T) {
 
 	// Back up: a revocation made meanwhile is seen once the store is read
 	// again. The store was down, so the request that finds it back is
-	// served from the cache while the read runs in the background.
+	// served from the cache while the read runs in the background. The
+	// reads the outage started end first: one still under way would be
+	// joined, and answer with the outage.
+	synctest.Wait()
 	src.set(func(f *fakeSource) {
 		f.err = nil
 		k.Revoked = t0
