@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 )
@@ -64,9 +66,10 @@ func (r *Router) account(req *parsedRequest, res dispatchResult) {
 	}
 	cost := served.Price.Cost(prompt, completion)
 	if res.pool != "" && o.Usage != nil {
-		r.m.tokens.WithLabelValues(served.Name, res.pool, "prompt").Add(float64(prompt))
-		r.m.tokens.WithLabelValues(served.Name, res.pool, "completion").Add(float64(completion))
-		r.m.tokens.WithLabelValues(served.Name, res.pool, "cached").Add(float64(cached))
+		c := r.tokenCounters(served.Name, res.pool)
+		c[0].Add(float64(prompt))
+		c[1].Add(float64(completion))
+		c[2].Add(float64(cached))
 	}
 	if req.reserved {
 		r.opts.Limits.Settle(context.Background(), req.reserve, prompt+completion, cost)
@@ -119,4 +122,30 @@ func (r *Router) logRequest(req *parsedRequest, res dispatchResult, took time.Du
 		attrs = append(attrs, slog.String("err", o.Err.Error()))
 	}
 	r.log.LogAttrs(context.Background(), slog.LevelDebug, "request", attrs...)
+}
+
+// tokenKinds are llmgw_tokens_total's kinds, in the order tokenCounters
+// holds them.
+var tokenKinds = [3]string{"prompt", "completion", "cached"}
+
+// tokenCounters is llmgw_tokens_total's counters for a model served by a
+// pool: resolved once per catalog for each model and its pool, and
+// resolved here for a pair the catalog no longer has.
+func (r *Router) tokenCounters(model, pool string) *[3]prometheus.Counter {
+	if s := r.snap.Load(); s != nil {
+		if c := s.tokens[model]; c != nil && c.pool == pool {
+			return &c.counters
+		}
+	}
+	var c [3]prometheus.Counter
+	for i, kind := range tokenKinds {
+		c[i] = r.m.tokens.WithLabelValues(model, pool, kind)
+	}
+	return &c
+}
+
+// modelTokens is a model's llmgw_tokens_total counters, for its pool.
+type modelTokens struct {
+	pool     string
+	counters [3]prometheus.Counter
 }

@@ -63,31 +63,34 @@ func overloaded(code, msg string, wait float64) *openai.Error {
 }
 
 // gates holds each pool's gate. A gate outlives reloads: its waiters do.
+// Every call to an endpoint looks its pool's gate up, so reads take no
+// lock.
 type gates struct {
-	mu sync.Mutex
-	by map[string]*gate // key: pool name
+	mu sync.Mutex // serialises making gates
+	by sync.Map   // key: pool name; value: *gate
 }
 
 // gateOf is pool's gate, made on first use.
 func (r *Router) gateOf(pool string) *gate {
+	if g := r.existingGate(pool); g != nil {
+		return g
+	}
 	r.gates.mu.Lock()
 	defer r.gates.mu.Unlock()
-	if r.gates.by == nil {
-		r.gates.by = make(map[string]*gate)
+	if g := r.existingGate(pool); g != nil {
+		return g
 	}
-	g := r.gates.by[pool]
-	if g == nil {
-		g = &gate{r: r, pool: pool, virtual: make(map[string]float64), queued: make(map[string]int)}
-		r.gates.by[pool] = g
-	}
+	g := &gate{r: r, pool: pool, virtual: make(map[string]float64), queued: make(map[string]int)}
+	r.gates.by.Store(pool, g)
 	return g
 }
 
 // existingGate is pool's gate, nil when none was made.
 func (r *Router) existingGate(pool string) *gate {
-	r.gates.mu.Lock()
-	defer r.gates.mu.Unlock()
-	return r.gates.by[pool]
+	if g, ok := r.gates.by.Load(pool); ok {
+		return g.(*gate)
+	}
+	return nil
 }
 
 // gate is one pool's admission point.

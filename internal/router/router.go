@@ -118,8 +118,9 @@ func New(opts Options) (*Router, error) {
 // snapshot is everything a request reads of the control plane, immutable.
 type snapshot struct {
 	cat    *catalog.Catalog
-	pools  map[string]*pool // key: pool name
-	models []byte           // the /v1/models answer, rendered once
+	pools  map[string]*pool        // key: pool name
+	models []byte                  // the /v1/models answer, rendered once
+	tokens map[string]*modelTokens // key: model name
 }
 
 // SetCatalog swaps in a new catalog. Pools keep what they learned of
@@ -135,6 +136,14 @@ func (r *Router) SetCatalog(c *catalog.Catalog) {
 		s.pools[p.Name] = newPool(p, prev, r.m)
 	}
 	s.models = renderModels(c, nil)
+	s.tokens = make(map[string]*modelTokens, len(c.Models()))
+	for _, m := range c.Models() {
+		t := &modelTokens{pool: m.Pool}
+		for i, kind := range tokenKinds {
+			t.counters[i] = r.m.tokens.WithLabelValues(m.Name, m.Pool, kind)
+		}
+		s.tokens[m.Name] = t
+	}
 	r.snap.Store(s)
 	r.watch.Set(r.watchTargets(c, s))
 	r.m.token.setSLOs(c.Models())
