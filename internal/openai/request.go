@@ -133,7 +133,7 @@ func (r *Request) parse(body []byte) error {
 			if err != nil {
 				return errNotJSON()
 			}
-			if f < 0 && (string(key) == "messages" || string(key) == "prompt") {
+			if f < 0 && (keyIs(key, "messages") || keyIs(key, "prompt")) {
 				r.prompt = span{i, vEnd}
 			}
 			if f >= 0 {

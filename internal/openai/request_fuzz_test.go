@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -265,6 +266,7 @@ func FuzzRequestMatchesEncodingJSON(f *testing.F) {
 		if r.MaxTokens < 0 || r.MaxTokens > MaxTokensLimit {
 			t.Fatalf("Parse(%q) read MaxTokens %d", body, r.MaxTokens)
 		}
+		checkPrompt(t, body, r.Prompt(body))
 
 		for _, usage := range []bool{true, false} {
 			out := r.Rewrite(body, "other-name", usage)
@@ -285,6 +287,31 @@ func FuzzRequestMatchesEncodingJSON(f *testing.F) {
 			checkRestKept(t, body, out)
 		}
 	})
+}
+
+// checkPrompt checks the prompt routing reads: when there is one, it is
+// the value encoding/json decodes for messages or prompt, whichever came
+// last.
+func checkPrompt(t *testing.T, body, prompt []byte) {
+	t.Helper()
+	if prompt == nil {
+		return
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("json.Unmarshal(%q): %v", body, err)
+	}
+	var got any
+	if err := json.Unmarshal(prompt, &got); err != nil {
+		t.Fatalf("Prompt of %q is %q, not JSON: %v", body, prompt, err)
+	}
+	for _, k := range []string{"messages", "prompt"} {
+		var want any
+		if raw, ok := m[k]; ok && json.Unmarshal(raw, &want) == nil && reflect.DeepEqual(got, want) {
+			return
+		}
+	}
+	t.Fatalf("Prompt of %q is %q, which encoding/json decodes as neither messages nor prompt", body, prompt)
 }
 
 // checkRestKept checks that out, a rewrite of body, holds body's members

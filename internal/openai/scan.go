@@ -239,6 +239,17 @@ func keyField(raw []byte, first, last int) (int, bool) {
 	return -1, false
 }
 
+// keyIs reports whether raw, a key as written (quotes stripped), decodes
+// to name exactly.
+func keyIs(raw []byte, name string) bool {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw) == name
+	}
+	var buf [maxKeyBytes]byte
+	key, ok := unescapeKey(buf[:0], raw)
+	return ok && string(key) == name
+}
+
 // maxKeyBytes bounds a decoded key that may still name a field: the
 // longest name has 21 letters, and a letter's case-folded spelling takes
 // at most 3 bytes (the Kelvin sign, for k).

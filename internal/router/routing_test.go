@@ -546,3 +546,48 @@ func TestHealthProbeTakesAStalledEndpointOut(t *testing.T) {
 		checkEndpointUp(t, reg, map[string]int{"a.test": 1, "b.test": 1})
 	})
 }
+
+// TestRenamingAHostileStream: a backend's chunks that name the model oddly
+// (an escaped key, twice, not as a string, only inside the choices) or are
+// not JSON at all reach the client renamed only where the top-level model
+// is a string, and otherwise byte for byte, each in its place.
+func TestRenamingAHostileStream(t *testing.T) {
+	chunks := []struct{ sent, want string }{
+		{`{"id":"1","model":"org/m-8b","choices":[{"delta":{"content":"a"}}]}`, `{"id":"1","model":"m","choices":[{"delta":{"content":"a"}}]}`},
+		{`{"id":"2","mod\u0065l":"org/m-8b","choices":[{"delta":{"content":"b"}}]}`, `{"id":"2","mod\u0065l":"m","choices":[{"delta":{"content":"b"}}]}`},
+		{`{"id":"3","Model":"org/m-8b","choices":[{"delta":{"content":"c"}}]}`, `{"id":"3","Model":"org/m-8b","choices":[{"delta":{"content":"c"}}]}`},
+		{`{"id":"4","model":{"name":"org/m-8b"},"choices":[{"delta":{"content":"d"}}]}`, `{"id":"4","model":{"name":"org/m-8b"},"choices":[{"delta":{"content":"d"}}]}`},
+		{`{"id":"5","choices":[{"delta":{"content":"e"},"model":"org/m-8b"}]}`, `{"id":"5","choices":[{"delta":{"content":"e"},"model":"org/m-8b"}]}`},
+		{`{"id":"6","model":"org/m-8b","model":"org/m-8b","choices":[{"delta":{"content":"f"}}]}`, `{"id":"6","model":"m","model":"org/m-8b","choices":[{"delta":{"content":"f"}}]}`},
+		{`{"id":"7","model":"org/m-8b","choices":[{"delta":{"content":"g"}}]`, `{"id":"7","model":"m","choices":[{"delta":{"content":"g"}}]`},
+		{`not json, "model":"org/m-8b"`, `not json, "model":"org/m-8b"`},
+	}
+	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, c := range chunks {
+			fmt.Fprintf(w, "data: %s\n\n", c.sent)
+			w.(http.Flusher).Flush()
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	})
+	g := newTestGateway(t, nil, upstream)
+	resp, body := g.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[]}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	var got []string
+	for _, line := range strings.Split(body, "\n") {
+		if d, ok := strings.CutPrefix(line, "data: "); ok && d != "[DONE]" {
+			got = append(got, d)
+		}
+	}
+	if len(got) != len(chunks) {
+		t.Fatalf("%d events, want %d:\n%s", len(got), len(chunks), body)
+	}
+	for i, c := range chunks {
+		if got[i] != c.want {
+			t.Errorf("chunk %d:\n got %s\nwant %s", i+1, got[i], c.want)
+		}
+	}
+}

@@ -51,13 +51,9 @@ var anthropicMessages = &dialect{
 		if a.MaxTokens == nil {
 			return nil, nil, openai.BadRequest("max_tokens", "max_tokens: field required")
 		}
-		c, err := a.ToChat()
+		chat, err := marshalChat(a.ToChat())
 		if err != nil {
 			return nil, nil, err
-		}
-		chat, err := json.Marshal(c)
-		if err != nil {
-			return nil, nil, openai.BadRequest("", "The request could not be translated: %v", err)
 		}
 		return chat, func(model string) proxy.Translator {
 			return &translate.Anthropic{ID: "msg_" + id, Model: model, StopSequences: a.StopSequences}
@@ -76,13 +72,9 @@ var anthropicCount = &dialect{
 			return nil, nil, err
 		}
 		a.Stream = false
-		c, err := a.ToChat()
+		chat, err := marshalChat(a.ToChat())
 		if err != nil {
 			return nil, nil, err
-		}
-		chat, err := json.Marshal(c)
-		if err != nil {
-			return nil, nil, openai.BadRequest("", "The request could not be translated: %v", err)
 		}
 		return chat, nil, nil
 	},
@@ -96,19 +88,28 @@ var openaiResponses = &dialect{
 		if err != nil {
 			return nil, nil, err
 		}
-		c, err := q.ToChat()
+		chat, err := marshalChat(q.ToChat())
 		if err != nil {
 			return nil, nil, err
-		}
-		chat, err := json.Marshal(c)
-		if err != nil {
-			return nil, nil, openai.BadRequest("", "The request could not be translated: %v", err)
 		}
 		created := time.Now().Unix()
 		return chat, func(model string) proxy.Translator {
 			return &translate.Responses{ID: "resp_" + id, Model: model, CreatedAt: created, Request: q}
 		}, nil
 	},
+}
+
+// marshalChat is the chat completions body of a translated request, or
+// the translation's error.
+func marshalChat(c any, err error) ([]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	chat, err := json.Marshal(c)
+	if err != nil {
+		return nil, openai.BadRequest("", "The request could not be translated: %v", err)
+	}
+	return chat, nil
 }
 
 // anthropicVersion refuses a Messages API request without the
