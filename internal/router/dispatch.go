@@ -182,7 +182,7 @@ type sent struct {
 	gate     *gate   // the pool's admission point, nil when none was made
 }
 
-// firstToken moves the call from owing its prefill to decoding, and
+// firstToken ends the call's prefill owed, and
 // teaches the endpoint what the first token cost. A plain answer's
 // headers come with its last token, so only streams teach.
 func (t *sent) firstToken(now time.Time) {
@@ -193,7 +193,6 @@ func (t *sent) firstToken(now time.Time) {
 	t.ep.pending.Add(-1)
 	t.ep.owed.Add(-t.uncached)
 	if t.stream {
-		t.ep.decoding.Add(1)
 		t.ep.learn(now.Sub(t.at), t.work)
 	}
 	t.ticket.firstToken()
@@ -204,12 +203,9 @@ func (t *sent) firstToken(now time.Time) {
 
 // end takes the call off its endpoint's signals.
 func (t *sent) end() {
-	switch {
-	case !t.first:
+	if !t.first {
 		t.ep.pending.Add(-1)
 		t.ep.owed.Add(-t.uncached)
-	case t.stream:
-		t.ep.decoding.Add(-1)
 	}
 	t.ep.inflight.Add(-1)
 	if t.gate != nil {

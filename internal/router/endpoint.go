@@ -42,7 +42,6 @@ type endpoint struct {
 	inflight atomic.Int64 // requests sent and not ended
 	pending  atomic.Int64 // of those, requests not yet at their first token
 	owed     atomic.Int64 // uncached prompt tokens of the pending requests: the prefill owed
-	decoding atomic.Int64 // streams past their first token and not ended
 
 	// load is the last scrape of the endpoint's /metrics; nil before the
 	// first.
@@ -67,9 +66,9 @@ type endpoint struct {
 // endpointLoad is what one scrape of an endpoint's /metrics said. Fields
 // the server does not export are negative.
 type endpointLoad struct {
-	waiting, running float64 // requests
-	kvUsage          float64 // share of the KV cache in use, 0 to 1
-	at               time.Time
+	waiting float64 // requests queued, not yet running
+	kvUsage float64 // share of the KV cache in use, 0 to 1
+	at      time.Time
 }
 
 func newEndpoint(name, base string) *endpoint {

@@ -69,7 +69,7 @@ func benchPool(policy string) *pool {
 		e.inflight.Store(int64(10 + i%7))
 		e.pending.Store(int64(i % 3))
 		e.owed.Store(int64(500 * (i % 5)))
-		e.load.Store(&endpointLoad{waiting: float64(i % 4), running: 10, kvUsage: float64(i%10) / 10, at: now})
+		e.load.Store(&endpointLoad{waiting: float64(i % 4), kvUsage: float64(i%10) / 10, at: now})
 	}
 	return p
 }

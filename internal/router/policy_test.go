@@ -149,7 +149,7 @@ func TestGIEScoring(t *testing.T) {
 			prompt := promptText(4, 4)
 			now := time.Now()
 			for i, e := range tt.eps {
-				p.endpoints[i].load.Store(&endpointLoad{waiting: e.waiting, running: 0, kvUsage: e.kv, at: now})
+				p.endpoints[i].load.Store(&endpointLoad{waiting: e.waiting, kvUsage: e.kv, at: now})
 				if e.held > 0 {
 					hold(p, prompt, e.held, i)
 				}
