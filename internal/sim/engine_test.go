@@ -74,10 +74,14 @@ func follow(t *testing.T, e *engine, s *seq) <-chan trace {
 	go func() {
 		var tr trace
 		for range s.notify {
+			// Whether it ended, read before what it produced: a sequence
+			// produces its last token before it ends, so a count read
+			// after the end is seen is the whole count.
+			done := s.finished.Load() || s.aborted.Load()
 			for n := int(s.produced.Load()); len(tr.times) < n; {
 				tr.times = append(tr.times, time.Since(t0))
 			}
-			if s.finished.Load() || s.aborted.Load() {
+			if done {
 				break
 			}
 		}
