@@ -132,6 +132,12 @@ func WriteTable(w io.Writer, out *Output) error {
 	if out.Jain > 0 {
 		fmt.Fprintf(w, "Jain's fairness index over the tenants' served tokens: %.3f\n", out.Jain)
 	}
+	if out.Rejected > 0 {
+		fmt.Fprintf(w, "429s came in p50 %sms, p99 %sms\n", ms(out.Rejectedp50), ms(out.Rejectedp99))
+	}
+	if out.Late > 0 {
+		fmt.Fprintf(w, "%d served with their first token past their TTFT SLO\n", out.Late)
+	}
 	if out.PrefixHitCeiling != nil {
 		fmt.Fprintf(w, "prefix hit rate %.3f of the trace's ceiling %.3f\n", out.PrefixHitRate, *out.PrefixHitCeiling)
 	}

@@ -19,6 +19,9 @@ type Stats struct {
 	Errors   int `json:"errors"`
 	Rejected int `json:"rejected"` // answered 429
 	Dropped  int `json:"dropped"`  // not sent: concurrency cap or cancelled run
+	// Late is how many were served with their first token past their TTFT
+	// SLO: answered, but too late to count.
+	Late int `json:"late"`
 	// Goodput is the share of Requests that completed within both parts of
 	// their SLO, 0 to 1.
 	Goodput float64 `json:"goodput"`
@@ -36,6 +39,9 @@ type Stats struct {
 	E2Ep50 float64 `json:"e2e_p50_s"`
 	E2Ep90 float64 `json:"e2e_p90_s"`
 	E2Ep99 float64 `json:"e2e_p99_s"`
+	// Rejectedp50 and Rejectedp99 are how long a 429 took to come.
+	Rejectedp50 float64 `json:"rejected_p50_s"`
+	Rejectedp99 float64 `json:"rejected_p99_s"`
 
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
@@ -153,7 +159,7 @@ func groupBy(results []Result, key func(*Result) string) map[string][]Result {
 // summarise is the figures of results, with rates over wall.
 func summarise(results []Result, wall time.Duration) Stats {
 	var s Stats
-	var ttft, tpot, e2e, lag []float64
+	var ttft, tpot, e2e, lag, rejected []float64
 	var gaps []float32
 	met := 0
 	for i := range results {
@@ -164,6 +170,7 @@ func summarise(results []Result, wall time.Duration) Stats {
 			s.OK++
 		case OutcomeRejected:
 			s.Rejected++
+			rejected = append(rejected, r.E2E.Seconds())
 		case OutcomeError:
 			s.Errors++
 		case OutcomeDropped:
@@ -183,6 +190,9 @@ func summarise(results []Result, wall time.Duration) Stats {
 		e2e = append(e2e, r.E2E.Seconds())
 		if r.Tokens > 0 {
 			ttft = append(ttft, r.TTFT.Seconds())
+			if r.SLO.TTFT > 0 && r.TTFT > r.SLO.TTFT {
+				s.Late++
+			}
 		}
 		if d, ok := r.TPOT(); ok {
 			tpot = append(tpot, d.Seconds())
@@ -199,12 +209,14 @@ func summarise(results []Result, wall time.Duration) Stats {
 	slices.Sort(tpot)
 	slices.Sort(e2e)
 	slices.Sort(lag)
+	slices.Sort(rejected)
 	slices.Sort(gaps)
 	s.TTFTp50, s.TTFTp90, s.TTFTp99 = Percentile(ttft, .5), Percentile(ttft, .9), Percentile(ttft, .99)
 	s.TPOTp50, s.TPOTp90, s.TPOTp99 = Percentile(tpot, .5), Percentile(tpot, .9), Percentile(tpot, .99)
 	s.ITLp50, s.ITLp90, s.ITLp99 = Percentile(gaps, .5), Percentile(gaps, .9), Percentile(gaps, .99)
 	s.E2Ep50, s.E2Ep90, s.E2Ep99 = Percentile(e2e, .5), Percentile(e2e, .9), Percentile(e2e, .99)
 	s.LagP50, s.LagP99, s.LagMax = Percentile(lag, .5), Percentile(lag, .99), Percentile(lag, 1)
+	s.Rejectedp50, s.Rejectedp99 = Percentile(rejected, .5), Percentile(rejected, .99)
 	if w := wall.Seconds(); w > 0 {
 		s.WallSeconds = w
 		s.AchievedRate = float64(s.OK) / w

@@ -75,6 +75,9 @@ func TestSummarise(t *testing.T) {
 	want := Stats{
 		Requests: 8, OK: 5, Errors: 1, Rejected: 1, Dropped: 1,
 		Goodput: 3.0 / 8,
+		Late:    1, // the second, 150ms against 100ms
+		// The one 429 took 1ms.
+		Rejectedp50: 0.001, Rejectedp99: 0.001,
 		// TTFT samples sorted: 0.02 0.04 0.05 0.15 5.
 		TTFTp50: 0.05, TTFTp90: 5, TTFTp99: 5,
 		// TPOT samples: 0.01 (req 1), 0.01 (req 2: 10ms/1), 0.03, 1 (req 8).

@@ -36,7 +36,28 @@ const (
 	// the model's recent p99 is past its SLO (sloPressure above 1): one
 	// prompt at a time until the pool catches up.
 	admitPendingUnderPressure = 1
+	// The aim's trim: the share of the tightest TPOT SLO in play that the
+	// pool's step time is held to. A request's TPOT is the mean of its
+	// gaps, and a short stream that meets a prompt's prefill step or two
+	// misses though the mean step is within the SLO; so the trim follows
+	// the tight class's own streams: cut by trimCut on each that misses,
+	// raised by trimCut × (1−tpotQuantile)/tpotQuantile on each that
+	// meets, it settles where 99 in 100 meet. It starts at trimStart and
+	// stays within [trimMin, 1].
+	trimStart    = 0.8
+	trimMin      = 0.2
+	trimCut      = 0.1
+	tpotQuantile = 0.99
+	// aimWindow is how long a class's TPOT SLO stays in play after its
+	// last arrival: its streams run that long at most, in the main.
+	aimWindow = 30 * time.Second
 )
+
+// batchKept is the share of the pool's batch limit that a class leaves
+// free for each class above it that is in play (has arrived within
+// aimWindow), in whole places, at least one: an arrival of a higher class
+// then starts at once instead of waiting for a stream to end.
+const batchKept = 0.1
 
 // Admission decisions, the decision label.
 const (
@@ -106,6 +127,23 @@ type gate struct {
 	// contention is shared out. Key: tenant path ("" without keys).
 	virtual map[string]float64
 	queued  map[string]int // key: model name; waiters, for its bound
+	// aims are the TPOT SLOs of the classes that arrived lately, with when
+	// each last did; the tightest, times trim, is aim.
+	aims []tpotAim
+	trim float64 // 0 until the first TPOT SLO arrives
+	// arrived is when each class last arrived.
+	arrived [numClasses]time.Time
+
+	// aim is the step time that the gate holds the pool's endpoints to;
+	// zero when no class has a TPOT SLO. Endpoints read it on every
+	// request's end.
+	aim atomic.Int64 // a time.Duration
+}
+
+// tpotAim is a TPOT SLO in play at a gate.
+type tpotAim struct {
+	slo  time.Duration
+	last time.Time
 }
 
 // waiter is a request in, or at the door of, a gate's queue.
@@ -119,22 +157,29 @@ type waiter struct {
 	deadline time.Time // arrival plus the class's TTFT SLO
 	timer    *time.Timer
 	done     chan verdict // receives the gate's one verdict
+	// late is set on a critical waiter whose deadline is out of reach and
+	// no fallback could take: it waits on, without a timer.
+	late bool
 }
 
 // verdict is what the gate decided for a waiter.
 type verdict struct {
 	decision string
 	err      *openai.Error // for rejected and expired
+	ticket   *ticket       // for fell_back: the fallback's admission
 }
 
 // ticket is an admitted request's hold on its gate: it counts as starting
 // until its first token or its end.
 type ticket struct {
-	g        *gate
-	tenant   string
-	weight   float64
-	started  atomic.Bool // the first token is in, or the request ended
-	fallback bool        // go straight to the model's fallbacks
+	g       *gate
+	tenant  string
+	weight  float64
+	started atomic.Bool // the first token is in, or the request ended
+	// fallback sends the request straight to the model's fallbacks, from
+	// to (nil: the first).
+	fallback bool
+	to       *catalog.Model
 }
 
 // poolView is what a gate reads of its pool for one decision.
@@ -148,6 +193,15 @@ type poolView struct {
 	base       float64 // the least fixed first-token cost of any endpoint
 	extra      int64   // prompt tokens admitted in this look, not yet at an endpoint
 	pressure   float64
+	// batched is whether the pool is held to a batch: a TPOT aim is in
+	// play and every endpoint has a batch limit. batchLimit is their sum,
+	// batchFree the room left under them.
+	batched    bool
+	batchLimit float64
+	batchFree  int64
+	admitted   int64 // requests admitted in this look
+	// above is, for each class, how many classes above it are in play.
+	above [numClasses]int
 }
 
 func (g *gate) look(p *pool, model string, now time.Time) poolView {
@@ -158,10 +212,22 @@ func (g *gate) look(p *pool, model string, now time.Time) poolView {
 	v.meanPrompt = p.meanPromptTokens()
 	rate := 0.0
 	t := now.UnixNano()
+	v.batched = g.tpotAim() > 0
+	for c := range numClasses {
+		for _, t := range g.arrived[:c] {
+			if !t.IsZero() && now.Sub(t) <= aimWindow {
+				v.above[c]++
+			}
+		}
+	}
 	for _, e := range p.endpoints {
 		if e.out(t) {
 			continue
 		}
+		limit, room := e.batchRoom()
+		v.batched = v.batched && limit > 0
+		v.batchLimit += limit
+		v.batchFree += room
 		v.eps = append(v.eps, e)
 		v.loads = append(v.loads, e.freshLoad(now, p.maxAge))
 		v.pending += e.pending.Load()
@@ -207,6 +273,14 @@ func (v *poolView) queued(ahead, tokens int64) float64 {
 	return v.base + v.perToken*(v.owed+float64(v.extra+ahead+tokens))
 }
 
+// batchRoom reports whether a request of class c fits the endpoints'
+// batch limits: the room left, less what this look admitted, is more than
+// what the class must leave to those above it in play.
+func (v *poolView) batchRoom(c class) bool {
+	keep := int64(math.Ceil(v.batchLimit * batchKept * float64(v.above[c])))
+	return v.batchFree-v.admitted > keep
+}
+
 // headroom reports whether w may go to the pool now: an endpoint is up
 // (with none, dispatch answers), fewer requests wait for a first token
 // than the cap, and some endpoint would give w its first token by its
@@ -221,6 +295,9 @@ func (g *gate) headroom(v *poolView, w *waiter, now time.Time) bool {
 		perEndpoint = admitPendingUnderPressure
 	}
 	if max(int64(g.starting), v.pending) >= int64(perEndpoint*len(v.eps)) {
+		return false
+	}
+	if v.batched && !v.batchRoom(w.class) {
 		return false
 	}
 	return w.class == classCritical || v.best(w.tokens) <= w.deadline.Sub(now).Seconds()
@@ -245,6 +322,7 @@ func (r *Router) admitSLO(ctx context.Context, req *parsedRequest, s *snapshot) 
 	am := r.m.admission.of(m.Name, w.class)
 
 	g.mu.Lock()
+	g.arriveLocked(w, now)
 	v := g.look(s.pools[m.Pool], m.Name, now)
 	if len(g.waiting) == 0 && g.headroom(&v, w, now) {
 		t := g.admitLocked(w)
@@ -252,9 +330,21 @@ func (r *Router) admitSLO(ctx context.Context, req *parsedRequest, s *snapshot) 
 		am.decisions[decisionAdmitted].Inc()
 		return t, nil
 	}
-	if t, err := g.refuseAtDoor(&v, w, now); t != nil || err != nil {
+	if g.fallsBack(&v, w, now) {
+		// Its pool cannot serve it in time: a fallback that can take it
+		// now does. Gates are locked one at a time.
 		g.mu.Unlock()
-		return t, err
+		if t := r.fallBack(w, s); t != nil {
+			am.decisions[decisionFellBack].Inc()
+			return t, nil
+		}
+		now = time.Now()
+		g.mu.Lock()
+		v = g.look(s.pools[m.Pool], m.Name, now)
+	}
+	if err := g.refuseAtDoor(&v, w, now); err != nil {
+		g.mu.Unlock()
+		return nil, err
 	}
 	g.enqueueLocked(w, v.idle(w.tokens), now)
 	am.decisions[decisionQueued].Inc()
@@ -285,17 +375,87 @@ func (r *Router) admitSLO(ctx context.Context, req *parsedRequest, s *snapshot) 
 		Message: "The client went away while queued.", Err: ctx.Err()}
 }
 
-// refuseAtDoor is the answer for a request that cannot go at once and
-// should not wait: a fallback for critical, a 429 for the others; both
-// nil when it may queue. g.mu is held.
-func (g *gate) refuseAtDoor(v *poolView, w *waiter, now time.Time) (*ticket, error) {
+// noteAim puts a TPOT SLO that just arrived in play, lets those not seen
+// for aimWindow go, and sets the gate's aim from the tightest left. g.mu
+// is held.
+func (g *gate) noteAim(slo time.Duration, now time.Time) {
+	if slo > 0 {
+		i := slices.IndexFunc(g.aims, func(a tpotAim) bool { return a.slo == slo })
+		if i < 0 {
+			g.aims = append(g.aims, tpotAim{slo: slo})
+			i = len(g.aims) - 1
+		}
+		g.aims[i].last = now
+	}
+	g.aims = slices.DeleteFunc(g.aims, func(a tpotAim) bool { return now.Sub(a.last) > aimWindow })
+	g.setAimLocked()
+}
+
+// tightest is the tightest TPOT SLO in play; zero for none. g.mu is held.
+func (g *gate) tightest() time.Duration {
+	var t time.Duration
+	for _, a := range g.aims {
+		if t == 0 || a.slo < t {
+			t = a.slo
+		}
+	}
+	return t
+}
+
+func (g *gate) setAimLocked() {
+	if g.trim == 0 {
+		g.trim = trimStart
+	}
+	g.aim.Store(int64(float64(g.tightest()) * g.trim))
+}
+
+// noteTPOT trims the aim by one stream served through the gate, of a class
+// whose TPOT SLO is slo: only the tightest class's streams count.
+func (g *gate) noteTPOT(slo, tpot time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if slo <= 0 || slo != g.tightest() {
+		return
+	}
+	if tpot > slo {
+		g.trim *= 1 - trimCut
+	} else {
+		g.trim *= 1 + trimCut*(1-tpotQuantile)/tpotQuantile
+	}
+	g.trim = min(max(g.trim, trimMin), 1)
+	g.setAimLocked()
+}
+
+// tpotAim is the step time the gate holds its pool to; zero for none.
+func (g *gate) tpotAim() time.Duration { return time.Duration(g.aim.Load()) }
+
+// arriveLocked notes w's class, and its TPOT SLO, as in play. g.mu is
+// held.
+func (g *gate) arriveLocked(w *waiter, now time.Time) {
+	g.noteAim(w.model.ClassSLO(w.class.String()).TPOTp99, now)
+	g.arrived[w.class] = now
+}
+
+// fallsBack reports whether w, which cannot go at once, should go to its
+// model's fallbacks rather than wait: it is critical, the model has
+// fallbacks, and its queued wait would miss its deadline or the queue is
+// full. g.mu is held.
+func (g *gate) fallsBack(v *poolView, w *waiter, now time.Time) bool {
+	if w.class != classCritical || len(w.model.Fallbacks) == 0 {
+		return false
+	}
+	full := g.queued[w.model.Name] >= w.model.QueueBound()
+	return full || v.queued(g.tokensAhead(w), w.tokens) > w.deadline.Sub(now).Seconds()
+}
+
+// refuseAtDoor is the 429 for a request that cannot go at once and should
+// not wait; nil when it may queue. g.mu is held.
+func (g *gate) refuseAtDoor(v *poolView, w *waiter, now time.Time) error {
 	am := g.r.m.admission.of(w.model.Name, w.class)
 	remaining := w.deadline.Sub(now).Seconds()
 	wait := v.queued(g.tokensAhead(w), w.tokens)
 	miss := false
 	switch w.class {
-	case classCritical:
-		miss = wait > remaining
 	case classStandard:
 		miss = v.idle(w.tokens) > remaining
 	case classSheddable:
@@ -303,17 +463,50 @@ func (g *gate) refuseAtDoor(v *poolView, w *waiter, now time.Time) (*ticket, err
 	}
 	full := g.queued[w.model.Name] >= w.model.QueueBound()
 	switch {
-	case w.class == classCritical && (miss || full) && len(w.model.Fallbacks) > 0:
-		am.decisions[decisionFellBack].Inc()
-		return &ticket{fallback: true}, nil
-	case miss && w.class != classCritical:
+	case miss:
 		am.decisions[decisionRejected].Inc()
-		return nil, overloaded(codeUnreachable, "The model's pool cannot answer within this request's SLO now; try again shortly.", wait)
+		return overloaded(codeUnreachable, "The model's pool cannot answer within this request's SLO now; try again shortly.", wait)
 	case full && !g.evictLocked(w, now):
 		am.decisions[decisionRejected].Inc()
-		return nil, overloaded(codeQueueFull, "The model's queue is full; try again shortly.", wait)
+		return overloaded(codeQueueFull, "The model's queue is full; try again shortly.", wait)
 	}
-	return nil, nil // it waits; critical rather than be refused
+	return nil // it waits; critical rather than be refused
+}
+
+// fallBack admits w at the first of its model's fallbacks that can take
+// it now: one without admission, or one whose gate has no queue, has
+// headroom and predicts a first token within the fallback's deadline for
+// w's class. Nil when none can. It takes each gate's lock in turn, so the
+// caller holds none.
+func (r *Router) fallBack(w *waiter, s *snapshot) *ticket {
+	own := w.model
+	for m := r.nextFallback(s, own, own); m != nil; m = r.nextFallback(s, own, m) {
+		p := s.pools[m.Pool]
+		switch {
+		case p == nil || m.Pool == own.Pool:
+			continue // nothing to send to, or the gate that just said no
+		case !m.Admission.Enabled:
+			return &ticket{fallback: true, to: m}
+		}
+		now := time.Now()
+		fw := &waiter{model: m, class: w.class, tenant: w.tenant, weight: tenantWeight(m, w.tenant),
+			tokens: w.tokens, arrived: w.arrived, deadline: w.arrived.Add(m.ClassSLO(w.class.String()).TTFTp99)}
+		g := r.gateOf(m.Pool)
+		g.mu.Lock()
+		g.arriveLocked(fw, now)
+		v := g.look(p, m.Name, now)
+		var t *ticket
+		if len(g.waiting) == 0 && g.headroom(&v, fw, now) && v.best(fw.tokens) <= fw.deadline.Sub(now).Seconds() {
+			t = g.admitLocked(fw)
+			t.fallback, t.to = true, m
+		}
+		g.mu.Unlock()
+		if t != nil {
+			r.m.admission.of(m.Name, w.class).decisions[decisionAdmitted].Inc()
+			return t
+		}
+	}
+	return nil
 }
 
 // tokensAhead is the prompt tokens of the waiters that would go before w.
@@ -400,7 +593,7 @@ func (g *gate) enqueueLocked(w *waiter, idle float64, now time.Time) {
 	g.r.m.admission.of(w.model.Name, w.class).depth.Inc()
 	// Past this moment even an idle pool misses the deadline: standard
 	// and sheddable are refused then, critical falls back if it can.
-	if w.class != classCritical || len(w.model.Fallbacks) > 0 {
+	if (w.class != classCritical || len(w.model.Fallbacks) > 0) && !w.late {
 		at := w.deadline.Add(-time.Duration(idle * float64(time.Second)))
 		w.timer = time.AfterFunc(at.Sub(now), func() { g.expire(w) })
 	}
@@ -428,24 +621,38 @@ func (g *gate) removeLocked(w *waiter) bool {
 	return true
 }
 
-// expire refuses w, or sends it to its fallbacks, once its deadline is
-// out of reach, if it is still waiting.
+// expire refuses w once its deadline is out of reach, if it is still
+// waiting; critical goes to a fallback that can take it, or, with none,
+// waits on, to be served late rather than not at all.
 func (g *gate) expire(w *waiter) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if !g.removeLocked(w) {
+		g.mu.Unlock()
 		return
 	}
 	am := g.r.m.admission.of(w.model.Name, w.class)
-	am.wait.Observe(time.Since(w.arrived).Seconds())
-	if w.class == classCritical {
-		am.decisions[decisionFellBack].Inc()
-		w.done <- verdict{decision: decisionFellBack}
+	if w.class != classCritical {
+		defer g.mu.Unlock()
+		am.wait.Observe(time.Since(w.arrived).Seconds())
+		am.decisions[decisionExpired].Inc()
+		w.done <- verdict{decision: decisionExpired,
+			err: overloaded(codeUnreachable, "The request waited until its SLO could no longer be met; try again shortly.", time.Since(w.arrived).Seconds())}
 		return
 	}
-	am.decisions[decisionExpired].Inc()
-	w.done <- verdict{decision: decisionExpired,
-		err: overloaded(codeUnreachable, "The request waited until its SLO could no longer be met; try again shortly.", time.Since(w.arrived).Seconds())}
+	g.mu.Unlock()
+	if s := g.r.snap.Load(); s != nil {
+		if t := g.r.fallBack(w, s); t != nil {
+			am.wait.Observe(time.Since(w.arrived).Seconds())
+			am.decisions[decisionFellBack].Inc()
+			w.done <- verdict{decision: decisionFellBack, ticket: t}
+			return
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	w.late = true
+	g.enqueueLocked(w, 0, time.Now())
+	g.pumpLocked(time.Now())
 }
 
 // next is the waiter to serve first: the most important band, then the
@@ -492,6 +699,7 @@ func (g *gate) pumpLocked(now time.Time) {
 		g.removeLocked(w)
 		g.admitLocked(w)
 		v.extra += w.tokens
+		v.admitted++
 		am := g.r.m.admission.of(w.model.Name, w.class)
 		am.wait.Observe(now.Sub(w.arrived).Seconds())
 		am.decisions[decisionAdmitted].Inc()
@@ -514,7 +722,7 @@ func (g *gate) answer(w *waiter, vd verdict) (*ticket, error) {
 	case decisionAdmitted:
 		return &ticket{g: g, tenant: w.tenant, weight: w.weight}, nil
 	case decisionFellBack:
-		return &ticket{fallback: true}, nil
+		return vd.ticket, nil
 	}
 	return nil, vd.err
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -145,15 +147,7 @@ func (a *arrival) decided() bool {
 // has no headroom, and returns their tickets.
 func fill(t *testing.T, r *Router) []*ticket {
 	t.Helper()
-	var ts []*ticket
-	for range admitPendingPerEndpoint {
-		a := arrive(r, "fill", "fast", classStandard, "", 10)
-		if !a.decided() || a.err != nil || a.ticket == nil {
-			t.Fatalf("filling request not admitted at once: %v", a.err)
-		}
-		ts = append(ts, a.ticket)
-	}
-	return ts
+	return fillWith(t, r, "fast", admitPendingPerEndpoint)
 }
 
 // serveInTurn releases one starting request at a time and returns the
@@ -327,19 +321,104 @@ func TestUnreachableDeadline(t *testing.T) {
 	})
 }
 
+// fallbackRouter is a router whose model "m" (pool main, TTFT SLO 10 ms)
+// falls back to "f" (pool spare, admission on) and then "hosted" (pool
+// hosted, admission off); ms[0] is m, and it falls back to no more than
+// fallbacks of them.
+func fallbackRouter(t *testing.T, fallbacks int) *Router {
+	t.Helper()
+	adm := catalog.Admission{Enabled: true, Queue: 8}
+	slo := catalog.SLO{TTFTp99: 10 * time.Second}
+	ms := []catalog.Model{
+		{Name: "m", Pool: "main", SLO: catalog.SLO{TTFTp99: 10 * time.Millisecond}, Admission: adm,
+			Fallbacks: []string{"f", "hosted"}[:fallbacks]},
+		{Name: "fill", Pool: "main", SLO: slo, Admission: adm},
+		{Name: "f", Pool: "spare", SLO: slo, Admission: adm},
+		{Name: "hosted", Pool: "hosted"},
+	}
+	var ps []catalog.Pool
+	for i, name := range []string{"main", "spare", "hosted"} {
+		ps = append(ps, catalog.Pool{Name: name, Endpoints: []catalog.Endpoint{{URL: fmt.Sprintf("http://127.0.0.%d:1/v1", i+1)}}})
+	}
+	cat, err := catalog.New(ps, ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.SetCatalog(cat)
+	t.Cleanup(r.Close)
+	return r
+}
+
+// fillWith admits n requests for model.
+func fillWith(t *testing.T, r *Router, model string, n int) []*ticket {
+	t.Helper()
+	var ts []*ticket
+	for range n {
+		a := arrive(r, "fill", model, classStandard, "", 10)
+		if !a.decided() || a.err != nil || a.ticket == nil {
+			t.Fatalf("filling request for %s not admitted at once: %v", model, a.err)
+		}
+		ts = append(ts, a.ticket)
+	}
+	return ts
+}
+
+// TestCriticalFallsBack: a critical request its pool cannot serve in time
+// goes through the first fallback's own gate when that has headroom, and
+// past it to a fallback without admission when it has none.
 func TestCriticalFallsBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, _ := admissionRouter(t, func(ms []catalog.Model) {
-			ms[0].SLO.TTFTp99 = 10 * time.Millisecond
-			ms[0].Fallbacks = []string{"fast"}
-		})
-		fill(t, r)
+		r := fallbackRouter(t, 2)
+		fillWith(t, r, "fill", admitPendingPerEndpoint) // main, of one endpoint, has no headroom
 		crit := arrive(r, "critical", "m", classCritical, "", 100)
-		if !crit.decided() || crit.err != nil || crit.ticket == nil || !crit.ticket.fallback {
-			t.Fatalf("critical: ticket %+v, err %v; want sent to the fallbacks at once", crit.ticket, crit.err)
+		if !crit.decided() || crit.err != nil || crit.ticket == nil || !crit.ticket.fallback || crit.ticket.to == nil || crit.ticket.to.Name != "f" {
+			t.Fatalf("critical: ticket %+v, err %v; want admitted at f's gate at once", crit.ticket, crit.err)
+		}
+		if crit.ticket.g != r.existingGate("spare") {
+			t.Error("the ticket is not the spare pool's gate's")
 		}
 		if got := testutil.ToFloat64(r.m.admission.decisions.WithLabelValues("m", "critical", decisionFellBack)); got != 1 {
-			t.Errorf("fell_back = %v, want 1", got)
+			t.Errorf("m's fell_back = %v, want 1", got)
+		}
+		if got := testutil.ToFloat64(r.m.admission.decisions.WithLabelValues("f", "critical", decisionAdmitted)); got != 1 {
+			t.Errorf("f's admitted = %v, want 1", got)
+		}
+
+		// The spare pool full too: the next goes past it to hosted.
+		fillWith(t, r, "f", admitPendingPerEndpoint-1)
+		next := arrive(r, "critical", "m", classCritical, "", 100)
+		if !next.decided() || next.err != nil || next.ticket == nil || next.ticket.to == nil || next.ticket.to.Name != "hosted" {
+			t.Fatalf("critical with f full: ticket %+v, err %v; want sent to hosted", next.ticket, next.err)
+		}
+		if got := r.existingGate("spare").starting; got != admitPendingPerEndpoint {
+			t.Errorf("the spare gate counts %d starting, want %d", got, admitPendingPerEndpoint)
+		}
+	})
+}
+
+// TestCriticalWaitsWhenNoFallbackCan: with its only fallback full, a
+// critical request waits in its own queue; once its deadline is out of
+// reach and the fallback is still full it waits on, and is served when
+// its pool frees.
+func TestCriticalWaitsWhenNoFallbackCan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := fallbackRouter(t, 1)
+		held := fillWith(t, r, "fill", admitPendingPerEndpoint)
+		fillWith(t, r, "f", admitPendingPerEndpoint)
+		crit := arrive(r, "critical", "m", classCritical, "", 100)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if crit.decided() {
+			t.Fatalf("critical decided with nothing able to serve it: ticket %+v, err %v", crit.ticket, crit.err)
+		}
+		held[0].firstToken()
+		synctest.Wait()
+		if !crit.decided() || crit.err != nil || crit.ticket == nil || crit.ticket.fallback {
+			t.Fatalf("critical: ticket %+v, err %v; want admitted in its own pool, late", crit.ticket, crit.err)
 		}
 	})
 }
@@ -607,5 +686,91 @@ func TestFullQueueSharedByTenants(t *testing.T) {
 			a.cancel()
 		}
 		synctest.Wait()
+	})
+}
+
+// TestBatchLimitKeepsRoomForCritical: with critical in play and the
+// pool's endpoint one place short of its batch limit, standard waits while
+// critical goes in the place kept for it; ends let standard in.
+func TestBatchLimitKeepsRoomForCritical(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := admissionRouter(t, func(ms []catalog.Model) {
+			ms[0].SLO.TPOTp99 = 50 * time.Millisecond
+		})
+		ep := r.snap.Load().pools["main"].endpoints[0]
+		ep.batch.bits.Store(math.Float64bits(10))
+		ep.inflight.Add(8)
+
+		first := arrive(r, "critical", "m", classCritical, "", 10)
+		if !first.decided() || first.err != nil {
+			t.Fatalf("critical not admitted with two places left: %v", first.err)
+		}
+		ep.inflight.Add(1) // it is sent
+		if got := r.gateOf("main").tpotAim(); got != 40*time.Millisecond {
+			t.Errorf("aim = %v, want the TPOT SLO times %v", got, trimStart)
+		}
+
+		std := arrive(r, "standard", "m", classStandard, "", 10)
+		if std.decided() {
+			t.Fatalf("standard decided with only the place kept for critical left: %v", std.err)
+		}
+		second := arrive(r, "critical", "m", classCritical, "", 10)
+		if !second.decided() || second.err != nil {
+			t.Fatalf("critical not admitted into the kept place: %v", second.err)
+		}
+		ep.inflight.Add(1)
+
+		ep.inflight.Add(-2) // two ended: a place beyond the kept one
+		first.ticket.end(0)
+		second.ticket.end(0)
+		synctest.Wait()
+		if !std.decided() || std.err != nil {
+			t.Fatalf("standard not admitted after two ends: %v", std.err)
+		}
+	})
+}
+
+// TestTrimFollowsTheTightClass: the aim is the tightest TPOT SLO in play,
+// trimmed by each of that class's streams — cut on a miss, raised a
+// ninety-ninth as much on a meet — and a class not seen for aimWindow
+// leaves play.
+func TestTrimFollowsTheTightClass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := admissionRouter(t, nil)
+		g := r.gateOf("main")
+		tight, loose := 50*time.Millisecond, 200*time.Millisecond
+		g.mu.Lock()
+		g.noteAim(loose, time.Now())
+		g.noteAim(tight, time.Now())
+		g.mu.Unlock()
+		aim := func() float64 { return float64(g.tpotAim()) / float64(tight) }
+		if got := aim(); got != trimStart {
+			t.Fatalf("aim = %v of the tight SLO, want %v", got, trimStart)
+		}
+
+		g.noteTPOT(loose, time.Second) // a loose stream's miss trims nothing
+		if got := aim(); got != trimStart {
+			t.Errorf("a looser class's miss moved the aim to %v", got)
+		}
+		g.noteTPOT(tight, 60*time.Millisecond)
+		cut := trimStart * (1 - trimCut)
+		if got := aim(); math.Abs(got-cut) > 1e-9 {
+			t.Errorf("after a miss: %v, want %v", got, cut)
+		}
+		for range 99 {
+			g.noteTPOT(tight, 30*time.Millisecond)
+		}
+		// One miss in a hundred: back about where it was.
+		if got := aim(); math.Abs(got-trimStart) > 0.01 {
+			t.Errorf("after 99 meets: %v, want about %v", got, trimStart)
+		}
+
+		time.Sleep(aimWindow + time.Second)
+		g.mu.Lock()
+		g.noteAim(loose, time.Now())
+		g.mu.Unlock()
+		if got, want := g.tpotAim(), time.Duration(float64(loose)*g.trim); got != want {
+			t.Errorf("with the tight class gone: aim %v, want %v", got, want)
+		}
 	})
 }

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
@@ -37,9 +39,10 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 	prompt := req.Prompt(req.body)
 	var rt route
 	first := req.model
-	if req.ticket != nil && req.ticket.fallback {
-		// Admission found the model's pool cannot meet the SLO.
-		first = r.nextFallback(s, req.model, req.model)
+	if t := req.ticket; t != nil && t.fallback {
+		// Admission found the model's pool cannot meet the SLO, and
+		// admitted the request at a fallback.
+		first = t.to
 	}
 	for _, relaxed := range [2]bool{false, true} {
 		for m := first; m != nil; m = r.nextFallback(s, req.model, m) {
@@ -149,6 +152,11 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 		rt.index.add(rt.hashes, i)
 	}
 	call.FirstToken = t.firstToken
+	if req.Stream {
+		// The stream's gaps time the endpoint's step on their way.
+		t.gap, call.Gap = call.Gap, t
+		defer func() { call.Gap = t.gap }()
+	}
 	o := r.proxy.Do(ctx, w, call)
 	t.end()
 
@@ -180,6 +188,18 @@ type sent struct {
 	first    bool    // the first token is in
 	ticket   *ticket // the request's admission, nil without
 	gate     *gate   // the pool's admission point, nil when none was made
+	// gap observes the stream's inter-token gaps for the model's
+	// histogram; they pass through Observe.
+	gap prometheus.Observer
+}
+
+// Observe takes one inter-token gap of the stream: the model's histogram
+// has it, and the endpoint's step time.
+func (t *sent) Observe(seconds float64) {
+	if t.gap != nil {
+		t.gap.Observe(seconds)
+	}
+	t.ep.noteGap(time.Duration(seconds * float64(time.Second)))
 }
 
 // firstToken ends the call's prefill owed, and
@@ -207,8 +227,9 @@ func (t *sent) end() {
 		t.ep.pending.Add(-1)
 		t.ep.owed.Add(-t.uncached)
 	}
-	t.ep.inflight.Add(-1)
+	n := t.ep.inflight.Add(-1)
 	if t.gate != nil {
+		t.ep.tuneBatch(t.gate.tpotAim(), n+1)
 		t.gate.wake()
 	}
 }

@@ -8,6 +8,7 @@ package router
 import (
 	"math"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,6 +62,14 @@ type endpoint struct {
 	// seconds for each prompt token of prefill ahead of it, its own
 	// uncached tokens included (float64 bits; zero means not yet learned).
 	base, perToken atomic.Uint64
+
+	// gapNanos and gaps sum the inter-token gaps of the streams here:
+	// their mean over a while is the server's step time as its clients
+	// see it.
+	gapNanos, gaps atomic.Int64
+	// batch is how many requests admission lets the endpoint have in
+	// flight so that its step time stays within the TPOT aim.
+	batch batchLimit
 }
 
 // endpointLoad is what one scrape of an endpoint's /metrics said. Fields
@@ -213,4 +222,87 @@ func (e *endpoint) confirm(predicted, cached int64) {
 	sample := min(float64(cached)/float64(predicted), 1)
 	p := e.precision()
 	e.hits.Store(math.Float64bits(max(p+costSmoothing*(sample-p), minPrecision)))
+}
+
+// noteGap counts one inter-token gap of a stream here.
+func (e *endpoint) noteGap(d time.Duration) {
+	e.gapNanos.Add(int64(d))
+	e.gaps.Add(1)
+}
+
+// The batch limit's constants. It starts at what the endpoint has in
+// flight when admission first has a TPOT aim, at least batchStart, and
+// never drops below batchMin: one request always runs.
+const (
+	batchStart = 4
+	batchMin   = 1
+	// batchSteps is how many steps' gaps the step time is measured over
+	// before a decision: enough that the steps carrying a prompt's
+	// prefill, which slow every stream in them, count in the share they
+	// have, and few enough to decide about once a second.
+	batchSteps = 16
+	// batchCut and batchGrow bound one decision: never below half at
+	// once, nor above twice.
+	batchCut  = 0.5
+	batchGrow = 2
+)
+
+// batchLimit is how many requests an endpoint may have in flight while a
+// TPOT aim is in play. It is decided on requests' ends, once the gaps of
+// batchSteps steps are in since the last decision: over the aim, the
+// limit is cut in proportion (a step's time grows about linearly with
+// the tokens in it), at most once a round — the ends of a limit's worth
+// of requests, the time a cut takes to show; under the aim, while the
+// limit binds, it grows by half the proportion.
+type batchLimit struct {
+	mu    sync.Mutex
+	limit float64 // 0: not yet set
+	ends  int     // requests ended since the last cut
+	cut   bool    // the limit has been cut at least once
+	// The gap sums at the last decision.
+	gapNanos, gaps int64
+	// bits is limit for readers without the lock (float64 bits).
+	bits atomic.Uint64
+}
+
+// tuneBatch decides the endpoint's batch limit on a request's end, with
+// inflight requests in flight just before it and aim the step time that
+// admission holds the pool to.
+func (e *endpoint) tuneBatch(aim time.Duration, inflight int64) {
+	if aim <= 0 {
+		return
+	}
+	b := &e.batch
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := float64(inflight)
+	b.ends++
+	sum, count := e.gapNanos.Load(), e.gaps.Load()
+	if count-b.gaps < int64(batchSteps*max(inflight, 1)) {
+		return
+	}
+	step := float64(sum-b.gapNanos) / float64(count-b.gaps)
+	b.gapNanos, b.gaps = sum, count
+	if b.limit == 0 {
+		b.limit = max(n, batchStart)
+	}
+	ratio := float64(aim) / step
+	switch {
+	case ratio < 1 && (!b.cut || float64(b.ends) >= b.limit):
+		b.limit = max(batchMin, min(b.limit, n)*max(ratio, batchCut))
+		b.ends, b.cut = 0, true
+	case ratio >= 1 && n >= b.limit-1:
+		b.limit *= min(1+(ratio-1)/2, batchGrow)
+	}
+	b.bits.Store(math.Float64bits(b.limit))
+}
+
+// batchRoom is the endpoint's batch limit and how many more requests it
+// may have in flight under it; both zero when it has none.
+func (e *endpoint) batchRoom() (limit float64, room int64) {
+	limit = math.Float64frombits(e.batch.bits.Load())
+	if limit == 0 {
+		return 0, 0
+	}
+	return limit, max(int64(limit)-e.inflight.Load(), 0)
 }

@@ -170,3 +170,70 @@ func TestFailuresDuringAnEjectionDoNotExtendIt(t *testing.T) {
 		t.Errorf("eight failures at once count as %d ejections, want 1", ejections)
 	}
 }
+
+// gapsAt feeds the endpoint a decision window of gaps of d, for inflight
+// streams.
+func gapsAt(e *endpoint, d time.Duration, inflight int64) {
+	for range batchSteps * inflight {
+		e.noteGap(d)
+	}
+}
+
+// batchOf is the endpoint's batch limit.
+func batchOf(e *endpoint) float64 {
+	limit, _ := e.batchRoom()
+	return limit
+}
+
+// TestBatchLimitFollowsTheStepTime: a step time twice the aim halves the
+// batch at once, and not again before a round of ends has shown the cut;
+// a step time under the aim grows it only while it binds; nothing is
+// decided before a window of gaps is in.
+func TestBatchLimitFollowsTheStepTime(t *testing.T) {
+	const aim = 40 * time.Millisecond
+	e := newEndpoint("a", "http://a/v1")
+
+	e.tuneBatch(aim, 20)
+	if got := batchOf(e); got != 0 {
+		t.Fatalf("limit %v with no gaps measured, want none", got)
+	}
+	gapsAt(e, 2*aim, 20)
+	e.tuneBatch(0, 20)
+	if got := batchOf(e); got != 0 {
+		t.Fatalf("limit %v with no aim, want none", got)
+	}
+	e.tuneBatch(aim, 20)
+	if got := batchOf(e); got != 10 {
+		t.Fatalf("step at twice the aim with 20 in flight: limit %v, want 10", got)
+	}
+
+	// The cut has not shown yet: the next windows, still slow, change
+	// nothing until ten requests (the limit) have ended.
+	for range 9 {
+		gapsAt(e, 2*aim, 10)
+		e.tuneBatch(aim, 10)
+		if got := batchOf(e); got != 10 {
+			t.Fatalf("cut again within a round: limit %v, want 10", got)
+		}
+	}
+	gapsAt(e, 4*aim, 10)
+	e.tuneBatch(aim, 10)
+	if got := batchOf(e); got != 5 {
+		t.Fatalf("a round later, step at 4× the aim: limit %v, want 5 (a cut is at most half)", got)
+	}
+
+	// Under the aim, it grows only while the endpoint is at its limit.
+	gapsAt(e, aim/2, 2)
+	e.tuneBatch(aim, 2)
+	if got := batchOf(e); got != 5 {
+		t.Fatalf("grew to %v with 2 of 5 in flight", got)
+	}
+	gapsAt(e, aim/2, 5)
+	e.tuneBatch(aim, 5)
+	if got := batchOf(e); got != 7.5 {
+		t.Fatalf("step at half the aim, at the limit: %v, want 7.5 (half the proportion)", got)
+	}
+	if _, room := e.batchRoom(); room != 7 {
+		t.Errorf("room with nothing in flight = %d, want 7", room)
+	}
+}

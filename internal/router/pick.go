@@ -174,12 +174,20 @@ func (rt *route) placeKey() uint64 {
 // candidates is the set of endpoints a pick may take, as bits by index:
 // those not in tried and not out, or with relaxed those not in tried.
 func (p *pool) candidates(tried uint64, now time.Time, relaxed bool) uint64 {
-	var c uint64
+	var c, full uint64
 	t := now.UnixNano()
 	for i, e := range p.endpoints {
 		if tried&(1<<i) == 0 && (relaxed || !e.out(t)) {
 			c |= 1 << i
+			if limit, room := e.batchRoom(); limit > 0 && room == 0 {
+				full |= 1 << i
+			}
 		}
+	}
+	if c&^full != 0 {
+		// An endpoint at its batch limit would slow every stream it runs
+		// past the TPOT aim: another is taken while one has room.
+		c &^= full
 	}
 	return c
 }

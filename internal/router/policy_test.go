@@ -324,3 +324,22 @@ func TestCandidates(t *testing.T) {
 		t.Errorf("candidates %05b with every endpoint tried", got)
 	}
 }
+
+// TestCandidatesPassOverAFullBatch: an endpoint at its batch limit is no
+// candidate while another has room, and is one when none has.
+func TestCandidatesPassOverAFullBatch(t *testing.T) {
+	p := testPool(catalog.PolicyRoundRobin, 1, 1, 1)
+	for _, e := range p.endpoints {
+		e.batch.bits.Store(math.Float64bits(2))
+	}
+	now := time.Now()
+	p.endpoints[0].inflight.Add(2)
+	if got := p.candidates(0, now, false); got != 0b110 {
+		t.Errorf("candidates = %03b, want 110", got)
+	}
+	p.endpoints[1].inflight.Add(2)
+	p.endpoints[2].inflight.Add(3)
+	if got := p.candidates(0, now, false); got != 0b111 {
+		t.Errorf("all full: candidates = %03b, want 111", got)
+	}
+}

@@ -20,6 +20,10 @@ const (
 	// sloMinSamples is how many recent requests a p99 needs before it is
 	// believed.
 	sloMinSamples = 20
+	// sloRecompute is how long a model's p99s are kept before they are
+	// taken again: admission reads them on every arrival and every move of
+	// its queue, and a tenth of a second changes them little.
+	sloRecompute = 100 * time.Millisecond
 )
 
 // sloTracker keeps each model's recent first-token and per-token times.
@@ -33,10 +37,14 @@ type sloSample struct {
 	ttft, tpot time.Duration
 }
 
-// sloSamples is a ring of a model's latest samples.
+// sloSamples is a ring of a model's latest samples, and the p99s last
+// taken over it.
 type sloSamples struct {
 	ring []sloSample // at most sloSamplesKept
 	next int         // where the next sample goes once ring is full
+
+	takenAt    time.Time // when ttft and tpot were taken; zero for never
+	ttft, tpot time.Duration
 }
 
 func (t *sloTracker) add(model string, ttft, tpot time.Duration) {
@@ -62,24 +70,31 @@ func (t *sloTracker) add(model string, ttft, tpot time.Duration) {
 // p99 is a model's recent 99th percentiles, and false with too few. Either
 // figure is zero when it alone has too few samples.
 func (t *sloTracker) p99(model string, now time.Time) (ttft, tpot time.Duration, ok bool) {
-	var a, b []time.Duration
 	t.mu.Lock()
-	if s := t.by[model]; s != nil {
+	defer t.mu.Unlock()
+	s := t.by[model]
+	if s == nil {
+		return 0, 0, false
+	}
+	if d := now.Sub(s.takenAt); s.takenAt.IsZero() || d < 0 || d >= sloRecompute {
+		var a, b [sloSamplesKept]time.Duration
+		na, nb := 0, 0
 		for _, x := range s.ring {
 			if now.Sub(x.at) > sloWindow {
 				continue
 			}
 			if x.ttft > 0 {
-				a = append(a, x.ttft)
+				a[na] = x.ttft
+				na++
 			}
 			if x.tpot > 0 {
-				b = append(b, x.tpot)
+				b[nb] = x.tpot
+				nb++
 			}
 		}
+		s.ttft, s.tpot, s.takenAt = percentile99(a[:na]), percentile99(b[:nb]), now
 	}
-	t.mu.Unlock()
-	ttft, tpot = percentile99(a), percentile99(b)
-	return ttft, tpot, ttft > 0 || tpot > 0
+	return s.ttft, s.tpot, s.ttft > 0 || s.tpot > 0
 }
 
 // percentile99 is v's 99th percentile, or zero with fewer than

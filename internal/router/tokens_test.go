@@ -94,7 +94,10 @@ func TestSLOTrackerP99(t *testing.T) {
 		t.Fatalf("a p99 from %d samples was believed", sloMinSamples-1)
 	}
 	tr.add("m", sloMinSamples*time.Millisecond, 0)
-	ttft, tpot, ok := tr.p99("m", now)
+	if _, _, ok := tr.p99("m", now.Add(sloRecompute-1)); ok {
+		t.Error("p99s taken again sooner than sloRecompute")
+	}
+	ttft, tpot, ok := tr.p99("m", now.Add(sloRecompute))
 	if !ok || ttft != sloMinSamples*time.Millisecond || tpot != 0 {
 		t.Errorf("p99 of 1..20 ms = %v %v %v, want 20ms 0 true", ttft, tpot, ok)
 	}
