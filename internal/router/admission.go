@@ -224,6 +224,9 @@ func (g *gate) look(p *pool, model string, now time.Time) poolView {
 		if e.out(t) {
 			continue
 		}
+		if v.batched {
+			e.startBatch()
+		}
 		limit, room := e.batchRoom()
 		v.batched = v.batched && limit > 0
 		v.batchLimit += limit

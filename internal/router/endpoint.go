@@ -284,7 +284,7 @@ func (e *endpoint) tuneBatch(aim time.Duration, inflight int64) {
 	step := float64(sum-b.gapNanos) / float64(count-b.gaps)
 	b.gapNanos, b.gaps = sum, count
 	if b.limit == 0 {
-		b.limit = max(n, batchStart)
+		b.limit = max(min(n, batchStart), batchMin)
 	}
 	ratio := float64(aim) / step
 	switch {
@@ -295,6 +295,25 @@ func (e *endpoint) tuneBatch(aim time.Duration, inflight int64) {
 		b.limit *= min(1+(ratio-1)/2, batchGrow)
 	}
 	b.bits.Store(math.Float64bits(b.limit))
+}
+
+// startBatch gives the endpoint its first batch limit, batchStart, when
+// admission first holds it to an aim: like a TCP connection's first
+// window, the limit starts small and doubles while the step time allows,
+// so that a burst at the start, before anything is measured, cannot fill
+// the server's batch. The requests it already has stay.
+func (e *endpoint) startBatch() {
+	if e.batch.bits.Load() != 0 {
+		return
+	}
+	b := &e.batch
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.limit == 0 {
+		b.limit = batchStart
+		b.gapNanos, b.gaps = e.gapNanos.Load(), e.gaps.Load()
+		b.bits.Store(math.Float64bits(b.limit))
+	}
 }
 
 // batchRoom is the endpoint's batch limit and how many more requests it

@@ -185,55 +185,62 @@ func batchOf(e *endpoint) float64 {
 	return limit
 }
 
-// TestBatchLimitFollowsTheStepTime: a step time twice the aim halves the
-// batch at once, and not again before a round of ends has shown the cut;
-// a step time under the aim grows it only while it binds; nothing is
-// decided before a window of gaps is in.
+// TestBatchLimitFollowsTheStepTime: the limit starts at batchStart and
+// grows while it binds and the step time is under the aim; a step time
+// over the aim cuts it at once, and not again before a round of ends has
+// shown the cut; nothing is decided before a window of gaps is in.
 func TestBatchLimitFollowsTheStepTime(t *testing.T) {
 	const aim = 40 * time.Millisecond
 	e := newEndpoint("a", "http://a/v1")
-
-	e.tuneBatch(aim, 20)
-	if got := batchOf(e); got != 0 {
-		t.Fatalf("limit %v with no gaps measured, want none", got)
-	}
-	gapsAt(e, 2*aim, 20)
-	e.tuneBatch(0, 20)
+	gapsAt(e, aim, 4)
+	e.tuneBatch(0, 4)
 	if got := batchOf(e); got != 0 {
 		t.Fatalf("limit %v with no aim, want none", got)
 	}
-	e.tuneBatch(aim, 20)
-	if got := batchOf(e); got != 10 {
-		t.Fatalf("step at twice the aim with 20 in flight: limit %v, want 10", got)
+	e.startBatch()
+	if got := batchOf(e); got != batchStart {
+		t.Fatalf("first limit %v, want %v", got, batchStart)
+	}
+	e.tuneBatch(aim, 4)
+	if got := batchOf(e); got != batchStart {
+		t.Fatalf("limit %v decided on gaps from before the start", got)
 	}
 
-	// The cut has not shown yet: the next windows, still slow, change
-	// nothing until ten requests (the limit) have ended.
-	for range 9 {
-		gapsAt(e, 2*aim, 10)
-		e.tuneBatch(aim, 10)
-		if got := batchOf(e); got != 10 {
-			t.Fatalf("cut again within a round: limit %v, want 10", got)
+	short := newEndpoint("b", "http://b/v1")
+	short.startBatch()
+	for range batchSteps*4 - 1 {
+		short.noteGap(aim / 4)
+	}
+	short.tuneBatch(aim, 4)
+	if got := batchOf(short); got != batchStart {
+		t.Fatalf("limit %v decided on less than a window of gaps", got)
+	}
+
+	for _, step := range []struct {
+		gap      time.Duration
+		inflight int64
+		want     float64
+	}{
+		{aim / 2, 4, 6},   // binding, half the aim: grows by half the proportion
+		{aim / 4, 6, 12},  // a quarter: grows by at most double
+		{aim / 2, 3, 12},  // not binding: stays
+		{2 * aim, 12, 6},  // twice the aim: the first cut comes at once
+		{2 * aim, 6, 6},   // within the round the cut has not shown yet
+		{2 * aim, 6, 6},   //
+		{2 * aim, 6, 6},   //
+		{2 * aim, 6, 6},   //
+		{2 * aim, 6, 6},   // five ends of six
+		{4 * aim, 6, 3},   // a round later: cut, by at most half
+		{aim, 3, 3},       // at the aim: neither way
+		{aim / 2, 3, 4.5}, // binding again
+	} {
+		gapsAt(e, step.gap, step.inflight)
+		e.tuneBatch(aim, step.inflight)
+		if got := batchOf(e); got != step.want {
+			t.Fatalf("gaps of %v with %d in flight: limit %v, want %v", step.gap, step.inflight, got, step.want)
 		}
 	}
-	gapsAt(e, 4*aim, 10)
-	e.tuneBatch(aim, 10)
-	if got := batchOf(e); got != 5 {
-		t.Fatalf("a round later, step at 4× the aim: limit %v, want 5 (a cut is at most half)", got)
-	}
-
-	// Under the aim, it grows only while the endpoint is at its limit.
-	gapsAt(e, aim/2, 2)
-	e.tuneBatch(aim, 2)
-	if got := batchOf(e); got != 5 {
-		t.Fatalf("grew to %v with 2 of 5 in flight", got)
-	}
-	gapsAt(e, aim/2, 5)
-	e.tuneBatch(aim, 5)
-	if got := batchOf(e); got != 7.5 {
-		t.Fatalf("step at half the aim, at the limit: %v, want 7.5 (half the proportion)", got)
-	}
-	if _, room := e.batchRoom(); room != 7 {
-		t.Errorf("room with nothing in flight = %d, want 7", room)
+	if _, room := e.batchRoom(); room != 4 {
+		t.Errorf("room with nothing in flight = %d, want 4", room)
 	}
 }
