@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
@@ -207,6 +208,13 @@ func TestHedgeWinsOverAStalledEndpoint(t *testing.T) {
 			if wasted := testutil.ToFloat64(g.r.m.hedgeWasted.WithLabelValues("main")); wasted < hedgeWait.Seconds() {
 				t.Errorf("llmgw_hedge_wasted_seconds_total = %v, want at least the stalled call's %v", wasted, hedgeWait)
 			}
+			mfs, err := g.reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if problems, err := promlint.NewWithMetricFamilies(mfs).Lint(); err != nil || len(problems) > 0 {
+				t.Errorf("promlint: %v %v", problems, err)
+			}
 		})
 	}
 }
@@ -340,4 +348,25 @@ func TestClientLeavingCancelsBothCalls(t *testing.T) {
 	if n := testutil.CollectAndCount(g.r.m.upstreamErrors) + testutil.CollectAndCount(g.r.m.ejections); n != 0 {
 		t.Errorf("%d upstream error or ejection series; want none", n)
 	}
+}
+
+// TestHedgeFollowsReload: a reload that turns hedging on takes effect for
+// the next request, as any change to a pool does.
+func TestHedgeFollowsReload(t *testing.T) {
+	slow, other := newRacer(t, "slow", 6*hedgeWait, false), newRacer(t, "other", 0, false)
+	g := newTestGateway(t, inTurn, slow, other)
+	cur := g.r.Catalog()
+	pools := append([]catalog.Pool(nil), cur.Pools()...)
+	pools[0].Hedge = catalog.Hedge{After: 2, MinWait: hedgeWait}
+	cat, err := catalog.New(pools, cur.Models())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.r.SetCatalog(cat)
+	g.pickNext(0)
+	resp, body := g.post(t, "/v1/chat/completions", chatRequest(true))
+	if resp.StatusCode != 200 || !strings.Contains(body, `"other"`) {
+		t.Fatalf("status %d, want the hedge's answer: %s", resp.StatusCode, body)
+	}
+	checkHedges(t, g, hedgeWon)
 }
