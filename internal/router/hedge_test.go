@@ -288,9 +288,11 @@ func TestNoHedgeWithoutRetryBudget(t *testing.T) {
 // the hedge is out, the hedge is waited for rather than a third endpoint
 // tried; the failure is the first endpoint's, the hedge's answer serves.
 func TestHedgeOutlivesTheFirstFailure(t *testing.T) {
-	failing := newRacer(t, "failing", 3*hedgeWait, false)
+	// The first fails well after the hedge wait, the hedge answers well
+	// after that.
+	failing := newRacer(t, "failing", 6*hedgeWait, false)
 	failing.status = http.StatusInternalServerError
-	hedge, third := newRacer(t, "hedge", 8*hedgeWait, false), newRacer(t, "third", 0, false)
+	hedge, third := newRacer(t, "hedge", 12*hedgeWait, false), newRacer(t, "third", 0, false)
 	g := newTestGateway(t, func(c *config.Config) { hedging(c); c.Server.Retries = 2 }, failing, hedge, third)
 	g.pickNext(0)
 	resp, body := g.post(t, "/v1/chat/completions", chatRequest(false))
