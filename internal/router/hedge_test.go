@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -371,4 +372,48 @@ func TestHedgeFollowsReload(t *testing.T) {
 		t.Fatalf("status %d, want the hedge's answer: %s", resp.StatusCode, body)
 	}
 	checkHedges(t, g, hedgeWon)
+}
+
+// TestAttemptWritersShareOneClient: the first attempt to write takes the
+// client's writer with its own headers; the other's headers never reach
+// the client, its writes fail and its call is cancelled.
+func TestAttemptWritersShareOneClient(t *testing.T) {
+	rec := httptest.NewRecorder()
+	rec.Header().Set("X-Request-Id", "r1")
+	cl := &claim{w: rec, rc: http.NewResponseController(rec)}
+	var cancelled [2]error
+	var ws [2]*attemptWriter
+	for k := range ws {
+		ws[k] = &attemptWriter{claim: cl, header: http.Header{}, cancel: func(err error) { cancelled[k] = err }}
+		if !cl.join(ws[k]) {
+			t.Fatalf("attempt %d could not join", k)
+		}
+	}
+	ws[0].Header().Set("X-From", "first")
+	ws[1].Header().Set("X-From", "second")
+	ws[1].Header().Set("X-Second", "yes")
+	if err := http.NewResponseController(ws[1]).SetWriteDeadline(time.Now().Add(time.Second)); err != nil {
+		t.Errorf("a deadline before writing: %v, want it held", err)
+	}
+	ws[1].WriteHeader(http.StatusTeapot)
+	if _, err := ws[1].Write([]byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ws[0].Write([]byte("first")); err != errLostRace {
+		t.Errorf("the other attempt's write: %v, want errLostRace", err)
+	}
+	if err := http.NewResponseController(ws[0]).Flush(); err != errLostRace {
+		t.Errorf("the other attempt's flush: %v, want errLostRace", err)
+	}
+	if cancelled[0] != errLostRace || cancelled[1] != nil {
+		t.Errorf("cancelled with %v and %v, want errLostRace and nothing", cancelled[0], cancelled[1])
+	}
+	if cl.join(&attemptWriter{claim: cl}) {
+		t.Error("an attempt joined after the writer was taken")
+	}
+	got := rec.Result()
+	if got.StatusCode != http.StatusTeapot || rec.Body.String() != "second" ||
+		got.Header.Get("X-From") != "second" || got.Header.Get("X-Second") != "yes" || got.Header.Get("X-Request-Id") != "r1" {
+		t.Errorf("the client got %d %q with headers %v", got.StatusCode, rec.Body.String(), got.Header)
+	}
 }
