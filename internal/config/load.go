@@ -114,6 +114,11 @@ const (
 	// DefaultRetryBudget lets retries be a fifth of a pool's recent
 	// requests, as Envoy's retry budget does by default.
 	DefaultRetryBudget = 0.2
+	// DefaultHedgeMinWait keeps a hedge from following a request that is
+	// only a little late: a short prompt's first token takes 20 to 50 ms
+	// on an idle GPU, and a few times that in an ordinary queue, while
+	// every hedge costs a second prefill.
+	DefaultHedgeMinWait = 200 * time.Millisecond
 )
 
 // PoolDefaults fills in p's zero fields with their defaults.
@@ -145,6 +150,9 @@ func PoolDefaults(p *catalog.Pool) {
 	}
 	if p.RetryBudget == 0 {
 		p.RetryBudget = DefaultRetryBudget
+	}
+	if p.Hedge.After > 0 && p.Hedge.MinWait == 0 {
+		p.Hedge.MinWait = DefaultHedgeMinWait
 	}
 	names := make(map[string]bool, len(p.Endpoints)) // key: an endpoint name already taken
 	for _, e := range p.Endpoints {

@@ -122,6 +122,7 @@ func TestFullExample(t *testing.T) {
 			},
 			{
 				Name: "gpu-b", Kind: "sglang", Policy: "auto", Metrics: selfHosted.Metrics, Health: selfHosted.Health, RetryBudget: 0.2,
+				Hedge:     catalog.Hedge{After: 3, MinWait: 250 * time.Millisecond},
 				Endpoints: []catalog.Endpoint{{Name: "10.0.1.7:30000", URL: "http://10.0.1.7:30000/v1", Weight: 1}},
 			},
 			{
@@ -375,5 +376,26 @@ func BenchmarkParse(b *testing.B) {
 		if _, err := Parse(data); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestHedgeDefaults: hedging stays off unless after is set, and then
+// waits at least DefaultHedgeMinWait unless min_wait says otherwise.
+func TestHedgeDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		set, want catalog.Hedge
+	}{
+		{"off", catalog.Hedge{}, catalog.Hedge{}},
+		{"after alone", catalog.Hedge{After: 3}, catalog.Hedge{After: 3, MinWait: DefaultHedgeMinWait}},
+		{"both", catalog.Hedge{After: 2, MinWait: time.Second}, catalog.Hedge{After: 2, MinWait: time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := catalog.Pool{Name: "p", Hedge: tc.set}
+			PoolDefaults(&p)
+			if diff := cmp.Diff(tc.want, p.Hedge); diff != "" {
+				t.Errorf("hedge (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

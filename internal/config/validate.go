@@ -329,6 +329,7 @@ func validatePools(ps *problems, pools []catalog.Pool) {
 		if !(p.RetryBudget >= 0 && p.RetryBudget <= 1) {
 			ps.add(at+".retry_budget", "must be a share from 0 to 1, got %v", p.RetryBudget)
 		}
+		checkHedge(ps, at+".hedge", p.Hedge)
 		if len(p.Endpoints) == 0 {
 			ps.add(at+".endpoints", "must list at least one endpoint")
 		}
@@ -363,6 +364,31 @@ func validatePools(ps *problems, pools []catalog.Pool) {
 				ps.add(eat+".weight", "must not be negative, got %d", e.Weight)
 			}
 		}
+	}
+}
+
+// Bounds on a pool's hedge. Waiting less than the prediction itself
+// (after at most 1) would hedge a request that is on time. A request
+// MaxHedgeAfter times later than predicted is stuck, not slow: the
+// first-token timeout's business. MaxHedgeMinWait is the default
+// first-token timeout, past which no hedge would be sent.
+const (
+	MaxHedgeAfter   = 20
+	MaxHedgeMinWait = DefaultFirstTokenTimeout
+)
+
+// checkHedge checks a pool's hedge: off (after zero, and no min_wait), or
+// after above 1 and within bounds.
+func checkHedge(ps *problems, path string, h catalog.Hedge) {
+	switch {
+	case h.After == 0 && h.MinWait != 0:
+		ps.add(path+".min_wait", "is set but hedge.after is not, so hedging is off; set after (such as 3) or drop min_wait")
+	case h.After == 0:
+	case !(h.After > 1 && h.After <= MaxHedgeAfter):
+		ps.add(path+".after", "must be above 1 and at most %d (times the predicted time to first token), got %v", MaxHedgeAfter, h.After)
+	}
+	if h.MinWait < 0 || h.MinWait > MaxHedgeMinWait {
+		ps.add(path+".min_wait", "must be from 0 to %s, got %s", MaxHedgeMinWait, h.MinWait)
 	}
 }
 

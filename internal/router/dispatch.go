@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +39,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 	gap := r.m.token.gap.WithLabelValues(req.model.Name)
 	prompt := req.Prompt(req.body)
 	var rt route
+	hedged := false // a request is hedged at most once
 	first := req.model
 	if t := req.ticket; t != nil && t.fallback {
 		// Admission found the model's pool cannot meet the SLO, and
@@ -74,7 +76,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 			}
 			rt.prepare(p, prompt, req.estimate, m.SLO.TTFTp99)
 			var tried uint64
-			for try := range 1 + r.opts.Server.Retries {
+			for try := 0; try <= r.opts.Server.Retries; try++ {
 				now := time.Now()
 				i, reason := p.pick(&rt, p.candidates(tried, now, relaxed), now)
 				if i < 0 {
@@ -97,20 +99,21 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 				p.m.decisions[reason].Inc()
 				tried |= 1 << i
 				ep := p.endpoints[i]
-				w.Header().Set(modelHeader, m.Name)
-				call.URL = p.target(ep, req.api.upstreamPath, m.UpstreamName())
-				o := r.send(ctx, w, req, p, i, &rt, &call)
-				res = dispatchResult{outcome: o, pool: p.name, endpoint: ep.name, model: m}
-				if o.Reason != "" {
-					r.m.upstreamErrors.WithLabelValues(p.name, o.Reason).Inc()
-					r.log.Warn("upstream failed", "id", req.id, "pool", p.name, "endpoint", ep.name, "reason", o.Reason, "err", o.Err)
-					if countsAgainst(o) && ep.failed(time.Now()) {
-						r.m.ejections.WithLabelValues(p.name, ep.name, "failures").Inc()
-						r.log.Warn("endpoint ejected", "pool", p.name, "endpoint", ep.name, "after", o.Reason)
+				var o proxy.Outcome
+				if !hedged && p.hedges(r.opts.Server.Retries-try, relaxed) {
+					// A hedge is one of the request's retries.
+					rc := r.race(ctx, w, req, p, m, &rt, call, i, tried)
+					if rc.hedge >= 0 {
+						hedged, try, tried = true, try+1, tried|1<<rc.hedge
 					}
-				} else if o.Status < 500 {
-					ep.succeeded()
+					o, ep = rc.outcome, p.endpoints[rc.endpoint]
+				} else {
+					w.Header().Set(modelHeader, m.Name)
+					call.URL = p.target(ep, req.api.upstreamPath, m.UpstreamName())
+					o = r.send(ctx, w, req, p, i, &rt, &call, nil)
+					r.settle(req, p, ep, o)
 				}
+				res = dispatchResult{outcome: o, pool: p.name, endpoint: ep.name, model: m}
 				if !o.Retryable() {
 					return res
 				}
@@ -130,6 +133,22 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 	return res
 }
 
+// settle counts what one call came to against its endpoint: a failure
+// in llmgw_upstream_errors_total and, when it is the endpoint's, toward
+// its ejection; an answer clears its failures.
+func (r *Router) settle(req *parsedRequest, p *pool, ep *endpoint, o proxy.Outcome) {
+	if o.Reason != "" {
+		r.m.upstreamErrors.WithLabelValues(p.name, o.Reason).Inc()
+		r.log.Warn("upstream failed", "id", req.id, "pool", p.name, "endpoint", ep.name, "reason", o.Reason, "err", o.Err)
+		if countsAgainst(o) && ep.failed(time.Now()) {
+			r.m.ejections.WithLabelValues(p.name, ep.name, "failures").Inc()
+			r.log.Warn("endpoint ejected", "pool", p.name, "endpoint", ep.name, "after", o.Reason)
+		}
+	} else if o.Status < 500 {
+		ep.succeeded()
+	}
+}
+
 // countsAgainst reports whether a failure is the endpoint's: a connect
 // error, a 5xx, a timeout or a broken stream. A 429 is the server
 // protecting itself, and the next request may well be served.
@@ -140,10 +159,12 @@ func countsAgainst(o proxy.Outcome) bool {
 // send makes one call to endpoint i of p, keeping the endpoint's signals
 // as it goes: the request is in flight from now to its end, and owes its
 // uncached prompt until its first token. The answer's cached tokens check
-// the prefix the index predicted.
-func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedRequest, p *pool, i int, rt *route, call *proxy.Call) proxy.Outcome {
+// the prefix the index predicted. started, when not nil, is set at the
+// first token. A call that lost a hedged race before its first token
+// computed nothing, as far as the index knows.
+func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedRequest, p *pool, i int, rt *route, call *proxy.Call, started *atomic.Bool) proxy.Outcome {
 	ep := p.endpoints[i]
-	t := &sent{ep: ep, uncached: rt.uncached(i), stream: req.Stream, at: time.Now(), ticket: req.ticket, gate: r.existingGate(p.name)}
+	t := &sent{ep: ep, uncached: rt.uncached(i), stream: req.Stream, at: time.Now(), ticket: req.ticket, gate: r.existingGate(p.name), started: started}
 	ep.inflight.Add(1)
 	ep.pending.Add(1)
 	t.work = ep.owed.Add(t.uncached)
@@ -161,10 +182,10 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 	t.end()
 
 	matched := rt.matched[i]
+	computedNothing := o.Reason != "" && !o.Wrote || !t.first && errors.Is(context.Cause(ctx), errLostRace)
 	switch {
-	case o.Reason != "" && !o.Wrote && rt.indexed && len(rt.hashes) > int(matched):
-		// Nothing was computed: the blocks past the prefix it held are
-		// not there.
+	case computedNothing && rt.indexed && len(rt.hashes) > int(matched):
+		// The blocks past the prefix it held are not there.
 		rt.index.drop(rt.hashes[matched:], i)
 	case matched > 0 && o.Usage != nil && !o.Estimated && o.Usage.PromptTokensDetails != nil && rt.promptBytes > 0:
 		share := min(float64(matched)*float64(rt.index.block)/float64(rt.promptBytes), 1)
@@ -185,9 +206,10 @@ type sent struct {
 	work     int64     // prefill owed at the endpoint when sent, this call's included
 	at       time.Time // when it was sent
 	stream   bool
-	first    bool    // the first token is in
-	ticket   *ticket // the request's admission, nil without
-	gate     *gate   // the pool's admission point, nil when none was made
+	first    bool         // the first token is in
+	ticket   *ticket      // the request's admission, nil without
+	gate     *gate        // the pool's admission point, nil when none was made
+	started  *atomic.Bool // set at the first token, for a hedged race; nil outside one
 	// gap observes the stream's inter-token gaps for the model's
 	// histogram; they pass through Observe.
 	gap prometheus.Observer
@@ -210,6 +232,9 @@ func (t *sent) firstToken(now time.Time) {
 		return
 	}
 	t.first = true
+	if t.started != nil {
+		t.started.Store(true)
+	}
 	t.ep.pending.Add(-1)
 	t.ep.owed.Add(-t.uncached)
 	if t.stream {

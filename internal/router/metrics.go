@@ -27,15 +27,17 @@ type metrics struct {
 	reloadTime     prometheus.Gauge
 
 	// Routing.
-	decisions  *prometheus.CounterVec
-	predicted  *prometheus.CounterVec
-	confirmed  *prometheus.CounterVec
-	retries    *prometheus.CounterVec
-	fallbacks  *prometheus.CounterVec
-	ejections  *prometheus.CounterVec
-	tokens     *prometheus.CounterVec
-	endpointUp *prometheus.Desc
-	endpointIn *prometheus.Desc
+	decisions   *prometheus.CounterVec
+	predicted   *prometheus.CounterVec
+	confirmed   *prometheus.CounterVec
+	retries     *prometheus.CounterVec
+	fallbacks   *prometheus.CounterVec
+	ejections   *prometheus.CounterVec
+	hedges      *prometheus.CounterVec
+	hedgeWasted *prometheus.CounterVec
+	tokens      *prometheus.CounterVec
+	endpointUp  *prometheus.Desc
+	endpointIn  *prometheus.Desc
 }
 
 // ttftBuckets span a cached short prompt's 25 ms to a queued long one's
@@ -104,6 +106,14 @@ func newMetrics(tenantLevel string) *metrics {
 			Name: "llmgw_ejections_total",
 			Help: "Times an endpoint was taken out of its pool, by pool, endpoint and reason: failures (requests failed in a row) or health_check.",
 		}, []string{"pool", "endpoint", "reason"}),
+		hedges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmgw_hedges_total",
+			Help: "Requests also sent to a second endpoint because the first had no first token in time, by pool and outcome: won (the hedge served the request), lost (the first endpoint did), failed (neither did).",
+		}, []string{"pool", "outcome"}),
+		hedgeWasted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmgw_hedge_wasted_seconds_total",
+			Help: "Upstream time spent on hedged calls cancelled because the other call answered first, from sending to the end, by pool: what hedging costs the backends.",
+		}, []string{"pool"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmgw_tokens_total",
 			Help: "Tokens served, by model, pool and kind: prompt, completion, and cached (prompt tokens the backend served from its prefix cache).",
@@ -120,7 +130,7 @@ func newMetrics(tenantLevel string) *metrics {
 func (m *metrics) register(reg prometheus.Registerer) error {
 	cs := append(m.token.collectors(), m.admission.collectors()...)
 	cs = append(cs, m.requests, m.ttft, m.duration, m.inflight, m.upstreamErrors, m.reloadOK, m.reloadTime,
-		m.decisions, m.predicted, m.confirmed, m.retries, m.fallbacks, m.ejections, m.tokens)
+		m.decisions, m.predicted, m.confirmed, m.retries, m.fallbacks, m.ejections, m.hedges, m.hedgeWasted, m.tokens)
 	var errs []error
 	for _, c := range cs {
 		errs = append(errs, reg.Register(c))

@@ -39,6 +39,7 @@ type pool struct {
 	meanPrompt atomic.Uint64
 
 	budget retryBudget
+	hedge  catalog.Hedge // when a request is also sent to a second endpoint; After zero: never
 	m      poolMetrics
 }
 
@@ -57,6 +58,7 @@ func newPool(p catalog.Pool, prev *pool, m *metrics) *pool {
 		np.maxAge = time.Second
 	}
 	np.budget.share = p.RetryBudget
+	np.hedge = p.Hedge
 	sameOrder := prev != nil && len(prev.endpoints) == len(p.Endpoints)
 	for i, e := range p.Endpoints {
 		u := strings.TrimRight(e.URL, "/")
@@ -126,6 +128,9 @@ type route struct {
 	// and so whether a send notes the prompt in it.
 	indexed bool
 	matched [64]int32
+	// predicted is the last pick's endpoint's predicted TTFT in seconds,
+	// when its policy predicts one (auto); zero when it does not.
+	predicted float64
 }
 
 // prepare hashes prompt for p's index, once per request and pool.
@@ -198,6 +203,7 @@ func (p *pool) pick(rt *route, candidates uint64, now time.Time) (int, string) {
 	if candidates == 0 {
 		return -1, ""
 	}
+	rt.predicted = 0
 	switch p.policy {
 	case catalog.PolicyRoundRobin:
 		return p.pickRoundRobin(candidates), reasonTurn

@@ -208,7 +208,8 @@ const (
 // and takes the candidate with the least prediction less the prefill its
 // cached prefix saves (weighted by cacheCredit), among those predicted to
 // meet sloShare of the model's TTFT SLO when any is. Near ties go by
-// rendezvous hashing of the prompt's place key.
+// rendezvous hashing of the prompt's place key. The chosen candidate's
+// prediction is left in rt.predicted, for hedging to wait by.
 func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 	var pred, score [64]float64
 	meanPrompt := p.meanPromptTokens()
@@ -258,6 +259,7 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 			}
 		}
 	}
+	rt.predicted = pred[chosen]
 	switch {
 	case rt.matched[chosen] > 0 && pred[chosen] > fastest:
 		return chosen, reasonPrefix

@@ -159,6 +159,9 @@ type Pool struct {
 	// RetryBudget is the share of the pool's recent requests that may be
 	// retries, so that a failing pool is not sent its own load again.
 	RetryBudget float64 `yaml:"retry_budget,omitempty"`
+	// Hedge sends a request still without its first token to a second
+	// endpoint; off unless set.
+	Hedge Hedge `yaml:"hedge,omitempty"`
 	// APIVersion is the provider API's version: Azure's api-version query
 	// parameter (required there), or the anthropic-version header sent to
 	// an anthropic pool; when empty there, an Anthropic client's own
@@ -191,6 +194,15 @@ type HealthCheck struct {
 	Path     string        `yaml:"path,omitempty"`
 	Interval time.Duration `yaml:"interval,omitempty"`
 	Timeout  time.Duration `yaml:"timeout,omitempty"`
+}
+
+// Hedge is when a request that has no first token yet is also sent to a
+// second endpoint of its pool, the first of the two to answer serving it:
+// after After times the first endpoint's predicted time to first token,
+// and never sooner than MinWait. A zero After turns hedging off.
+type Hedge struct {
+	After   float64       `yaml:"after,omitempty"`
+	MinWait time.Duration `yaml:"min_wait,omitempty"`
 }
 
 // Endpoint is one server of a pool.
