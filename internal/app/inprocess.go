@@ -7,8 +7,12 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 )
@@ -26,7 +30,11 @@ type GatewayOptions struct {
 	// Admission turns on SLO-aware admission for the model, with the
 	// class SLOs of classSLOs.
 	Admission bool
-	Logger    *slog.Logger // nil discards logs
+	// HedgeAfter, when positive, hedges the pool's requests after this
+	// many times their predicted TTFT (hedge.after), with the default
+	// least wait.
+	HedgeAfter float64
+	Logger     *slog.Logger // nil discards logs
 	// HTTP is server.http: llmgw's own HTTP/1.1 server and upstream
 	// client, or net/http's; empty means the default.
 	HTTP string
@@ -48,6 +56,9 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*InProcess, error) {
 	cfg := upstreamConfig(o.Model, kind, o.Upstreams)
 	if o.Policy != "" {
 		cfg.Pools[0].Policy = o.Policy
+	}
+	if o.HedgeAfter > 0 {
+		cfg.Pools[0].Hedge = catalog.Hedge{After: o.HedgeAfter, MinWait: config.DefaultHedgeMinWait}
 	}
 	if o.Admission {
 		m := &cfg.Models[0]
@@ -88,6 +99,30 @@ var classSLOs = map[string]catalog.SLO{
 	tenant.PriorityCritical:  {TTFTp99: 500 * time.Millisecond, TPOTp99: 50 * time.Millisecond},
 	tenant.PriorityStandard:  demoSLO,
 	tenant.PrioritySheddable: {TTFTp99: 10 * time.Second, TPOTp99: 250 * time.Millisecond},
+}
+
+// CounterSum is the sum of the series of the counter named name in the
+// gateway's metrics, those whose label is value when label is not empty;
+// zero when it has none.
+func (p *InProcess) CounterSum(name, label, value string) (float64, error) {
+	mfs, err := p.reg.Gather()
+	if err != nil {
+		return 0, err
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if label == "" || slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
+				return l.GetName() == label && l.GetValue() == value
+			}) {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum, nil
 }
 
 // Close drains the gateway and waits for it to stop.

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/cli"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/tokenize"
 )
@@ -68,6 +69,7 @@ type options struct {
 	spawn                  int
 	direct                 bool
 	policy, admission      string
+	hedge                  float64
 	timeScale, lengthScale float64
 	model                  string
 	concurrencyCap         int
@@ -149,6 +151,14 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		writeErrors(stderr, run.results)
 		all = append(all, run.results)
 		ceiling.add(run.ceiling)
+		if o.hedge > 0 {
+			if out.Hedges == nil {
+				out.Hedges = &Hedges{}
+			}
+			out.Hedges.Sent += run.hedges.Sent
+			out.Hedges.Won += run.hedges.Won
+			out.Hedges.WastedS += run.hedges.WastedS
+		}
 		if sweep {
 			r := Run{Rate: x, Report: Summarise(run.results)}
 			if trace {
@@ -203,6 +213,7 @@ type oneRun struct {
 	// over the time from the run's start to its last arrival.
 	offered float64
 	ceiling prefixCeiling
+	hedges  Hedges // with --hedge
 }
 
 // runOnce generates the workload of spec, starts the target, sends the
@@ -242,6 +253,11 @@ func runOnce(ctx context.Context, o *options, texts *Texts, spec Spec, label str
 	stopFaults()
 	stopShow()
 	<-shown
+	if o.hedge > 0 {
+		if run.hedges, err = tgt.hedges(); err != nil {
+			return oneRun{}, err
+		}
+	}
 	return run, nil
 }
 
@@ -281,6 +297,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	fs.BoolVar(&o.direct, "direct", false, "with --spawn-sim, send straight to the first replica, without the gateway")
 	fs.ChoiceVar(&o.policy, "policy", catalog.PolicyAuto, catalog.Policies, "with --spawn-sim, the gateway's routing policy")
 	fs.ChoiceVar(&o.admission, "admission", "off", []string{"on", "off"}, "with --spawn-sim, the gateway's SLO-aware admission")
+	fs.Float64Var(&o.hedge, "hedge", 0, "with --spawn-sim, hedge a request with no first token after `X` times its predicted TTFT (the pool's hedge.after; 0: off)")
 	fs.Float64Var(&o.timeScale, "time-scale", 1, "trace replay: >1 sends faster (inter-arrival times divided by X)")
 	fs.Float64Var(&o.lengthScale, "length-scale", 1, "trace replay: >1 shortens requests (token counts divided by X, a block becomes 512/X tokens)")
 	fs.StringVar(&o.model, "model", defaultModel, "model `name` sent in every request")
@@ -400,7 +417,7 @@ func (o *options) checkTarget(set map[string]bool) error {
 		return fmt.Errorf("--spawn-sim must be a positive number of replicas, got %d", o.spawn)
 	}
 	if o.targetURL != "" {
-		for _, f := range []string{"direct", "policy", "admission", "sim-speed", "sim-speeds", "sim-instant", "sim-fault", "gateways"} {
+		for _, f := range []string{"direct", "policy", "admission", "hedge", "sim-speed", "sim-speeds", "sim-instant", "sim-fault", "gateways"} {
 			if set[f] {
 				return fmt.Errorf("--%s applies only with --spawn-sim", f)
 			}
@@ -431,8 +448,11 @@ func (o *options) checkTarget(set map[string]bool) error {
 	if o.gateways < 1 {
 		return fmt.Errorf("--gateways must be at least 1, got %d", o.gateways)
 	}
-	if o.direct && (set["policy"] || set["admission"] || set["gateways"]) {
-		return fmt.Errorf("--direct bypasses the gateway: --policy, --admission and --gateways do not apply")
+	if o.direct && (set["policy"] || set["admission"] || set["hedge"] || set["gateways"]) {
+		return fmt.Errorf("--direct bypasses the gateway: --policy, --admission, --hedge and --gateways do not apply")
+	}
+	if o.hedge != 0 && !(o.hedge > 1 && o.hedge <= config.MaxHedgeAfter) {
+		return fmt.Errorf("--hedge must be 0 (off) or above 1 and at most %v, got %v", config.MaxHedgeAfter, o.hedge)
 	}
 	if set["output-tokens"] && (o.workload != WorkloadFlat || o.outputTokens <= 0) {
 		return fmt.Errorf("--output-tokens takes a positive length, and applies only to --workload flat")

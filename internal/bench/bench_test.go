@@ -227,6 +227,10 @@ func TestCommandRejectsBadFlags(t *testing.T) {
 		{[]string{"--target", "http://x", "--gateways", "2"}, "--gateways applies only with --spawn-sim"},
 		{[]string{"--target", "http://x", "--sim-speeds", "1,2"}, "--sim-speeds applies only with --spawn-sim"},
 		{[]string{"--target", "http://x", "--sim-fault", "0:kill@1s"}, "--sim-fault applies only with --spawn-sim"},
+		{[]string{"--target", "http://x", "--hedge", "3"}, "--hedge applies only with --spawn-sim"},
+		{[]string{"--spawn-sim", "1", "--direct", "--hedge", "3"}, "--direct bypasses the gateway"},
+		{[]string{"--spawn-sim", "2", "--hedge", "1"}, "--hedge must be 0 (off) or above 1"},
+		{[]string{"--spawn-sim", "2", "--hedge", "NaN"}, "--hedge must be 0 (off) or above 1"},
 		{[]string{"--spawn-sim", "3", "--sim-speeds", "1,2"}, "lists 2 speeds for --spawn-sim 3"},
 		{[]string{"--spawn-sim", "2", "--sim-speeds", "1,2", "--sim-speed", "2"}, "--sim-speed or --sim-speeds, not both"},
 		{[]string{"--spawn-sim", "2", "--sim-speeds", "1,0"}, "want positive speeds"},
@@ -448,5 +452,32 @@ func TestCommandTraceSweep(t *testing.T) {
 	}
 	if !strings.Contains(table, "time scale") || !strings.Contains(table, "hit ceiling") || !strings.Contains(table, "capacity at SLO") {
 		t.Errorf("table:\n%s", table)
+	}
+}
+
+// TestCommandHedges: with --hedge, requests sent to a replica stalled from
+// the start are hedged to the other and answered, and the report counts
+// the hedges from the gateway's own metrics.
+func TestCommandHedges(t *testing.T) {
+	dir := t.TempDir()
+	jsonPath := filepath.Join(dir, "out.json")
+	table := runCommand(t, "--spawn-sim", "2", "--policy", "round_robin", "--hedge", "2", "--sim-fault", "1:stall@0s+10s",
+		"--workload", "flat", "--rate", "20", "--duration", "1s", "--drain", "5s", "--json", jsonPath)
+	out := readJSON(t, jsonPath)
+	h, ok := out["hedges"].(map[string]any)
+	if !ok {
+		t.Fatalf("no hedges object in the report: %v", out["hedges"])
+	}
+	if sent, won := h["sent"].(float64), h["won"].(float64); won < 1 || sent < won {
+		t.Errorf("hedges sent %v, won %v: want some sent, each answered first by the healthy replica", sent, won)
+	}
+	if wasted := h["wasted_s"].(float64); wasted <= 0 {
+		t.Errorf("wasted %v s, want the stalled calls' time", wasted)
+	}
+	if errs := out["errors"].(float64); errs != 0 {
+		t.Errorf("%v errors: hedged requests should all be answered", errs)
+	}
+	if !strings.Contains(table, "hedged ") {
+		t.Errorf("the table does not report the hedges:\n%s", table)
 	}
 }

@@ -46,7 +46,19 @@ type Output struct {
 	PrefixHitCeiling *float64 `json:"prefix_hit_ceiling,omitempty"`
 	// Capacity is a sweep's capacity at SLO; nil for a single run.
 	*Capacity
-	Runs []Run `json:"runs,omitempty"`
+	// Hedges is what the gateways counted of their hedges, over every
+	// run; nil without --hedge.
+	Hedges *Hedges `json:"hedges,omitempty"`
+	Runs   []Run   `json:"runs,omitempty"`
+}
+
+// Hedges is what hedging cost and won: requests sent to a second
+// endpoint, those the second answered first, and the upstream seconds
+// spent on the calls that lost, cancelled when the other answered.
+type Hedges struct {
+	Sent    float64 `json:"sent"`
+	Won     float64 `json:"won"`
+	WastedS float64 `json:"wasted_s"`
 }
 
 // Pool is the shape of a spawned pool.
@@ -131,6 +143,10 @@ func WriteTable(w io.Writer, out *Output) error {
 	}
 	if out.Jain > 0 {
 		fmt.Fprintf(w, "Jain's fairness index over the tenants' served tokens: %.3f\n", out.Jain)
+	}
+	if h := out.Hedges; h != nil {
+		fmt.Fprintf(w, "hedged %.0f requests (%.1f%% of those sent), %.0f answered first by the hedge; %.1f upstream seconds spent on the losers\n",
+			h.Sent, 100*h.Sent/float64(max(out.Requests-out.Dropped, 1)), h.Won, h.WastedS)
 	}
 	if out.Rejected > 0 {
 		fmt.Fprintf(w, "429s came in p50 %sms, p99 %sms\n", ms(out.Rejectedp50), ms(out.Rejectedp99))

@@ -21,8 +21,32 @@ type target struct {
 	// URLs are the OpenAI API bases, ending in /v1: one, or one per
 	// gateway with --gateways.
 	URLs     []string
-	replicas []*sim.Replica // spawned; nil for a --target URL
+	replicas []*sim.Replica   // spawned; nil for a --target URL
+	gateways []*app.InProcess // spawned; nil with --direct or a --target URL
 	close    func() error
+}
+
+// hedges is what the target's gateways counted of their hedges.
+func (t *target) hedges() (Hedges, error) {
+	var h Hedges
+	for _, gw := range t.gateways {
+		for _, c := range []struct {
+			to          *float64
+			name, label string
+			value       string
+		}{
+			{&h.Sent, "llmgw_hedges_total", "", ""},
+			{&h.Won, "llmgw_hedges_total", "outcome", "won"},
+			{&h.WastedS, "llmgw_hedge_wasted_seconds_total", "", ""},
+		} {
+			v, err := gw.CounterSum(c.name, c.label, c.value)
+			if err != nil {
+				return h, err
+			}
+			*c.to += v
+		}
+	}
+	return h, nil
 }
 
 // Close stops what the target started; a --target URL has nothing to stop.
@@ -113,13 +137,14 @@ func spawnSim(ctx context.Context, o *options, stderr io.Writer) (*target, error
 	for i := range max(o.gateways, 1) {
 		gw, err := app.StartGateway(ctx, app.GatewayOptions{
 			Model: o.model, Kind: catalog.KindVLLM, Upstreams: upstreams, Policy: o.policy, Admission: o.admission == "on",
-			Logger: log.With("gateway", i),
+			HedgeAfter: o.hedge, Logger: log.With("gateway", i),
 		})
 		if err != nil {
 			stop()
 			return nil, fmt.Errorf("--spawn-sim: starting gateway %d: %w", i, err)
 		}
 		gateways = append(gateways, gw)
+		t.gateways = gateways
 		t.URLs = append(t.URLs, gw.URL())
 	}
 	return t, nil
