@@ -160,6 +160,8 @@ type waiter struct {
 	// late is set on a critical waiter whose deadline is out of reach and
 	// no fallback could take: it waits on, without a timer.
 	late bool
+	// gone is set when the client has left; g.mu protects it.
+	gone bool
 }
 
 // verdict is what the gate decided for a waiter.
@@ -360,6 +362,7 @@ func (r *Router) admitSLO(ctx context.Context, req *parsedRequest, s *snapshot) 
 	case <-ctx.Done():
 	}
 	g.mu.Lock()
+	w.gone = true
 	left := g.removeLocked(w)
 	if left {
 		g.pumpLocked(time.Now())
@@ -653,6 +656,11 @@ func (g *gate) expire(w *waiter) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if w.gone {
+		// It left while no gate held it: it waits for this verdict.
+		w.done <- verdict{decision: decisionExpired}
+		return
+	}
 	w.late = true
 	g.enqueueLocked(w, 0, time.Now())
 	g.pumpLocked(time.Now())
