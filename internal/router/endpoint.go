@@ -230,9 +230,9 @@ func (e *endpoint) noteGap(d time.Duration) {
 	e.gaps.Add(1)
 }
 
-// The batch limit's constants. It starts at what the endpoint has in
-// flight when admission first has a TPOT aim, at least batchStart, and
-// never drops below batchMin: one request always runs.
+// The batch limit's constants. It starts at batchStart when admission
+// first holds the endpoint to a TPOT aim, and never drops below batchMin:
+// one request always runs.
 const (
 	batchStart = 4
 	batchMin   = 1
@@ -284,7 +284,7 @@ func (e *endpoint) tuneBatch(aim time.Duration, inflight int64) {
 	step := float64(sum-b.gapNanos) / float64(count-b.gaps)
 	b.gapNanos, b.gaps = sum, count
 	if b.limit == 0 {
-		b.limit = max(min(n, batchStart), batchMin)
+		b.limit = batchStart // an endpoint that was out when the aim came
 	}
 	ratio := float64(aim) / step
 	switch {
