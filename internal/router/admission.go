@@ -44,13 +44,20 @@ const (
 	// raised by trimCut × (1−tpotQuantile)/tpotQuantile on each that
 	// meets, it settles where 99 in 100 meet. It starts at trimStart and
 	// stays within [trimMin, 1].
-	trimStart    = 0.8
+	trimStart    = 0.5
 	trimMin      = 0.2
 	trimCut      = 0.1
 	tpotQuantile = 0.99
 	// aimWindow is how long a class's TPOT SLO stays in play after its
 	// last arrival: its streams run that long at most, in the main.
 	aimWindow = 30 * time.Second
+	// prefillTPOTs bounds the prefill an endpoint may owe, in TPOT SLOs
+	// of the tightest class in play, before it takes another prompt of a
+	// class below critical: a server works through queued prompts in
+	// back-to-back steps, each a chunk of a prompt as well as a token of
+	// every stream, and a short stream that meets a run of them misses
+	// its TPOT though the mean step is fine.
+	prefillTPOTs = 2
 )
 
 // batchKept is the share of the pool's batch limit that a class leaves
@@ -137,7 +144,8 @@ type gate struct {
 	// aim is the step time that the gate holds the pool's endpoints to;
 	// zero when no class has a TPOT SLO. Endpoints read it on every
 	// request's end.
-	aim atomic.Int64 // a time.Duration
+	aim   atomic.Int64 // a time.Duration
+	tight atomic.Int64 // the tightest TPOT SLO in play, a time.Duration
 }
 
 // tpotAim is a TPOT SLO in play at a gate.
@@ -286,6 +294,22 @@ func (v *poolView) batchRoom(c class) bool {
 	return v.batchFree-v.admitted > keep
 }
 
+// prefillRoom reports whether some endpoint can take a tokens-long
+// prompt without stalling the streams it decodes for long: it owes no
+// prefill, or what it owes with this prompt (and those admitted in this
+// look) takes it no more than prefillTPOTs of the tightest TPOT SLO.
+func (v *poolView) prefillRoom(tokens int64, tight time.Duration) bool {
+	bound := prefillTPOTs * tight.Seconds()
+	for _, e := range v.eps {
+		owed := e.owed.Load() + v.extra
+		_, perToken := e.firstTokenCost()
+		if owed <= 0 || perToken*float64(owed+tokens) <= bound {
+			return true
+		}
+	}
+	return false
+}
+
 // headroom reports whether w may go to the pool now: an endpoint is up
 // (with none, dispatch answers), fewer requests wait for a first token
 // than the cap, and some endpoint would give w its first token by its
@@ -303,6 +327,9 @@ func (g *gate) headroom(v *poolView, w *waiter, now time.Time) bool {
 		return false
 	}
 	if v.batched && !v.batchRoom(w.class) {
+		return false
+	}
+	if v.batched && w.class != classCritical && !v.prefillRoom(w.tokens, g.tightestTPOT()) {
 		return false
 	}
 	return w.class == classCritical || v.best(w.tokens) <= w.deadline.Sub(now).Seconds()
@@ -412,6 +439,7 @@ func (g *gate) setAimLocked() {
 	if g.trim == 0 {
 		g.trim = trimStart
 	}
+	g.tight.Store(int64(g.tightest()))
 	g.aim.Store(int64(float64(g.tightest()) * g.trim))
 }
 
@@ -431,6 +459,9 @@ func (g *gate) noteTPOT(slo, tpot time.Duration) {
 	g.trim = min(max(g.trim, trimMin), 1)
 	g.setAimLocked()
 }
+
+// tightestTPOT is the tightest TPOT SLO in play; zero for none.
+func (g *gate) tightestTPOT() time.Duration { return time.Duration(g.tight.Load()) }
 
 // tpotAim is the step time the gate holds its pool to; zero for none.
 func (g *gate) tpotAim() time.Duration { return time.Duration(g.aim.Load()) }

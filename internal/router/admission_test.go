@@ -706,8 +706,8 @@ func TestBatchLimitKeepsRoomForCritical(t *testing.T) {
 			t.Fatalf("critical not admitted with two places left: %v", first.err)
 		}
 		ep.inflight.Add(1) // it is sent
-		if got := r.gateOf("main").tpotAim(); got != 40*time.Millisecond {
-			t.Errorf("aim = %v, want the TPOT SLO times %v", got, trimStart)
+		if got, want := r.gateOf("main").tpotAim(), time.Duration(trimStart*float64(50*time.Millisecond)); got != want {
+			t.Errorf("aim = %v, want %v: the TPOT SLO times %v", got, want, trimStart)
 		}
 
 		std := arrive(r, "standard", "m", classStandard, "", 10)
@@ -771,6 +771,41 @@ func TestTrimFollowsTheTightClass(t *testing.T) {
 		g.mu.Unlock()
 		if got, want := g.tpotAim(), time.Duration(float64(loose)*g.trim); got != want {
 			t.Errorf("with the tight class gone: aim %v, want %v", got, want)
+		}
+	})
+}
+
+// TestPrefillBoundHoldsBackAllButCritical: while a TPOT SLO is in play,
+// a standard prompt waits while the endpoint owes more prefill than
+// prefillTPOTs of that SLO with it, and goes once the endpoint has caught
+// up; critical goes at once.
+func TestPrefillBoundHoldsBackAllButCritical(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := admissionRouter(t, func(ms []catalog.Model) {
+			ms[0].SLO.TPOTp99 = 50 * time.Millisecond
+		})
+		ep := r.snap.Load().pools["main"].endpoints[0]
+		// The cost prior, 100 µs a token, makes the bound of 2 × 50 ms
+		// a thousand tokens.
+		ep.owed.Add(800)
+		std := arrive(r, "standard", "m", classStandard, "", 300)
+		if std.decided() {
+			t.Fatalf("standard decided with 1,100 tokens of prefill owed: %v", std.err)
+		}
+		crit := arrive(r, "critical", "m", classCritical, "", 300)
+		if !crit.decided() || crit.err != nil {
+			t.Fatalf("critical not admitted at once: %v", crit.err)
+		}
+		small := arrive(r, "small", "m", classStandard, "", 100)
+		if small.decided() {
+			t.Fatalf("a standard prompt that fits went ahead of the queue: %v", small.err)
+		}
+
+		ep.owed.Add(-800) // the endpoint caught up
+		crit.ticket.firstToken()
+		synctest.Wait()
+		if !std.decided() || std.err != nil {
+			t.Fatalf("standard not admitted once nothing is owed: %v", std.err)
 		}
 	})
 }
