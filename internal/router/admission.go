@@ -60,6 +60,15 @@ const (
 	prefillTPOTs = 2
 )
 
+// The rate the gate admits at, which a waiter's place in the queue turns
+// into a wait: taken over the last admitsKept admissions, believed with
+// admitsBelieved of them in the last admitsWindow.
+const (
+	admitsKept     = 64
+	admitsBelieved = 8
+	admitsWindow   = 10 * time.Second
+)
+
 // batchKept is the share of the pool's batch limit that a class leaves
 // free for each class above it that is in play (has arrived within
 // aimWindow), in whole places, at least one: an arrival of a higher class
@@ -140,6 +149,10 @@ type gate struct {
 	trim float64 // 0 until the first TPOT SLO arrives
 	// arrived is when each class last arrived.
 	arrived [numClasses]time.Time
+	// admits are the times of the last admissions, a ring; admitted
+	// counts every admission, and so says where the next goes.
+	admits   [admitsKept]time.Time
+	admitted int
 
 	// aim is the step time that the gate holds the pool's endpoints to;
 	// zero when no class has a TPOT SLO. Endpoints read it on every
@@ -357,7 +370,7 @@ func (r *Router) admitSLO(ctx context.Context, req *parsedRequest, s *snapshot) 
 	g.arriveLocked(w, now)
 	v := g.look(s.pools[m.Pool], m.Name, now)
 	if len(g.waiting) == 0 && g.headroom(&v, w, now) {
-		t := g.admitLocked(w)
+		t := g.admitLocked(w, now)
 		g.mu.Unlock()
 		am.decisions[decisionAdmitted].Inc()
 		return t, nil
@@ -482,7 +495,16 @@ func (g *gate) fallsBack(v *poolView, w *waiter, now time.Time) bool {
 		return false
 	}
 	full := g.queued[w.model.Name] >= w.model.QueueBound()
-	return full || v.queued(g.tokensAhead(w), w.tokens) > w.deadline.Sub(now).Seconds()
+	return full || g.wait(v, w, now) > w.deadline.Sub(now).Seconds()
+}
+
+// wait is the predicted wait of w before its first token, were it
+// queued: the longer of the pool prefilling what is owed and queued ahead
+// of it, and its turn at the rate the gate admits. The first binds when
+// prompts are long; the second when the batch limit is what holds the
+// queue. g.mu is held.
+func (g *gate) wait(v *poolView, w *waiter, now time.Time) float64 {
+	return max(v.queued(g.tokensAhead(w), w.tokens), g.queueWait(w, now))
 }
 
 // refuseAtDoor is the 429 for a request that cannot go at once and should
@@ -490,7 +512,7 @@ func (g *gate) fallsBack(v *poolView, w *waiter, now time.Time) bool {
 func (g *gate) refuseAtDoor(v *poolView, w *waiter, now time.Time) error {
 	am := g.r.m.admission.of(w.model.Name, w.class)
 	remaining := w.deadline.Sub(now).Seconds()
-	wait := v.queued(g.tokensAhead(w), w.tokens)
+	wait := g.wait(v, w, now)
 	miss := false
 	switch w.class {
 	case classStandard:
@@ -534,7 +556,7 @@ func (r *Router) fallBack(w *waiter, s *snapshot) *ticket {
 		v := g.look(p, m.Name, now)
 		var t *ticket
 		if len(g.waiting) == 0 && g.headroom(&v, fw, now) && v.best(fw.tokens) <= fw.deadline.Sub(now).Seconds() {
-			t = g.admitLocked(fw)
+			t = g.admitLocked(fw, now)
 			t.fallback, t.to = true, m
 		}
 		g.mu.Unlock()
@@ -544,6 +566,27 @@ func (r *Router) fallBack(w *waiter, s *snapshot) *ticket {
 		}
 	}
 	return nil
+}
+
+// queueWait is how long w would wait in the queue at the rate the gate
+// has been admitting: the waiters that go before it, and it, in turn.
+// Zero while too few admissions are recent to tell a rate.
+func (g *gate) queueWait(w *waiter, now time.Time) float64 {
+	n := min(g.admitted, admitsKept)
+	if n < admitsBelieved {
+		return 0
+	}
+	span := now.Sub(g.admits[(g.admitted-n)%admitsKept])
+	if span <= 0 || span > admitsWindow {
+		return 0
+	}
+	ahead := 1
+	for _, x := range g.waiting {
+		if x.class < w.class || x.class == w.class && !x.deadline.After(w.deadline) {
+			ahead++
+		}
+	}
+	return float64(ahead) * span.Seconds() / float64(n)
 }
 
 // tokensAhead is the prompt tokens of the waiters that would go before w.
@@ -739,7 +782,7 @@ func (g *gate) pumpLocked(now time.Time) {
 			return
 		}
 		g.removeLocked(w)
-		g.admitLocked(w)
+		g.admitLocked(w, now)
 		v.extra += w.tokens
 		v.admitted++
 		am := g.r.m.admission.of(w.model.Name, w.class)
@@ -750,7 +793,9 @@ func (g *gate) pumpLocked(now time.Time) {
 }
 
 // admitLocked counts w as starting and charges its tenant its prompt.
-func (g *gate) admitLocked(w *waiter) *ticket {
+func (g *gate) admitLocked(w *waiter, now time.Time) *ticket {
+	g.admits[g.admitted%len(g.admits)] = now
+	g.admitted++
 	g.starting++
 	if len(g.waiting) > 0 {
 		g.virtual[w.tenant] += float64(w.tokens) / w.weight

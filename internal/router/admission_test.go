@@ -809,3 +809,53 @@ func TestPrefillBoundHoldsBackAllButCritical(t *testing.T) {
 		}
 	})
 }
+
+// TestSheddableRefusedAtTheAdmissionRate: once the gate has admitted at a
+// rate it can measure, a sheddable request whose turn, at that rate,
+// comes after its deadline is refused at once rather than queued to
+// expire.
+func TestSheddableRefusedAtTheAdmissionRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := admissionRouter(t, func(ms []catalog.Model) { ms[0].Admission.Queue = 64 })
+		held := fill(t, r)
+		// Four more admitted, one a second as the held ones end: eight
+		// admissions in four seconds.
+		for i := range 4 {
+			a := arrive(r, "waits", "m", classStandard, "", 10)
+			time.Sleep(time.Second)
+			held[i].firstToken()
+			synctest.Wait()
+			if !a.decided() || a.err != nil {
+				t.Fatalf("waiter %d not admitted as a place freed: %v", i, a.err)
+			}
+		}
+		if got := r.gateOf("main").admitted; got != 8 {
+			t.Fatalf("%d admissions recorded, want 8", got)
+		}
+
+		// Nine standard ahead: a sheddable's turn is the tenth, at 0.5 s
+		// each, within its 10 s.
+		var queued []*arrival
+		for range 9 {
+			queued = append(queued, arrive(r, "standard", "m", classStandard, "", 10))
+		}
+		early := arrive(r, "sheddable", "m", classSheddable, "", 10)
+		queued = append(queued, early)
+		if early.decided() {
+			t.Fatalf("a sheddable whose turn is within its deadline was decided: %v", early.err)
+		}
+		// Ten more: the next one's turn is the twenty-first, 10.5 s away.
+		for range 10 {
+			queued = append(queued, arrive(r, "standard", "m", classStandard, "", 10))
+		}
+		late := arrive(r, "sheddable", "m", classSheddable, "", 10)
+		if !late.decided() {
+			t.Fatal("a sheddable whose turn comes after its deadline was queued")
+		}
+		overloadedErr(t, late.err, codeUnreachable)
+		for _, a := range queued {
+			a.cancel()
+		}
+		synctest.Wait()
+	})
+}
