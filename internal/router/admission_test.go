@@ -810,18 +810,25 @@ func TestPrefillBoundHoldsBackAllButCritical(t *testing.T) {
 	})
 }
 
-// TestSheddableRefusedAtTheAdmissionRate: once the gate has admitted at a
-// rate it can measure, a sheddable request whose turn, at that rate,
-// comes after its deadline is refused at once rather than queued to
-// expire.
+// TestSheddableRefusedAtTheAdmissionRate: once the gate has admitted
+// sheddable requests at a rate it can measure, a sheddable request whose
+// turn, at that rate, comes after its deadline is refused at once rather
+// than queued to expire or be shed.
 func TestSheddableRefusedAtTheAdmissionRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, _ := admissionRouter(t, func(ms []catalog.Model) { ms[0].Admission.Queue = 64 })
-		held := fill(t, r)
+		var held []*ticket
+		for range admitPendingPerEndpoint {
+			a := arrive(r, "first", "m", classSheddable, "", 10)
+			if !a.decided() || a.err != nil {
+				t.Fatalf("not admitted at once: %v", a.err)
+			}
+			held = append(held, a.ticket)
+		}
 		// Four more admitted, one a second as the held ones end: eight
-		// admissions in four seconds.
+		// sheddable admissions in four seconds, half a second a turn.
 		for i := range 4 {
-			a := arrive(r, "waits", "m", classStandard, "", 10)
+			a := arrive(r, "waits", "m", classSheddable, "", 10)
 			time.Sleep(time.Second)
 			held[i].firstToken()
 			synctest.Wait()
@@ -829,24 +836,18 @@ func TestSheddableRefusedAtTheAdmissionRate(t *testing.T) {
 				t.Fatalf("waiter %d not admitted as a place freed: %v", i, a.err)
 			}
 		}
-		if got := r.gateOf("main").admitted; got != 8 {
-			t.Fatalf("%d admissions recorded, want 8", got)
-		}
 
-		// Nine standard ahead: a sheddable's turn is the tenth, at 0.5 s
-		// each, within its 10 s.
+		// Twenty turns fit in the 10 s deadline; critical and standard
+		// waiting too do not count, as the measured rate is what they
+		// leave sheddable.
 		var queued []*arrival
-		for range 9 {
+		for i := range 20 {
 			queued = append(queued, arrive(r, "standard", "m", classStandard, "", 10))
-		}
-		early := arrive(r, "sheddable", "m", classSheddable, "", 10)
-		queued = append(queued, early)
-		if early.decided() {
-			t.Fatalf("a sheddable whose turn is within its deadline was decided: %v", early.err)
-		}
-		// Ten more: the next one's turn is the twenty-first, 10.5 s away.
-		for range 10 {
-			queued = append(queued, arrive(r, "standard", "m", classStandard, "", 10))
+			a := arrive(r, "sheddable", "m", classSheddable, "", 10)
+			if a.decided() {
+				t.Fatalf("sheddable %d, whose turn is within its deadline, was decided: %v", i+1, a.err)
+			}
+			queued = append(queued, a)
 		}
 		late := arrive(r, "sheddable", "m", classSheddable, "", 10)
 		if !late.decided() {
@@ -854,6 +855,43 @@ func TestSheddableRefusedAtTheAdmissionRate(t *testing.T) {
 		}
 		overloadedErr(t, late.err, codeUnreachable)
 		for _, a := range queued {
+			a.cancel()
+		}
+		synctest.Wait()
+	})
+}
+
+// TestSheddableLeavesQueueRoom: with a class above in play, sheddable
+// requests fill no more than sheddableQueueShare of the model's queue; the
+// next is refused at once, and a standard arrival still finds a place
+// without shedding anyone.
+func TestSheddableLeavesQueueRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := admissionRouter(t, nil) // m's queue holds 8
+		fill(t, r)                      // standard arrived: a class above sheddable is in play
+		var queued []*arrival
+		for i := range 6 {
+			a := arrive(r, "sheddable", "m", classSheddable, "", 10)
+			if a.decided() {
+				t.Fatalf("sheddable %d of 6 decided: %v", i+1, a.err)
+			}
+			queued = append(queued, a)
+		}
+		seventh := arrive(r, "sheddable", "m", classSheddable, "", 10)
+		if !seventh.decided() {
+			t.Fatal("a seventh sheddable took a place kept for the classes above")
+		}
+		overloadedErr(t, seventh.err, codeQueueFull)
+		std := arrive(r, "standard", "m", classStandard, "", 10)
+		if std.decided() {
+			t.Fatalf("standard decided: %v", std.err)
+		}
+		for _, a := range queued {
+			if a.decided() {
+				t.Errorf("a sheddable waiter was shed: %v", a.err)
+			}
+		}
+		for _, a := range append(queued, std) {
 			a.cancel()
 		}
 		synctest.Wait()
