@@ -539,7 +539,10 @@ func (g *gate) refuseAtDoor(v *poolView, w *waiter, now time.Time) error {
 	miss := false
 	switch w.class {
 	case classStandard:
-		miss = v.idle(w.tokens) > remaining
+		// A certain miss, or its class's queue ahead of it will not
+		// clear in time at the rate it is clearing: waiting would end in
+		// the same 429 at the deadline.
+		miss = v.idle(w.tokens) > remaining || g.queueWait(w, now) > remaining
 	case classSheddable:
 		miss = wait > remaining
 	}
@@ -592,8 +595,9 @@ func (r *Router) fallBack(w *waiter, s *snapshot) *ticket {
 }
 
 // queueWait is how long w would wait in the queue at the rate the gate
-// has been admitting its class: the waiters of its class before it, and
-// it, in turn. The rate is the share the bands above leave the class, so
+// has been admitting its class: the waiters of its class served before it
+// (its tenant's share counts: a quiet tenant's request goes before a
+// loud one's backlog), and it, in turn. The rate is the share the bands above leave the class, so
 // those above need not be counted, nor those yet to come. Zero while too
 // few of the class's admissions are recent to tell a rate.
 func (g *gate) queueWait(w *waiter, now time.Time) float64 {
@@ -608,7 +612,7 @@ func (g *gate) queueWait(w *waiter, now time.Time) float64 {
 	}
 	ahead := 1
 	for _, x := range g.waiting {
-		if x.class == c && !x.deadline.After(w.deadline) {
+		if x.class == c && !g.before(w, x) {
 			ahead++
 		}
 	}

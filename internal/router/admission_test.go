@@ -810,55 +810,58 @@ func TestPrefillBoundHoldsBackAllButCritical(t *testing.T) {
 	})
 }
 
-// TestSheddableRefusedAtTheAdmissionRate: once the gate has admitted
-// sheddable requests at a rate it can measure, a sheddable request whose
-// turn, at that rate, comes after its deadline is refused at once rather
-// than queued to expire or be shed.
-func TestSheddableRefusedAtTheAdmissionRate(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r, _ := admissionRouter(t, func(ms []catalog.Model) { ms[0].Admission.Queue = 64 })
-		var held []*ticket
-		for range admitPendingPerEndpoint {
-			a := arrive(r, "first", "m", classSheddable, "", 10)
-			if !a.decided() || a.err != nil {
-				t.Fatalf("not admitted at once: %v", a.err)
-			}
-			held = append(held, a.ticket)
-		}
-		// Four more admitted, one a second as the held ones end: eight
-		// sheddable admissions in four seconds, half a second a turn.
-		for i := range 4 {
-			a := arrive(r, "waits", "m", classSheddable, "", 10)
-			time.Sleep(time.Second)
-			held[i].firstToken()
-			synctest.Wait()
-			if !a.decided() || a.err != nil {
-				t.Fatalf("waiter %d not admitted as a place freed: %v", i, a.err)
-			}
-		}
+// TestRefusedAtTheAdmissionRate: once the gate has admitted a class at a
+// rate it can measure, a sheddable or standard request whose turn, at that
+// rate, comes after its deadline is refused at once rather than queued to
+// expire or be shed; requests of the class above waiting too do not
+// count, as the measured rate is what they leave it.
+func TestRefusedAtTheAdmissionRate(t *testing.T) {
+	for _, c := range []class{classSheddable, classStandard} {
+		t.Run(c.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r, _ := admissionRouter(t, func(ms []catalog.Model) { ms[0].Admission.Queue = 64 })
+				var held []*ticket
+				for range admitPendingPerEndpoint {
+					a := arrive(r, "first", "m", c, "", 10)
+					if !a.decided() || a.err != nil {
+						t.Fatalf("not admitted at once: %v", a.err)
+					}
+					held = append(held, a.ticket)
+				}
+				// Four more admitted, one a second as the held ones end:
+				// eight admissions in four seconds, half a second a turn.
+				for i := range 4 {
+					a := arrive(r, "waits", "m", c, "", 10)
+					time.Sleep(time.Second)
+					held[i].firstToken()
+					synctest.Wait()
+					if !a.decided() || a.err != nil {
+						t.Fatalf("waiter %d not admitted as a place freed: %v", i, a.err)
+					}
+				}
 
-		// Twenty turns fit in the 10 s deadline; critical and standard
-		// waiting too do not count, as the measured rate is what they
-		// leave sheddable.
-		var queued []*arrival
-		for i := range 20 {
-			queued = append(queued, arrive(r, "standard", "m", classStandard, "", 10))
-			a := arrive(r, "sheddable", "m", classSheddable, "", 10)
-			if a.decided() {
-				t.Fatalf("sheddable %d, whose turn is within its deadline, was decided: %v", i+1, a.err)
-			}
-			queued = append(queued, a)
-		}
-		late := arrive(r, "sheddable", "m", classSheddable, "", 10)
-		if !late.decided() {
-			t.Fatal("a sheddable whose turn comes after its deadline was queued")
-		}
-		overloadedErr(t, late.err, codeUnreachable)
-		for _, a := range queued {
-			a.cancel()
-		}
-		synctest.Wait()
-	})
+				// Twenty turns fit in the 10 s deadline.
+				var queued []*arrival
+				for i := range 20 {
+					queued = append(queued, arrive(r, "critical", "m", classCritical, "", 10))
+					a := arrive(r, c.String(), "m", c, "", 10)
+					if a.decided() {
+						t.Fatalf("request %d, whose turn is within its deadline, was decided: %v", i+1, a.err)
+					}
+					queued = append(queued, a)
+				}
+				late := arrive(r, c.String(), "m", c, "", 10)
+				if !late.decided() {
+					t.Fatal("a request whose turn comes after its deadline was queued")
+				}
+				overloadedErr(t, late.err, codeUnreachable)
+				for _, a := range queued {
+					a.cancel()
+				}
+				synctest.Wait()
+			})
+		})
+	}
 }
 
 // TestSheddableLeavesQueueRoom: with a class above in play, sheddable
