@@ -67,6 +67,9 @@ const (
 	admitsKept     = 64
 	admitsBelieved = 8
 	admitsWindow   = 10 * time.Second
+	// tenantAdmitsKept bounds the tenants whose rates a gate keeps; past
+	// it they start over.
+	tenantAdmitsKept = 4096
 )
 
 // sheddableQueueShare is the share of a model's queue that sheddable
@@ -126,7 +129,8 @@ func (r *Router) gateOf(pool string) *gate {
 	if g := r.existingGate(pool); g != nil {
 		return g
 	}
-	g := &gate{r: r, pool: pool, virtual: make(map[string]float64), queued: make(map[string]int)}
+	g := &gate{r: r, pool: pool, virtual: make(map[string]float64), queued: make(map[string]int),
+		tenantAdmits: make(map[tenantClass]*admitRing)}
 	r.gates.by.Store(pool, g)
 	return g
 }
@@ -158,11 +162,11 @@ type gate struct {
 	trim float64 // 0 until the first TPOT SLO arrives
 	// arrived is when each class last arrived.
 	arrived [numClasses]time.Time
-	// admits are the times of each class's last admissions, a ring;
-	// admitted counts the class's every admission, and so says where the
-	// next goes.
-	admits   [numClasses][admitsKept]time.Time
-	admitted [numClasses]int
+	// classAdmits and tenantAdmits are the times of each class's last
+	// admissions, and of each tenant's in each class, while the queue is
+	// busy: a waiter's turn comes at their rates.
+	classAdmits  [numClasses]admitRing
+	tenantAdmits map[tenantClass]*admitRing
 
 	// aim is the step time that the gate holds the pool's endpoints to;
 	// zero when no class has a TPOT SLO. Endpoints read it on every
@@ -594,29 +598,67 @@ func (r *Router) fallBack(w *waiter, s *snapshot) *ticket {
 	return nil
 }
 
-// queueWait is how long w would wait in the queue at the rate the gate
-// has been admitting its class: the waiters of its class served before it
-// (its tenant's share counts: a quiet tenant's request goes before a
-// loud one's backlog), and it, in turn. The rate is the share the bands above leave the class, so
-// those above need not be counted, nor those yet to come. Zero while too
-// few of the class's admissions are recent to tell a rate.
+// queueWait is how long w would wait in the queue: its turn at the rate
+// the gate has been admitting its class — the waiters of its class served
+// before it, in the queue's order, and it — and its turn at the rate its
+// tenant's requests of the class have been admitted — its tenant's
+// waiters before it, and it. The first rate is what the bands above leave
+// the class; the second is the tenant's share of that, which for a tenant
+// sending more than its share is what it gets, however quiet tenants'
+// requests go ahead of its backlog. Zero while neither rate is known.
 func (g *gate) queueWait(w *waiter, now time.Time) float64 {
 	c := w.class
-	n := min(g.admitted[c], admitsKept)
-	if n < admitsBelieved {
-		return 0
-	}
-	span := now.Sub(g.admits[c][(g.admitted[c]-n)%admitsKept])
-	if span <= 0 || span > admitsWindow {
-		return 0
-	}
-	ahead := 1
+	class, tenant := 1, 1
 	for _, x := range g.waiting {
 		if x.class == c && !g.before(w, x) {
-			ahead++
+			class++
+			if x.tenant == w.tenant {
+				tenant++
+			}
 		}
 	}
-	return float64(ahead) * span.Seconds() / float64(n)
+	wait := 0.0
+	if turn, ok := g.classAdmits[c].turn(now); ok {
+		wait = float64(class) * turn
+	}
+	if r := g.tenantAdmits[tenantClass{w.tenant, c}]; r != nil {
+		if turn, ok := r.turn(now); ok {
+			wait = max(wait, float64(tenant)*turn)
+		}
+	}
+	return wait
+}
+
+// admitRing holds the times of the last admissions of a class, or of a
+// tenant's requests of a class.
+type admitRing struct {
+	at [admitsKept]time.Time
+	n  int // admissions ever; n%admitsKept is where the next goes
+}
+
+func (r *admitRing) note(now time.Time) {
+	r.at[r.n%admitsKept] = now
+	r.n++
+}
+
+// turn is the time between two admissions, over the last admitsKept;
+// false with fewer than admitsBelieved in the last admitsWindow.
+func (r *admitRing) turn(now time.Time) (float64, bool) {
+	k := min(r.n, admitsKept)
+	if k < admitsBelieved {
+		return 0, false
+	}
+	span := now.Sub(r.at[(r.n-k)%admitsKept])
+	if span <= 0 || span > admitsWindow {
+		return 0, false
+	}
+	return span.Seconds() / float64(k), true
+}
+
+// tenantClass keys a tenant's admissions of a class.
+type tenantClass struct {
+	tenant string
+	class  class
 }
 
 // tokensAhead is the prompt tokens of the waiters that would go before w.
@@ -727,6 +769,7 @@ func (g *gate) removeLocked(w *waiter) bool {
 	am.depth.Dec()
 	if len(g.waiting) == 0 {
 		clear(g.virtual)
+		clear(g.tenantAdmits)
 	}
 	return true
 }
@@ -824,9 +867,17 @@ func (g *gate) pumpLocked(now time.Time) {
 
 // admitLocked counts w as starting and charges its tenant its prompt.
 func (g *gate) admitLocked(w *waiter, now time.Time) *ticket {
-	c := w.class
-	g.admits[c][g.admitted[c]%admitsKept] = now
-	g.admitted[c]++
+	g.classAdmits[w.class].note(now)
+	k := tenantClass{w.tenant, w.class}
+	r := g.tenantAdmits[k]
+	if r == nil {
+		if len(g.tenantAdmits) >= tenantAdmitsKept {
+			clear(g.tenantAdmits) // the rates start over; they are estimates
+		}
+		r = new(admitRing)
+		g.tenantAdmits[k] = r
+	}
+	r.note(now)
 	g.starting++
 	if len(g.waiting) > 0 {
 		g.virtual[w.tenant] += float64(w.tokens) / w.weight

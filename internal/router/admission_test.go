@@ -900,3 +900,41 @@ func TestSheddableLeavesQueueRoom(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// TestQueueWaitCountsTheTenantsShare: a tenant with a backlog waits its
+// turn at its own admission rate, which is its share of the class's; a
+// quiet tenant, whose request goes before that backlog, waits its turn at
+// the class's rate.
+func TestQueueWaitCountsTheTenantsShare(t *testing.T) {
+	r, _ := admissionRouter(t, nil)
+	g := r.gateOf("main")
+	s := r.snap.Load()
+	m, _ := s.cat.Resolve("m")
+	now := time.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	// In the last second, 10 standard admissions: 8 loud, 2 quiet.
+	for i := range 10 {
+		w := &waiter{model: m, class: classStandard, tenant: "loud", weight: 1}
+		if i%5 == 4 {
+			w.tenant = "quiet"
+		}
+		g.admitLocked(w, now.Add(-time.Second+time.Duration(i)*100*time.Millisecond))
+	}
+	g.virtual["loud"], g.virtual["quiet"] = 800, 200
+	for range 20 {
+		g.waiting = append(g.waiting, &waiter{model: m, class: classStandard, tenant: "loud", weight: 1, deadline: now.Add(time.Second)})
+	}
+	loud := &waiter{model: m, class: classStandard, tenant: "loud", weight: 1, deadline: now.Add(time.Second)}
+	quiet := &waiter{model: m, class: classStandard, tenant: "quiet", weight: 1, deadline: now.Add(time.Second)}
+	// The class admits one each 0.1 s (ten in the second since its
+	// first), loud one each 0.125 s (eight in the same second).
+	if got, want := g.queueWait(quiet, now), 0.1; math.Abs(got-want) > 1e-9 {
+		t.Errorf("quiet waits %v s, want %v: first in line, at the class's rate", got, want)
+	}
+	loudTurn := 1.0 / 8
+	if got, want := g.queueWait(loud, now), 21*loudTurn; math.Abs(got-want) > 1e-9 {
+		t.Errorf("loud waits %v s, want %v: behind its 20, at its own rate", got, want)
+	}
+	g.waiting = nil
+}
