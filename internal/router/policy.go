@@ -7,8 +7,6 @@ package router
 // is llmgw's own. docs/ROUTING.md explains each and its constants.
 
 import (
-	"os"
-	"strconv"
 	"math"
 	"math/bits"
 	"time"
@@ -249,11 +247,7 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 	// a block has nothing to place it by.
 	chosen := best
 	if first := rt.placeKey(); first != 0 {
-		share := tieShare
-		if rt.sameHeldBy(eligible) {
-			share = expCold
-		}
-		tie := max(share*math.Abs(bestScore), tieFloor)
+		tie := max(tieShare*math.Abs(bestScore), tieFloor)
 		var rank uint64
 		for m := eligible; m != 0; m &= m - 1 {
 			i := bits.TrailingZeros64(m)
@@ -283,25 +277,4 @@ func (rt *route) uncachedBelieved(i int, precision float64) int64 {
 	}
 	full, cached := rt.prompt, rt.prompt-rt.uncached(i)
 	return full - int64(float64(cached)*precision)
-}
-
-var expCold = func() float64 {
-	if v, err := strconv.ParseFloat(os.Getenv("LLMGW_EXP_COLD"), 64); err == nil {
-		return v
-	}
-	return tieShare
-}()
-
-// sameHeldBy reports whether every endpoint of c holds as much of the
-// prompt as the others, as far as this gateway knows.
-func (rt *route) sameHeldBy(c uint64) bool {
-	held := int32(-1)
-	for m := c; m != 0; m &= m - 1 {
-		i := bits.TrailingZeros64(m)
-		if held >= 0 && rt.matched[i] != held {
-			return false
-		}
-		held = rt.matched[i]
-	}
-	return true
 }
