@@ -64,7 +64,10 @@ def main():
             if on and off:
                 g_on = sum(r["goodput"] for r in on) / len(on)
                 g_off = sum(r["goodput"] for r in off) / len(off)
-                print(f"\ngoodput on/off: {g_on / g_off:.2f}×" if g_off > 0 else "\ngoodput off: 0")
+                if g_off >= 0.01:
+                    print(f"\ngoodput on/off: {g_on / g_off:.2f}×")
+                else:
+                    print(f"\ngoodput on {g_on:.3f}, off {g_off:.3f}")
 
 
 if __name__ == "__main__":
