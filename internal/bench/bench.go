@@ -155,9 +155,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			if out.Hedges == nil {
 				out.Hedges = &Hedges{}
 			}
-			out.Hedges.Sent += run.hedges.Sent
-			out.Hedges.Won += run.hedges.Won
-			out.Hedges.WastedS += run.hedges.WastedS
+			out.Hedges.add(run.hedges)
 		}
 		if sweep {
 			r := Run{Rate: x, Report: Summarise(run.results)}

@@ -61,6 +61,12 @@ type Hedges struct {
 	WastedS float64 `json:"wasted_s"`
 }
 
+func (h *Hedges) add(o Hedges) {
+	h.Sent += o.Sent
+	h.Won += o.Won
+	h.WastedS += o.WastedS
+}
+
 // Pool is the shape of a spawned pool.
 type Pool struct {
 	Replicas int       `json:"replicas"`
