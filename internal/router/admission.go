@@ -1,15 +1,17 @@
 package router
 
 // SLO-aware admission: one gate per pool, in front of the models that
-// enable it. A request goes at once while the pool has headroom; else it
-// waits in a bounded queue, served by class band, then the tenant with the
-// least served tokens for its weight, then the earliest deadline. A
-// request that can no longer meet its deadline, or finds the queue full,
-// is answered at once with 429; a critical one whose pool cannot meet its
-// SLO goes to the model's fallbacks instead. The queue moves on events:
-// a first token or an end in the pool, a new arrival, a timer at the
-// moment a waiter's deadline becomes unreachable. docs/ADMISSION.md says
-// how the signals combine.
+// enable it. A request goes at once while the pool has headroom — for its
+// first token, and, while a class's TPOT SLO is in play, within each
+// endpoint's batch limit, which the step times its streams show hold to
+// that SLO; else it waits in a bounded queue, served by class band, then
+// the tenant with the least served tokens for its weight, then the
+// earliest deadline. A request that can no longer meet its deadline, or
+// finds the queue full, is answered at once with 429; a critical one
+// whose pool cannot meet its SLO goes to a fallback whose own gate can
+// take it. The queue moves on events: a first token or an end in the
+// pool, a new arrival, a timer at the moment a waiter's deadline becomes
+// unreachable. docs/ADMISSION.md says how the signals combine.
 
 import (
 	"context"
@@ -340,8 +342,10 @@ func (v *poolView) prefillRoom(tokens int64, tight time.Duration) bool {
 // headroom reports whether w may go to the pool now: an endpoint is up
 // (with none, dispatch answers), fewer requests wait for a first token
 // than the cap, and some endpoint would give w its first token by its
-// deadline. Critical needs only the cap: it is served late rather than
-// not at all.
+// deadline; and, while a TPOT aim is in play, the batch limits have room
+// for w's class and, below critical, some endpoint owes little enough
+// prefill. Critical needs no deadline: it is served late rather than not
+// at all.
 func (g *gate) headroom(v *poolView, w *waiter, now time.Time) bool {
 	if len(v.eps) == 0 {
 		return true
