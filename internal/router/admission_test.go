@@ -134,6 +134,15 @@ func arrive(r *Router, name, model string, c class, tenantPath string, tokens in
 	return a
 }
 
+// leave has every request of as leave the queue, as clients that go away
+// do, so that a test ends with nothing waiting.
+func leave(as ...*arrival) {
+	for _, a := range as {
+		a.cancel()
+	}
+	synctest.Wait()
+}
+
 func (a *arrival) decided() bool {
 	select {
 	case <-a.done:
@@ -855,10 +864,7 @@ func TestRefusedAtTheAdmissionRate(t *testing.T) {
 					t.Fatal("a request whose turn comes after its deadline was queued")
 				}
 				overloadedErr(t, late.err, codeUnreachable)
-				for _, a := range queued {
-					a.cancel()
-				}
-				synctest.Wait()
+				leave(queued...)
 			})
 		})
 	}
@@ -894,10 +900,7 @@ func TestSheddableLeavesQueueRoom(t *testing.T) {
 				t.Errorf("a sheddable waiter was shed: %v", a.err)
 			}
 		}
-		for _, a := range append(queued, std) {
-			a.cancel()
-		}
-		synctest.Wait()
+		leave(append(queued, std)...)
 	})
 }
 

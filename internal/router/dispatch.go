@@ -173,8 +173,9 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 		rt.index.add(rt.hashes, i)
 	}
 	call.FirstToken = t.firstToken
-	if req.Stream {
-		// The stream's gaps time the endpoint's step on their way.
+	if req.Stream && t.gate != nil {
+		// The stream's gaps time the endpoint's step, which admission
+		// holds to its TPOT aim, on their way.
 		t.gap, call.Gap = call.Gap, t
 		defer func() { call.Gap = t.gap }()
 	}
