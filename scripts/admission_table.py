@@ -38,6 +38,7 @@ def row(rs, adm):
         fig(crit) if crit else "—",
         fig([cls(r, "standard")["goodput"] for r in rs if "standard" in r["by_class"]]),
         fig([r["jain"] for r in rs if r.get("jain")]),
+        fig([r["jain_max_min"] for r in rs if r.get("jain_max_min")]),
         fig([r["rejected_p50_s"] * 1000 for r in rej], "{:.1f}") if rej else "—",
         fig([float(r["late"]) for r in rs], "{:.0f}"),
         fig([r["errors"] for r in rs], "{:.0f}"),
@@ -50,7 +51,7 @@ def main():
     out = sys.argv[1]
     by = reports(out)
     head = ["admission", "seeds", "goodput", "critical goodput", "standard goodput", "Jain",
-            "429 p50 ms", "served late", "errors", "TTFT p99 ms", "TPOT p99 ms"]
+            "max-min Jain", "429 p50 ms", "served late", "errors", "TTFT p99 ms", "TPOT p99 ms"]
     for w in ("mixed", "noisy"):
         for mult in sorted({k[1] for k in by if k[0] == w}):
             on, off = by.get((w, mult, "on"), []), by.get((w, mult, "off"), [])

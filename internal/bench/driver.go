@@ -70,6 +70,10 @@ type Result struct {
 	LastToken time.Duration
 	// Usage is from the stream's usage chunk; zero when there was none.
 	PromptTokens, CompletionTokens, CachedTokens int64
+	// Asked is the answer's length the request asked for, its max_tokens:
+	// with ignore_eos, how long the answer is when served. Zero when it
+	// asked for none.
+	Asked int64
 }
 
 // OutputTokens is the answer's length: the usage's completion tokens when
@@ -79,6 +83,15 @@ func (r *Result) OutputTokens() int64 {
 		return r.CompletionTokens
 	}
 	return int64(r.Tokens)
+}
+
+// askedTokens is the request's demand in output tokens: Asked, or, when it
+// asked for no length, what was served of it.
+func (r *Result) askedTokens() int64 {
+	if r.Asked == 0 && r.Outcome == OutcomeOK {
+		return r.OutputTokens()
+	}
+	return r.Asked
 }
 
 // TPOT is the mean time per output token after the first, and false for
@@ -141,6 +154,10 @@ type Driver struct {
 // yet sent counted as dropped, when ctx ends.
 func (d *Driver) Run(ctx context.Context, reqs []Request) []Result {
 	results := make([]Result, len(reqs))
+	for i := range reqs {
+		r := &reqs[i]
+		results[i] = Result{Tenant: r.Tenant, Class: r.Class, SLO: r.SLO, Asked: int64(r.MaxTokens)}
+	}
 	reqCtx, cut := context.WithCancel(context.WithoutCancel(ctx))
 	defer cut()
 	var wg sync.WaitGroup
@@ -164,7 +181,6 @@ schedule:
 			}
 		}
 		res := &results[i]
-		res.Tenant, res.Class, res.SLO = r.Tenant, r.Class, r.SLO
 		if d.Cap > 0 && inflight.Load() >= int64(d.Cap) {
 			res.Outcome = OutcomeDropped
 			res.Err = "concurrency cap reached"
@@ -182,9 +198,7 @@ schedule:
 		}()
 	}
 	for ; i < len(reqs); i++ {
-		res := &results[i]
-		res.Tenant, res.Class, res.SLO = reqs[i].Tenant, reqs[i].Class, reqs[i].SLO
-		res.Outcome, res.Err = OutcomeDropped, "run cancelled"
+		results[i].Outcome, results[i].Err = OutcomeDropped, "run cancelled"
 	}
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()

@@ -113,18 +113,20 @@ func TestDriverOutcomes(t *testing.T) {
 		Status  int
 		Err     string
 		Tokens  int
+		Asked   int64
 	}
 	var got []row
 	for _, r := range results {
-		got = append(got, row{r.Outcome, r.Status, r.Err, r.Tokens})
+		got = append(got, row{r.Outcome, r.Status, r.Err, r.Tokens, r.Asked})
 	}
+	// Each request asked its max_tokens, whether it was served or not.
 	want := []row{
-		{OutcomeOK, 200, "", 1},
-		{OutcomeRejected, 429, "status 429: overloaded", 0},
-		{OutcomeError, 502, "status 502: The model's backend failed to answer.", 0},
-		{OutcomeError, 200, errNoDone.Error(), 2},
-		{OutcomeError, 200, errErrorEvent.Error() + ": stalled", 1},
-		{OutcomeOK, 200, "", 6},
+		{OutcomeOK, 200, "", 1, 1},
+		{OutcomeRejected, 429, "status 429: overloaded", 0, 2},
+		{OutcomeError, 502, "status 502: The model's backend failed to answer.", 0, 3},
+		{OutcomeError, 200, errNoDone.Error(), 2, 4},
+		{OutcomeError, 200, errErrorEvent.Error() + ": stalled", 1, 5},
+		{OutcomeOK, 200, "", 6, 6},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -209,6 +211,9 @@ func TestDriverCapDropsAndDrainCuts(t *testing.T) {
 	}
 	if !strings.HasPrefix(results[0].Err, "cut at the end of the drain") {
 		t.Errorf("cut request's error %q", results[0].Err)
+	}
+	if r := results[3]; r.Tenant != "bench" || r.Class != "standard" || r.Asked != 3 {
+		t.Errorf("dropped request lost what it was: tenant %q, class %q, asked %d", r.Tenant, r.Class, r.Asked)
 	}
 }
 

@@ -148,7 +148,11 @@ func WriteTable(w io.Writer, out *Output) error {
 		return err
 	}
 	if out.Jain > 0 {
-		fmt.Fprintf(w, "Jain's fairness index over the tenants' served tokens: %.3f\n", out.Jain)
+		fmt.Fprintf(w, "Jain's fairness index over the tenants' served tokens: %.3f", out.Jain)
+		if out.JainMaxMin > 0 {
+			fmt.Fprintf(w, " (max-min fair share of the same tokens: %.3f)", out.JainMaxMin)
+		}
+		fmt.Fprintln(w)
 	}
 	if h := out.Hedges; h != nil {
 		fmt.Fprintf(w, "hedged %.0f requests (%.1f%% of those sent), %.0f answered first by the hedge; %.1f upstream seconds spent on the losers\n",

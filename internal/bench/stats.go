@@ -3,9 +3,11 @@ package bench
 // From results to figures: exact percentiles over sorted samples, goodput
 // (the share of requests that met their SLO, with rejections, drops and
 // errors counted as misses), the prefix hit rate, and the same figures per
-// class and per tenant.
+// class and per tenant; between tenants, Jain's fairness index beside the
+// highest a max-min fair sharing of the same tokens reaches.
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -46,6 +48,10 @@ type Stats struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	CachedTokens     int64 `json:"cached_tokens"`
+	// AskedTokens is the output tokens the requests sent asked for (see
+	// Result.askedTokens), served or not: what CompletionTokens would be
+	// if every one were served in full.
+	AskedTokens int64 `json:"asked_tokens"`
 	// PrefixHitRate is cached over prompt tokens, as the server reported
 	// them in the usage chunks.
 	PrefixHitRate float64 `json:"prefix_hit_rate"`
@@ -73,6 +79,39 @@ type Report struct {
 	// tokens: 1 when all were served alike, 1/n when one took everything.
 	// Zero with fewer than two tenants.
 	Jain float64 `json:"jain,omitempty"`
+	// JainMaxMin is Jain's index of the max-min fair share of the same
+	// served tokens over the tenants' asked tokens (see maxMinShares): the
+	// highest Jain any sharing of that many tokens could reach, no tenant
+	// getting more than it asked. With no tenant served more than it asked,
+	// Jain equals it only when the tokens were shared max-min fairly, and
+	// is below it when some tenant got less than its fair share. Zero as
+	// Jain is.
+	JainMaxMin float64 `json:"jain_max_min,omitempty"`
+}
+
+// maxMinShares is the max-min fair sharing of total among demands, with
+// equal weights: each gets min(its demand, level), the level chosen so the
+// shares sum to total. When total covers every demand, each gets its
+// demand and the rest is left over.
+func maxMinShares(demands []float64, total float64) []float64 {
+	order := make([]int, len(demands))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(demands[a], demands[b]) })
+	shares := make([]float64, len(demands))
+	for k, i := range order {
+		level := total / float64(len(order)-k)
+		if demands[i] > level {
+			for _, j := range order[k:] {
+				shares[j] = level
+			}
+			break
+		}
+		shares[i] = demands[i]
+		total -= demands[i]
+	}
+	return shares
 }
 
 // jain is Jain's fairness index of xs, (Σx)² / (n·Σx²); zero with fewer
@@ -126,12 +165,17 @@ func summariseOver(results []Result, wall time.Duration) Report {
 	for key, group := range groupBy(results, func(r *Result) string { return r.Class }) {
 		rep.ByClass[key] = summarise(group, wall)
 	}
-	var served []float64
+	var served, asked []float64
+	total := 0.0
 	for key, group := range groupBy(results, func(r *Result) string { return r.Tenant }) {
-		rep.ByTenant[key] = summarise(group, wall)
-		served = append(served, float64(rep.ByTenant[key].CompletionTokens))
+		s := summarise(group, wall)
+		rep.ByTenant[key] = s
+		served = append(served, float64(s.CompletionTokens))
+		asked = append(asked, float64(s.AskedTokens))
+		total += float64(s.CompletionTokens)
 	}
 	rep.Jain = jain(served)
+	rep.JainMaxMin = jain(maxMinShares(asked, total))
 	return rep
 }
 
@@ -180,6 +224,7 @@ func summarise(results []Result, wall time.Duration) Stats {
 		lag = append(lag, r.Lag.Seconds())
 		s.PromptTokens += r.PromptTokens
 		s.CachedTokens += r.CachedTokens
+		s.AskedTokens += r.askedTokens()
 		if r.Outcome != OutcomeOK {
 			continue
 		}

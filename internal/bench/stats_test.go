@@ -63,9 +63,9 @@ func TestSummarise(t *testing.T) {
 		// One token: no TPOT, meets the SLO on TTFT alone.
 		{Tenant: "b", Class: "standard", SLO: slo, Outcome: OutcomeOK, Start: 300 * ms, TTFT: 20 * ms, LastToken: 20 * ms, E2E: 400 * ms,
 			Tokens: 1, PromptTokens: 100, CompletionTokens: 1},
-		{Tenant: "b", Class: "standard", SLO: slo, Outcome: OutcomeRejected, Status: 429, Start: 400 * ms, E2E: ms},
-		{Tenant: "b", Class: "sheddable", SLO: slo, Outcome: OutcomeError, Status: 502, Start: 500 * ms, E2E: 1500 * ms, PromptTokens: 0},
-		{Tenant: "b", Class: "sheddable", SLO: slo, Outcome: OutcomeDropped},
+		{Tenant: "b", Class: "standard", SLO: slo, Outcome: OutcomeRejected, Status: 429, Start: 400 * ms, E2E: ms, Asked: 8},
+		{Tenant: "b", Class: "sheddable", SLO: slo, Outcome: OutcomeError, Status: 502, Start: 500 * ms, E2E: 1500 * ms, PromptTokens: 0, Asked: 4},
+		{Tenant: "b", Class: "sheddable", SLO: slo, Outcome: OutcomeDropped, Asked: 100},
 		// No SLO at all: met whenever completed.
 		{Tenant: "c", Class: "standard", Outcome: OutcomeOK, Start: 600 * ms, TTFT: 5 * time.Second, LastToken: 6 * time.Second, E2E: 6 * time.Second,
 			Tokens: 2, Gaps: ms32(1000), PromptTokens: 0, CompletionTokens: 2},
@@ -87,6 +87,9 @@ func TestSummarise(t *testing.T) {
 		// E2E of completed: 0.1 0.2 0.3 0.4 6.
 		E2Ep50: 0.3, E2Ep90: 6, E2Ep99: 6,
 		PromptTokens: 500, CompletionTokens: 13, CachedTokens: 200,
+		// The served ones asked for no length: their 13 served, with the
+		// 8 of the 429 and the 4 of the 502; the dropped one was not sent.
+		AskedTokens:      25,
 		PrefixHitRate:    200.0 / 500,
 		WallSeconds:      wall,
 		AchievedRate:     5 / wall,
@@ -180,5 +183,86 @@ func TestJain(t *testing.T) {
 	})
 	if math.Abs(rep.Jain-49.0/81) > 1e-12 {
 		t.Errorf("report's jain = %v, want %v", rep.Jain, 49.0/81)
+	}
+}
+
+func TestMaxMinShares(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		demands  []float64
+		total    float64
+		want     []float64
+		wantJain float64
+	}{
+		// Level 1.5: the two small demands are met, the large one gets the
+		// 1.5 left. Jain = 3.5² / (3 · (1.5² + 1 + 1)) = 12.25 / 12.75.
+		{"two met, one capped", []float64{5, 1, 1}, 3.5, []float64{1.5, 1, 1}, 12.25 / 12.75},
+		// Every demand above the level 2: equal shares.
+		{"all capped", []float64{9, 4, 3}, 6, []float64{2, 2, 2}, 1},
+		// Enough for every demand: each gets its own, 1 of the 8 left over.
+		// Jain = 7² / (3 · (16 + 4 + 1)) = 49 / 63.
+		{"all met", []float64{4, 2, 1}, 8, []float64{4, 2, 1}, 49.0 / 63},
+		// Exactly enough: the last demand is met at the level.
+		{"exactly enough", []float64{3, 1}, 4, []float64{3, 1}, 16.0 / 20},
+		// A tenant that asked nothing gets nothing; the others split 4.
+		{"one asked nothing", []float64{0, 5, 5}, 4, []float64{0, 2, 2}, 16.0 / 24},
+		{"one tenant", []float64{5}, 3, []float64{3}, 0},
+		{"no tenant", nil, 3, []float64{}, 0},
+		{"nothing served", []float64{2, 2}, 0, []float64{0, 0}, 0},
+	} {
+		got := maxMinShares(tc.demands, tc.total)
+		if diff := cmp.Diff(tc.want, got, cmpopts.EquateApprox(0, 1e-12)); diff != "" {
+			t.Errorf("%s: maxMinShares(%v, %v) (-want +got):\n%s", tc.name, tc.demands, tc.total, diff)
+		}
+		if j := jain(got); math.Abs(j-tc.wantJain) > 1e-12 {
+			t.Errorf("%s: jain of shares %v = %v, want %v", tc.name, got, j, tc.wantJain)
+		}
+	}
+}
+
+// TestSummariseJainMaxMin is the noisy workload in small: one tenant asks
+// five times what each of two others asks, and the pool serves less than
+// all of it.
+func TestSummariseJainMaxMin(t *testing.T) {
+	rep := Summarise([]Result{
+		// loud asks 50 and is served 15.
+		{Tenant: "loud", Outcome: OutcomeOK, CompletionTokens: 10, Asked: 10},
+		{Tenant: "loud", Outcome: OutcomeOK, CompletionTokens: 5, Asked: 5},
+		{Tenant: "loud", Outcome: OutcomeRejected, Asked: 20},
+		{Tenant: "loud", Outcome: OutcomeRejected, Asked: 15},
+		// quiet1 asks 10, served in full.
+		{Tenant: "quiet1", Outcome: OutcomeOK, CompletionTokens: 10, Asked: 10},
+		// quiet2 asks 10 and is served 6.
+		{Tenant: "quiet2", Outcome: OutcomeOK, CompletionTokens: 6, Asked: 6},
+		{Tenant: "quiet2", Outcome: OutcomeError, Asked: 4},
+		// Dropped by the driver: not sent, so no demand.
+		{Tenant: "quiet2", Outcome: OutcomeDropped, Asked: 30},
+	})
+	// Served 15, 10, 6: Jain = 31² / (3 · (225 + 100 + 36)) = 961 / 1083.
+	// Max-min sharing of the 31 over demands 50, 10, 10: both quiet
+	// tenants met, loud gets 11. Jain = 31² / (3 · (121 + 100 + 100)) =
+	// 961 / 963.
+	if want := 961.0 / 1083; math.Abs(rep.Jain-want) > 1e-12 {
+		t.Errorf("jain = %v, want %v", rep.Jain, want)
+	}
+	if want := 961.0 / 963; math.Abs(rep.JainMaxMin-want) > 1e-12 {
+		t.Errorf("jain_max_min = %v, want %v", rep.JainMaxMin, want)
+	}
+	asked := map[string]int64{}
+	for k, s := range rep.ByTenant {
+		asked[k] = s.AskedTokens
+	}
+	if diff := cmp.Diff(map[string]int64{"loud": 50, "quiet1": 10, "quiet2": 10}, asked); diff != "" {
+		t.Errorf("asked tokens by tenant (-want +got):\n%s", diff)
+	}
+	// Served max-min fairly already: the two figures agree.
+	fair := Summarise([]Result{
+		{Tenant: "loud", Outcome: OutcomeOK, CompletionTokens: 11, Asked: 11},
+		{Tenant: "loud", Outcome: OutcomeRejected, Asked: 39},
+		{Tenant: "quiet1", Outcome: OutcomeOK, CompletionTokens: 10, Asked: 10},
+		{Tenant: "quiet2", Outcome: OutcomeOK, CompletionTokens: 10, Asked: 10},
+	})
+	if math.Abs(fair.Jain-fair.JainMaxMin) > 1e-12 || math.Abs(fair.Jain-961.0/963) > 1e-12 {
+		t.Errorf("max-min fair run: jain %v, jain_max_min %v, want both %v", fair.Jain, fair.JainMaxMin, 961.0/963)
 	}
 }
