@@ -31,6 +31,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/h1"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/limits"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
@@ -46,7 +47,12 @@ type Gateway struct {
 	ledger  *ledger.Ledger
 	keyring *keys.Keyring // nil without authentication
 	redis   *limits.Redis // nil with process-local limits
-	limiter limits.Limiter
+	// placements shares the prefix index with the other gateways on
+	// limits.redis; nil when it is not set or router.share_prefix_index
+	// is off.
+	placements *placement.Redis
+	bus        *redis.Client // placements' client; nil without placements
+	limiter    limits.Limiter
 
 	apiLn, adminLn net.Listener
 	api            apiServer
@@ -108,6 +114,15 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 		opts.Limits = g.limiter
 		opts.TenantLimits = g.keyring.TenantLimits
 		opts.Self = selfUsage{admin.NewSelf(g.store)}
+	}
+	if u := cfg.Limits.Redis; u != "" && cfg.Router.SharePrefixIndex {
+		o, err := redis.ParseURL(u)
+		if err != nil {
+			return nil, fmt.Errorf("limits.redis: %w", err)
+		}
+		g.bus = redis.NewClient(o)
+		g.placements = placement.NewRedis(g.bus, placement.Options{Registerer: g.reg, Logger: log})
+		opts.Placements = g.placements
 	}
 	if g.router, err = router.New(opts); err != nil {
 		return nil, err
@@ -271,6 +286,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 		grp.Go(func() error { return g.keyring.Run(gctx) })
 	}
 	grp.Go(func() error { return g.watchConfig(gctx) })
+	if g.placements != nil {
+		grp.Go(func() error { return g.placements.Run(gctx, g.router.Place) })
+	}
 	g.ready.Store(true)
 
 	<-gctx.Done()
@@ -306,6 +324,9 @@ func (g *Gateway) close() {
 	}
 	if g.store != nil {
 		g.store.Close()
+	}
+	if g.bus != nil {
+		g.bus.Close()
 	}
 	if g.tempSpool != "" {
 		os.RemoveAll(g.tempSpool)

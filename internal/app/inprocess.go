@@ -34,7 +34,10 @@ type GatewayOptions struct {
 	// many times their predicted TTFT (hedge.after), with the default
 	// least wait.
 	HedgeAfter float64
-	Logger     *slog.Logger // nil discards logs
+	// Redis is limits.redis: gateways given the same one share where
+	// each prompt was sent. Empty means none.
+	Redis  string
+	Logger *slog.Logger // nil discards logs
 	// HTTP is server.http: llmgw's own HTTP/1.1 server and upstream
 	// client, or net/http's; empty means the default.
 	HTTP string
@@ -65,6 +68,7 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*InProcess, error) {
 		m.SLO = demoSLO
 		m.Admission = catalog.Admission{Enabled: true, Classes: classSLOs}
 	}
+	cfg.Limits.Redis = o.Redis
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Server.AdminListen = "127.0.0.1:0"
 	if o.HTTP != "" {

@@ -1,12 +1,16 @@
 package app
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/sim"
 )
 
@@ -49,5 +53,75 @@ func TestInProcessAdmission(t *testing.T) {
 	want := `llmgw_admission_total{class="sheddable",decision="admitted",model="sim"} 1`
 	if !strings.Contains(string(b), want) {
 		t.Errorf("metrics lack %s", want)
+	}
+}
+
+// TestGatewaysShareThePrefixIndex: two gateways on one Redis, in front of
+// the same replicas. A prompt sent through one is known to the other: the
+// other predicts a cached prefix for it, never having seen it, and the
+// replica it picks confirms the prefix was cached.
+func TestGatewaysShareThePrefixIndex(t *testing.T) {
+	redisURL := os.Getenv("LLMGW_TEST_REDIS")
+	if redisURL == "" {
+		t.Skip("LLMGW_TEST_REDIS is not set (e.g. redis://127.0.0.1:6379/0); skipping Redis tests")
+	}
+	ctx := t.Context()
+	replicas, err := sim.StartReplicas(ctx, sim.Config{Model: "sim", FixedTiming: true, TTFT: 5 * time.Millisecond, TPOT: time.Millisecond}, 2, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var upstreams []string
+	for _, r := range replicas {
+		t.Cleanup(r.Close)
+		upstreams = append(upstreams, r.URL())
+	}
+	var gws [2]*InProcess
+	for i := range gws {
+		g, err := StartGateway(ctx, GatewayOptions{Model: "sim", Kind: catalog.KindVLLM, Upstreams: upstreams, Redis: redisURL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Close() })
+		gws[i] = g
+	}
+	prompt := strings.Repeat("The same long system prompt, word after word. ", 200)
+	body := fmt.Sprintf(`{"model":"sim","max_tokens":4,"messages":[{"role":"system","content":%q},{"role":"user","content":"hi"}]}`, prompt)
+	post := func(g *InProcess) (cached int64) {
+		t.Helper()
+		resp, err := http.Post(g.URL()+"/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var answer struct {
+			Usage struct {
+				Details struct {
+					Cached int64 `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d, decoding: %v", resp.StatusCode, err)
+		}
+		return answer.Usage.Details.Cached
+	}
+	// Publish/subscribe keeps nothing for a gateway not yet subscribed:
+	// send until the second gateway has the first one's placement.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		post(gws[0])
+		if n, _ := gws[1].CounterSum("llmgw_prefix_placements_total", "outcome", "received"); n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second gateway never received a placement")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if cached := post(gws[1]); cached == 0 {
+		t.Error("the second gateway sent the prompt where none of it was cached")
+	}
+	if n, _ := gws[1].CounterSum("llmgw_prefix_predicted_hits_total", "", ""); n == 0 {
+		t.Error("the second gateway predicted no cached prefix for a prompt the first had sent")
 	}
 }

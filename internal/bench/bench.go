@@ -81,6 +81,7 @@ type options struct {
 	simInstant             bool
 	simFaults              []SimFault
 	gateways               int
+	redisURL               string // the spawned gateways' limits.redis; empty for none
 	outputTokens           int
 	logLevel               slog.Level // of the in-process gateway
 }
@@ -109,6 +110,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		out.Pool = &Pool{Replicas: o.spawn, Speeds: o.replicaSpeeds(), Instant: o.simInstant}
 		if !o.direct {
 			out.Policy, out.Admission, out.Pool.Gateways = o.policy, o.admission, o.gateways
+			out.Pool.SharedIndex = o.redisURL != ""
 		}
 		out.Faults = o.simFaults
 	}
@@ -320,6 +322,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 		return err
 	})
 	fs.IntVar(&o.gateways, "gateways", 1, "with --spawn-sim, `N` gateways in front of the same replicas; each request goes to one at random (from --seed)")
+	fs.StringVar(&o.redisURL, "redis", "", "with --spawn-sim, a Redis `URL` (redis://host:port/db) the gateways share, as limits.redis: each routes by where any of them sent a prompt")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -415,7 +418,7 @@ func (o *options) checkTarget(set map[string]bool) error {
 		return fmt.Errorf("--spawn-sim must be a positive number of replicas, got %d", o.spawn)
 	}
 	if o.targetURL != "" {
-		for _, f := range []string{"direct", "policy", "admission", "hedge", "sim-speed", "sim-speeds", "sim-instant", "sim-fault", "gateways"} {
+		for _, f := range []string{"direct", "policy", "admission", "hedge", "sim-speed", "sim-speeds", "sim-instant", "sim-fault", "gateways", "redis"} {
 			if set[f] {
 				return fmt.Errorf("--%s applies only with --spawn-sim", f)
 			}
@@ -446,8 +449,8 @@ func (o *options) checkTarget(set map[string]bool) error {
 	if o.gateways < 1 {
 		return fmt.Errorf("--gateways must be at least 1, got %d", o.gateways)
 	}
-	if o.direct && (set["policy"] || set["admission"] || set["hedge"] || set["gateways"]) {
-		return fmt.Errorf("--direct bypasses the gateway: --policy, --admission, --hedge and --gateways do not apply")
+	if o.direct && (set["policy"] || set["admission"] || set["hedge"] || set["gateways"] || set["redis"]) {
+		return fmt.Errorf("--direct bypasses the gateway: --policy, --admission, --hedge, --gateways and --redis do not apply")
 	}
 	if o.hedge != 0 && !(o.hedge > 1 && o.hedge <= config.MaxHedgeAfter) {
 		return fmt.Errorf("--hedge must be 0 (off) or above 1 and at most %v, got %v", config.MaxHedgeAfter, o.hedge)

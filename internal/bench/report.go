@@ -73,6 +73,9 @@ type Pool struct {
 	Speeds   []float64 `json:"speeds"`             // each replica's, in order
 	Instant  bool      `json:"instant,omitempty"`  // --sim-instant: speeds do not matter
 	Gateways int       `json:"gateways,omitempty"` // 0 with --direct
+	// SharedIndex reports whether the gateways shared their prefix
+	// indexes over Redis (--redis).
+	SharedIndex bool `json:"shared_index,omitempty"`
 }
 
 // Run is one rate of a sweep, or one time scale of a trace's sweep.
@@ -214,6 +217,9 @@ func setupLine(out *Output) string {
 		fmt.Fprintf(&b, " behind %d gateway", p.Gateways)
 		if p.Gateways != 1 {
 			b.WriteString("s")
+		}
+		if p.SharedIndex {
+			b.WriteString(" sharing a prefix index")
 		}
 		fmt.Fprintf(&b, ", policy %s, admission %s", out.Policy, out.Admission)
 	}

@@ -137,7 +137,7 @@ func spawnSim(ctx context.Context, o *options, stderr io.Writer) (*target, error
 	for i := range max(o.gateways, 1) {
 		gw, err := app.StartGateway(ctx, app.GatewayOptions{
 			Model: o.model, Kind: catalog.KindVLLM, Upstreams: upstreams, Policy: o.policy, Admission: o.admission == "on",
-			HedgeAfter: o.hedge, Logger: log.With("gateway", i),
+			HedgeAfter: o.hedge, Redis: o.redisURL, Logger: log.With("gateway", i),
 		})
 		if err != nil {
 			stop()

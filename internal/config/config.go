@@ -66,6 +66,11 @@ type Router struct {
 	// DefaultMaxTokens is the completion length reserved against token
 	// limits for a request that names no max_tokens.
 	DefaultMaxTokens int64 `yaml:"default_max_tokens"`
+	// SharePrefixIndex, with limits.redis set, tells every gateway on the
+	// same Redis where each prompt was sent, so that all of them route by
+	// what any of them sent. Without Redis each gateway's prefix index
+	// holds what it sent alone.
+	SharePrefixIndex bool `yaml:"share_prefix_index"`
 }
 
 // Store says where keys, tenant limits and the ledger live.
@@ -79,7 +84,8 @@ type Store struct {
 // Limits says where rate and budget counters live.
 type Limits struct {
 	// Redis, when set (redis://host:port/db), shares counters among every
-	// replica; without it each process counts for itself alone.
+	// replica, and where each prompt was sent (router.share_prefix_index);
+	// without it each process counts for itself alone.
 	Redis string `yaml:"redis,omitempty"`
 	// OnRedisError is open (let requests through) or closed (refuse them)
 	// while Redis does not answer.
@@ -134,7 +140,7 @@ func Default() Config {
 			Retries:           1,
 			ShutdownGrace:     DefaultShutdownGrace,
 		},
-		Router: Router{Auth: "keys", TenantLabel: tenant.LevelTeam, DefaultMaxTokens: DefaultMaxTokens},
+		Router: Router{Auth: "keys", TenantLabel: tenant.LevelTeam, DefaultMaxTokens: DefaultMaxTokens, SharePrefixIndex: true},
 		Store:  Store{URL: DefaultStoreURL},
 		Limits: Limits{OnRedisError: "open"},
 	}

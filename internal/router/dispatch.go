@@ -170,7 +170,7 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 	t.work = ep.owed.Add(t.uncached)
 	p.notePrompt(t.uncached)
 	if rt.indexed {
-		rt.index.add(rt.hashes, i)
+		r.notePlaced(p, i, rt, rt.hashes, false)
 	}
 	call.FirstToken = t.firstToken
 	if req.Stream && t.gate != nil {
@@ -187,7 +187,7 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 	switch {
 	case computedNothing && rt.indexed && len(rt.hashes) > int(matched):
 		// The blocks past the prefix it held are not there.
-		rt.index.drop(rt.hashes[matched:], i)
+		r.notePlaced(p, i, rt, rt.hashes[matched:], true)
 	case matched > 0 && o.Usage != nil && !o.Estimated && o.Usage.PromptTokensDetails != nil && rt.promptBytes > 0:
 		share := min(float64(matched)*float64(rt.index.block)/float64(rt.promptBytes), 1)
 		predicted := int64(share * float64(o.Usage.PromptTokens))

@@ -117,6 +117,12 @@ func (p *pool) setKVBlock(tokens int) {
 	p.index.Store(newPrefixIndex(len(p.endpoints), blockBytes(tokens)))
 }
 
+// indexed reports whether p's policy reads the prefix index, and so
+// whether p keeps one up to date.
+func (p *pool) indexed() bool {
+	return p.policy != catalog.PolicyRoundRobin && p.policy != catalog.PolicyLeastRequest
+}
+
 // route is one request as the policies see it.
 type route struct {
 	index       *prefixIndex
@@ -140,7 +146,7 @@ func (rt *route) prepare(p *pool, prompt []byte, tokens int64, slo time.Duration
 	rt.prompt = tokens
 	rt.slo = slo.Seconds()
 	rt.hashes, rt.matched = nil, [64]int32{}
-	rt.indexed = p.policy != catalog.PolicyRoundRobin && p.policy != catalog.PolicyLeastRequest
+	rt.indexed = p.indexed()
 	if n := min(len(prompt)/rt.index.block, maxPrefixBlocks); n > 0 && rt.indexed {
 		rt.hashes = hashBlocks(make([]uint64, 0, n), prompt, rt.index.block)
 		rt.index.match(rt.hashes, &rt.matched)

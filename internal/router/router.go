@@ -18,6 +18,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/scrape"
 )
@@ -55,6 +56,16 @@ type Options struct {
 	// ProbeClient scrapes endpoints' metrics and probes their health; nil
 	// means a client of its own, apart from the upstream calls'.
 	ProbeClient *http.Client
+	// Placements, when not nil, takes where each prompt was sent, for the
+	// other gateways in front of the same pools; what they send comes
+	// back through Place.
+	Placements Placements
+}
+
+// Placements takes this gateway's placements to the others. Publish must
+// not block.
+type Placements interface {
+	Publish(placement.Placement)
 }
 
 // Router serves the OpenAI API. Build it with New, give it a catalog with

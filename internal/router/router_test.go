@@ -64,6 +64,13 @@ type testGateway struct {
 // pool of the given upstreams, and model fb on a pool of fallback ones.
 func newTestGateway(t *testing.T, mutate func(*config.Config), upstreams ...http.Handler) *testGateway {
 	t.Helper()
+	return newTestGatewayWith(t, Options{}, mutate, upstreams...)
+}
+
+// newTestGatewayWith is newTestGateway with opts for the router, whose
+// server and router settings and registerer it fills in.
+func newTestGatewayWith(t *testing.T, opts Options, mutate func(*config.Config), upstreams ...http.Handler) *testGateway {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Server.MaxBodyBytes = 1 << 10
 	cfg.Pools = []catalog.Pool{{Name: "main"}, {Name: "spare"}}
@@ -82,7 +89,8 @@ func newTestGateway(t *testing.T, mutate func(*config.Config), upstreams ...http
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	r, err := New(Options{Server: cfg.Server, Router: cfg.Router, Registerer: reg})
+	opts.Server, opts.Router, opts.Registerer = cfg.Server, cfg.Router, reg
+	r, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,131 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+)
+
+// newRedisClient is a client of the test Redis, or the test is skipped.
+func newRedisClient(t *testing.T) *redis.Client {
+	t.Helper()
+	u := os.Getenv("LLMGW_TEST_REDIS")
+	if u == "" {
+		t.Skip("LLMGW_TEST_REDIS is not set (e.g. redis://127.0.0.1:6379/0); skipping Redis tests")
+	}
+	o, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatalf("LLMGW_TEST_REDIS: %v", err)
+	}
+	c := redis.NewClient(o)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// applied keeps the placements a bus applied.
+type applied struct {
+	mu    sync.Mutex
+	got   []Placement
+	known string // the pool it has; placements for others are ignored
+}
+
+func (a *applied) apply(p Placement) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p.Pool != a.known {
+		return false
+	}
+	p.Hashes = slices.Clone(p.Hashes)
+	a.got = append(a.got, p)
+	return true
+}
+
+func (a *applied) placements() []Placement {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.got)
+}
+
+// TestRedisSharesPlacements: two gateways' buses on one channel each
+// apply what the other publishes, and never what they publish
+// themselves; a placement for a pool a gateway lacks is counted ignored.
+func TestRedisSharesPlacements(t *testing.T) {
+	channel := fmt.Sprintf("llmgw-test-placements-%d-%d", os.Getpid(), time.Now().UnixNano())
+	a := NewRedis(newRedisClient(t), Options{Channel: channel})
+	b := NewRedis(newRedisClient(t), Options{Channel: channel})
+	atA, atB := &applied{known: "main"}, &applied{known: "main"}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for _, run := range []struct {
+		bus *Redis
+		to  *applied
+	}{{a, atA}, {b, atB}} {
+		wg.Go(func() {
+			if err := run.bus.Run(ctx, run.to.apply); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	defer func() { cancel(); wg.Wait() }()
+
+	// Publish/subscribe keeps nothing for a subscriber not yet there:
+	// publish until b has subscribed and applied one.
+	first := Placement{Pool: "main", Endpoint: "gpu-0", Block: 256, Hashes: []uint64{1, 2, 3}}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(atB.placements()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the other gateway never received a placement")
+		}
+		a.Publish(first)
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Then a batch: two records in one message, one for a pool b lacks.
+	second := Placement{Pool: "main", Endpoint: "gpu-1", Block: 256, Drop: true, Hashes: []uint64{9}}
+	a.Publish(Placement{Pool: "other", Endpoint: "gpu-0", Block: 256, Hashes: []uint64{4}})
+	a.Publish(second)
+	var got []Placement
+	for got = atB.placements(); !cmp.Equal(got[len(got)-1], second); got = atB.placements() {
+		if time.Now().After(deadline) {
+			t.Fatal("the batch never arrived")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	n := len(got) - 1 // the first placement, some of the times it was sent
+	for i, p := range got[:n] {
+		if diff := cmp.Diff(first, p); diff != "" {
+			t.Errorf("placement %d (-want +got):\n%s", i, diff)
+		}
+	}
+	if len(atA.placements()) != 0 {
+		t.Errorf("a gateway applied %d of its own placements", len(atA.placements()))
+	}
+	if got, want := testutil.ToFloat64(b.m.ignored), 1.0; got != want {
+		t.Errorf("ignored %v, want %v", got, want)
+	}
+	if got, want := testutil.ToFloat64(b.m.received), float64(n+1); got != want {
+		t.Errorf("received %v, want %v", got, want)
+	}
+	if sent := testutil.ToFloat64(a.m.sent); sent < float64(n+2) {
+		t.Errorf("sent %v, want at least %d", sent, n+2)
+	}
+}
+
+// TestPublishNeverBlocks: with nothing sending, Publish drops what the
+// queue cannot hold, and counts it.
+func TestPublishNeverBlocks(t *testing.T) {
+	bus := NewRedis(nil, Options{})
+	for range queueLen + 10 {
+		bus.Publish(Placement{Pool: "main"})
+	}
+	if got := testutil.ToFloat64(bus.m.dropped); got != 10 {
+		t.Errorf("dropped %v, want 10", got)
+	}
+}

@@ -1,0 +1,65 @@
+package router
+
+// Placements shared between gateways: what this gateway notes in a pool's
+// prefix index goes out through Options.Placements, and what the other
+// gateways note comes in through Place, so that gateways in front of the
+// same pools route by one index. The bus is in internal/router/placement.
+
+import (
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
+)
+
+// notePlaced notes in rt's index that endpoint i of p holds hashes (or,
+// with drop, does not), and tells the other gateways.
+func (r *Router) notePlaced(p *pool, i int, rt *route, hashes []uint64, drop bool) {
+	if drop {
+		rt.index.drop(hashes, i)
+	} else {
+		rt.index.add(hashes, i)
+	}
+	if r.opts.Placements != nil {
+		r.opts.Placements.Publish(placement.Placement{
+			Pool: p.name, Endpoint: p.endpoints[i].name, Block: rt.index.block, Drop: drop, Hashes: hashes,
+		})
+	}
+}
+
+// Place notes in a pool's prefix index a placement another gateway made.
+// It reports whether the placement named a pool of this gateway's that
+// keeps an index, one of its endpoints, and the block size its index
+// uses; anything else is ignored.
+func (r *Router) Place(pl placement.Placement) bool {
+	s := r.snap.Load()
+	if s == nil {
+		return false
+	}
+	p := s.pools[pl.Pool]
+	if p == nil || !p.indexed() {
+		return false
+	}
+	x := p.index.Load()
+	if x.block != pl.Block {
+		return false
+	}
+	i := p.endpointNamed(pl.Endpoint)
+	if i < 0 {
+		return false
+	}
+	hashes := pl.Hashes[:min(len(pl.Hashes), maxPrefixBlocks)]
+	if pl.Drop {
+		x.drop(hashes, i)
+	} else {
+		x.add(hashes, i)
+	}
+	return true
+}
+
+// endpointNamed is the index of p's endpoint named name, or -1.
+func (p *pool) endpointNamed(name string) int {
+	for i, e := range p.endpoints {
+		if e.name == name {
+			return i
+		}
+	}
+	return -1
+}
