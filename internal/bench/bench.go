@@ -159,6 +159,12 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 			out.Hedges.add(run.hedges)
 		}
+		if o.redisURL != "" {
+			if out.Placements == nil {
+				out.Placements = &Placements{}
+			}
+			out.Placements.add(run.placements)
+		}
 		if sweep {
 			r := Run{Rate: x, Report: Summarise(run.results)}
 			if trace {
@@ -214,6 +220,8 @@ type oneRun struct {
 	offered float64
 	ceiling prefixCeiling
 	hedges  Hedges // with --hedge
+	// placements is what the gateways shared, with --redis.
+	placements Placements
 }
 
 // runOnce generates the workload of spec, starts the target, sends the
@@ -255,6 +263,11 @@ func runOnce(ctx context.Context, o *options, texts *Texts, spec Spec, label str
 	<-shown
 	if o.hedge > 0 {
 		if run.hedges, err = tgt.hedges(); err != nil {
+			return oneRun{}, err
+		}
+	}
+	if o.redisURL != "" {
+		if run.placements, err = tgt.placements(); err != nil {
 			return oneRun{}, err
 		}
 	}

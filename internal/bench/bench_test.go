@@ -482,3 +482,35 @@ func TestCommandHedges(t *testing.T) {
 		t.Errorf("the table does not report the hedges:\n%s", table)
 	}
 }
+
+// TestCommandSharesPlacements: with --redis, the spawned gateways share
+// their prefix indexes, and the report says what they sent and received.
+func TestCommandSharesPlacements(t *testing.T) {
+	redisURL := os.Getenv("LLMGW_TEST_REDIS")
+	if redisURL == "" {
+		t.Skip("LLMGW_TEST_REDIS is not set (e.g. redis://127.0.0.1:6379/0); skipping Redis tests")
+	}
+	jsonPath := filepath.Join(t.TempDir(), "out.json")
+	table := runCommand(t, "--spawn-sim", "2", "--gateways", "2", "--redis", redisURL,
+		"--rate", "20", "--duration", "2s", "--drain", "5s", "--json", jsonPath)
+	out := readJSON(t, jsonPath)
+	if pool := out["pool"].(map[string]any); pool["shared_index"] != true {
+		t.Errorf("pool %v: want shared_index true", pool)
+	}
+	pl, ok := out["placements"].(map[string]any)
+	if !ok {
+		t.Fatalf("no placements object in the report: %v", out["placements"])
+	}
+	// Every request is placed once by the gateway that sent it; the other
+	// receives all but those the subscription started too late for.
+	sent, received := pl["sent"].(float64), pl["received"].(float64)
+	if ok := out["ok"].(float64); sent < ok || received <= 0 || received > sent {
+		t.Errorf("placements sent %v, received %v, for %v answers: want one sent for each, and most received", sent, received, ok)
+	}
+	if pl["dropped"].(float64) != 0 || pl["ignored"].(float64) != 0 {
+		t.Errorf("placements %v: want none dropped or ignored", pl)
+	}
+	if !strings.Contains(table, "sharing a prefix index") || !strings.Contains(table, "placements shared") {
+		t.Errorf("the table does not say the gateways shared their index:\n%s", table)
+	}
+}

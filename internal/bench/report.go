@@ -49,7 +49,27 @@ type Output struct {
 	// Hedges is what the gateways counted of their hedges, over every
 	// run; nil without --hedge.
 	Hedges *Hedges `json:"hedges,omitempty"`
-	Runs   []Run   `json:"runs,omitempty"`
+	// Placements is what the gateways counted of the prefix index
+	// placements they shared, over every run; nil without --redis.
+	Placements *Placements `json:"placements,omitempty"`
+	Runs       []Run       `json:"runs,omitempty"`
+}
+
+// Placements is what the gateways counted of the placements they shared
+// (llmgw_prefix_placements_total): sent, dropped unsent, received and
+// applied, received and ignored.
+type Placements struct {
+	Sent     float64 `json:"sent"`
+	Dropped  float64 `json:"dropped"`
+	Received float64 `json:"received"`
+	Ignored  float64 `json:"ignored"`
+}
+
+func (p *Placements) add(o Placements) {
+	p.Sent += o.Sent
+	p.Dropped += o.Dropped
+	p.Received += o.Received
+	p.Ignored += o.Ignored
 }
 
 // Hedges is what hedging cost and won: requests sent to a second
@@ -160,6 +180,10 @@ func WriteTable(w io.Writer, out *Output) error {
 	if h := out.Hedges; h != nil {
 		fmt.Fprintf(w, "hedged %.0f requests (%.1f%% of those sent), %.0f answered first by the hedge; %.1f upstream seconds spent on the losers\n",
 			h.Sent, 100*h.Sent/float64(max(out.Requests-out.Dropped, 1)), h.Won, h.WastedS)
+	}
+	if p := out.Placements; p != nil {
+		fmt.Fprintf(w, "prefix index placements shared: %.0f sent, %.0f dropped unsent, %.0f received, %.0f ignored\n",
+			p.Sent, p.Dropped, p.Received, p.Ignored)
 	}
 	if out.Rejected > 0 {
 		fmt.Fprintf(w, "429s came in p50 %sms, p99 %sms\n", ms(out.Rejectedp50), ms(out.Rejectedp99))

@@ -49,6 +49,27 @@ func (t *target) hedges() (Hedges, error) {
 	return h, nil
 }
 
+// placements is what the target's gateways counted of the prefix index
+// placements they shared.
+func (t *target) placements() (Placements, error) {
+	var pl Placements
+	for _, gw := range t.gateways {
+		for _, c := range []struct {
+			to      *float64
+			outcome string
+		}{
+			{&pl.Sent, "sent"}, {&pl.Dropped, "dropped"}, {&pl.Received, "received"}, {&pl.Ignored, "ignored"},
+		} {
+			v, err := gw.CounterSum("llmgw_prefix_placements_total", "outcome", c.outcome)
+			if err != nil {
+				return pl, err
+			}
+			*c.to += v
+		}
+	}
+	return pl, nil
+}
+
 // Close stops what the target started; a --target URL has nothing to stop.
 func (t *target) Close() error {
 	if t.close == nil {
