@@ -10,13 +10,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 var _ Store = (*SQLite)(nil)
@@ -64,11 +66,39 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 		db.SetConnMaxLifetime(0)
 	}
 	s := &SQLite{db: db}
-	if err := s.migrate(ctx); err != nil {
+	if err := s.migrateWhenFree(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// migrateWhenFree is migrate, tried again while the file is busy, for up
+// to sqliteBusyTimeout. Processes that open a new file together race to
+// make it a WAL database, which takes an exclusive lock; where waiting for
+// a lock could deadlock, SQLite answers SQLITE_BUSY at once rather than
+// wait out the busy timeout, so one of them would fail to start.
+func (s *SQLite) migrateWhenFree(ctx context.Context) error {
+	deadline := time.Now().Add(sqliteBusyTimeout)
+	for {
+		err := s.migrate(ctx)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		// A random pause, so that the racers do not meet again.
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(5+rand.IntN(20)) * time.Millisecond):
+		}
+	}
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY, of any extended
+// kind.
+func isBusy(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // migrate applies, in one transaction, the migrations newer than the
