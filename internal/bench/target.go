@@ -26,48 +26,51 @@ type target struct {
 	close    func() error
 }
 
-// hedges is what the target's gateways counted of their hedges.
-func (t *target) hedges() (Hedges, error) {
-	var h Hedges
+// counted is one sum read from the gateways' counters: the series of the
+// counter name whose label is value (every series when label is empty),
+// added into to.
+type counted struct {
+	to                 *float64
+	name, label, value string
+}
+
+// count adds each of cs over the target's gateways.
+func (t *target) count(cs ...counted) error {
 	for _, gw := range t.gateways {
-		for _, c := range []struct {
-			to          *float64
-			name, label string
-			value       string
-		}{
-			{&h.Sent, "llmgw_hedges_total", "", ""},
-			{&h.Won, "llmgw_hedges_total", "outcome", "won"},
-			{&h.WastedS, "llmgw_hedge_wasted_seconds_total", "", ""},
-		} {
+		for _, c := range cs {
 			v, err := gw.CounterSum(c.name, c.label, c.value)
 			if err != nil {
-				return h, err
+				return err
 			}
 			*c.to += v
 		}
 	}
-	return h, nil
+	return nil
+}
+
+// hedges is what the target's gateways counted of their hedges.
+func (t *target) hedges() (Hedges, error) {
+	var h Hedges
+	err := t.count(
+		counted{&h.Sent, "llmgw_hedges_total", "", ""},
+		counted{&h.Won, "llmgw_hedges_total", "outcome", "won"},
+		counted{&h.WastedS, "llmgw_hedge_wasted_seconds_total", "", ""},
+	)
+	return h, err
 }
 
 // placements is what the target's gateways counted of the prefix index
 // placements they shared.
 func (t *target) placements() (Placements, error) {
+	const name = "llmgw_prefix_placements_total"
 	var pl Placements
-	for _, gw := range t.gateways {
-		for _, c := range []struct {
-			to      *float64
-			outcome string
-		}{
-			{&pl.Sent, "sent"}, {&pl.Dropped, "dropped"}, {&pl.Received, "received"}, {&pl.Ignored, "ignored"},
-		} {
-			v, err := gw.CounterSum("llmgw_prefix_placements_total", "outcome", c.outcome)
-			if err != nil {
-				return pl, err
-			}
-			*c.to += v
-		}
-	}
-	return pl, nil
+	err := t.count(
+		counted{&pl.Sent, name, "outcome", "sent"},
+		counted{&pl.Dropped, name, "outcome", "dropped"},
+		counted{&pl.Received, name, "outcome", "received"},
+		counted{&pl.Ignored, name, "outcome", "ignored"},
+	)
+	return pl, err
 }
 
 // Close stops what the target started; a --target URL has nothing to stop.

@@ -130,11 +130,8 @@ func (r *Redis) Run(ctx context.Context, apply func(Placement) bool) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { r.receive(sub.Channel(), apply) })
 	r.send(ctx)
-	err := sub.Close()
+	sub.Close() // closes the channel receive reads
 	wg.Wait()
-	if err != nil && ctx.Err() == nil {
-		return err
-	}
 	return nil
 }
 
