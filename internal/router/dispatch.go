@@ -74,7 +74,10 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 			if err := p.prepare(&call, req, r.opts.Router.DefaultMaxTokens); err != nil {
 				return dispatchResult{outcome: proxy.Outcome{Status: openai.AsError(err).Status, Err: err}, model: m}
 			}
-			rt.prepare(p, prompt, req.estimate, m.SLO.TTFTp99)
+			rt.prepare(p, prompt, req.estimate, m.ClassSLO(req.class.String()).TTFTp99)
+			if req.class != classCritical {
+				rt.spare = m.ClassSLO(classCritical.String()).TPOTp99.Seconds()
+			}
 			var tried uint64
 			for try := 0; try <= r.opts.Server.Retries; try++ {
 				now := time.Now()
@@ -164,7 +167,7 @@ func countsAgainst(o proxy.Outcome) bool {
 // computed nothing, as far as the index knows.
 func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedRequest, p *pool, i int, rt *route, call *proxy.Call, started *atomic.Bool) proxy.Outcome {
 	ep := p.endpoints[i]
-	t := &sent{ep: ep, uncached: rt.uncached(i), stream: req.Stream, at: time.Now(), ticket: req.ticket, gate: r.existingGate(p.name), started: started}
+	t := &sent{ep: ep, uncached: rt.uncached(i), stream: req.Stream, at: time.Now(), ticket: req.ticket, gate: r.existingGate(p.name), started: started, critical: req.class == classCritical}
 	ep.inflight.Add(1)
 	ep.pending.Add(1)
 	t.work = ep.owed.Add(t.uncached)
@@ -207,6 +210,7 @@ type sent struct {
 	work     int64     // prefill owed at the endpoint when sent, this call's included
 	at       time.Time // when it was sent
 	stream   bool
+	critical bool         // the request is of class critical
 	first    bool         // the first token is in
 	ticket   *ticket      // the request's admission, nil without
 	gate     *gate        // the pool's admission point, nil when none was made
@@ -238,6 +242,9 @@ func (t *sent) firstToken(now time.Time) {
 	}
 	t.ep.pending.Add(-1)
 	t.ep.owed.Add(-t.uncached)
+	if t.critical {
+		t.ep.critical.Add(1)
+	}
 	if t.stream {
 		t.ep.learn(now.Sub(t.at), t.work)
 	}
@@ -252,6 +259,8 @@ func (t *sent) end() {
 	if !t.first {
 		t.ep.pending.Add(-1)
 		t.ep.owed.Add(-t.uncached)
+	} else if t.critical {
+		t.ep.critical.Add(-1)
 	}
 	n := t.ep.inflight.Add(-1)
 	if t.gate != nil {

@@ -43,6 +43,7 @@ type endpoint struct {
 	inflight atomic.Int64 // requests sent and not ended
 	pending  atomic.Int64 // of those, requests not yet at their first token
 	owed     atomic.Int64 // uncached prompt tokens of the pending requests: the prefill owed
+	critical atomic.Int64 // critical requests past their first token: streams to keep prefill off
 
 	// load is the last scrape of the endpoint's /metrics; nil before the
 	// first.

@@ -244,3 +244,33 @@ func TestBatchLimitFollowsTheStepTime(t *testing.T) {
 		t.Errorf("room with nothing in flight = %d, want 4", room)
 	}
 }
+
+// TestCriticalStreamsCounted: a critical call counts on its endpoint from
+// its first token to its end, and one that ends before a first token
+// never counts; other classes never do.
+func TestCriticalStreamsCounted(t *testing.T) {
+	ep := newEndpoint("e", "http://10.0.0.1:8000/v1")
+	calls := []*sent{
+		{ep: ep, critical: true, stream: true, at: time.Now()},
+		{ep: ep, critical: true, stream: true, at: time.Now()},
+		{ep: ep, stream: true, at: time.Now()},
+	}
+	for range calls {
+		ep.inflight.Add(1)
+		ep.pending.Add(1)
+	}
+	calls[0].firstToken(time.Now())
+	calls[2].firstToken(time.Now())
+	if got := ep.critical.Load(); got != 1 {
+		t.Fatalf("%d critical streams decoding, want 1", got)
+	}
+	calls[1].end() // ended before its first token
+	calls[2].end()
+	if got := ep.critical.Load(); got != 1 {
+		t.Fatalf("%d critical streams after the others ended, want 1", got)
+	}
+	calls[0].end()
+	if got := ep.critical.Load(); got != 0 {
+		t.Errorf("%d critical streams after all ended, want 0", got)
+	}
+}

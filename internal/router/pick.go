@@ -129,7 +129,11 @@ type route struct {
 	hashes      []uint64 // the prompt's chained block hashes
 	promptBytes int      // the prompt's length as sent
 	prompt      int64    // its size in tokens, estimated
-	slo         float64  // the model's TTFT SLO in seconds; 0 when it has none
+	slo         float64  // the request's TTFT SLO in seconds; 0 when it has none
+	// spare is critical's TPOT SLO in seconds for a request below
+	// critical, whose prefill auto keeps off critical streams; zero for a
+	// critical request.
+	spare float64
 	// indexed reports whether the pool's policy reads the prefix index,
 	// and so whether a send notes the prompt in it.
 	indexed bool
@@ -145,6 +149,7 @@ func (rt *route) prepare(p *pool, prompt []byte, tokens int64, slo time.Duration
 	rt.promptBytes = len(prompt)
 	rt.prompt = tokens
 	rt.slo = slo.Seconds()
+	rt.spare = 0
 	rt.hashes, rt.matched = nil, [64]int32{}
 	rt.indexed = p.indexed()
 	if n := min(len(prompt)/rt.index.block, maxPrefixBlocks); n > 0 && rt.indexed {

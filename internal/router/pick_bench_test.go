@@ -69,13 +69,15 @@ func benchPool(policy string) *pool {
 		e.inflight.Store(int64(10 + i%7))
 		e.pending.Store(int64(i % 3))
 		e.owed.Store(int64(500 * (i % 5)))
+		e.critical.Store(int64(i % 4 / 3)) // a critical stream on every fourth
 		e.load.Store(&endpointLoad{waiting: float64(i % 4), kvUsage: float64(i%10) / 10, at: now})
 	}
 	return p
 }
 
 // BenchmarkPick is one pick among 64 endpoints for a prompt whose prefix
-// several of them hold; the prompt is prepared once, outside the loop.
+// several of them hold, of a request below critical; the prompt is
+// prepared once, outside the loop.
 func BenchmarkPick(b *testing.B) {
 	prompt := benchPromptOf(7, 1<<50, 3<<10)
 	for _, policy := range catalog.Policies {
@@ -83,6 +85,7 @@ func BenchmarkPick(b *testing.B) {
 			p := benchPool(policy)
 			var rt route
 			rt.prepare(p, prompt, int64(len(prompt)/bytesPerToken), 500*time.Millisecond)
+			rt.spare = 0.05
 			c, now := all(p), time.Now()
 			b.ReportAllocs()
 			for b.Loop() {

@@ -25,6 +25,7 @@ const (
 	reasonFastest      = "fastest"        // auto: the least predicted TTFT
 	reasonPrefix       = "prefix"         // auto: a cached prefix worth waiting for
 	reasonCold         = "cold"           // auto: among near ties, placed by the conversation's first block not cached
+	reasonSpare        = "spare_critical" // auto: a long prefill kept off the endpoint critical streams decode on
 	reasonLastResort   = "last_resort"    // every endpoint was out; one was tried anyway
 )
 
@@ -201,14 +202,24 @@ const (
 	// conversation goes.
 	tieShare = 0.1
 	tieFloor = 0.005
+	// spareShare is the share of critical's TPOT SLO that a request below
+	// critical may stall the streams on an endpoint by, with its prefill,
+	// when critical streams decode there and another candidate has none:
+	// a stall of one TPOT adds a TPOT to one gap, which even a 16-token
+	// answer spreads to a sixteenth of its mean. Half held critical no
+	// better and cost more goodput (docs/ROUTING.md).
+	spareShare = 1.0
 )
 
 // pickAuto predicts each candidate's time to first token for this request,
 // from the prefill it owes and the part of this prompt it does not hold,
 // and takes the candidate with the least prediction less the prefill its
 // cached prefix saves (weighted by cacheCredit), among those predicted to
-// meet sloShare of the model's TTFT SLO when any is. Near ties go by
-// rendezvous hashing of the prompt's place key. The chosen candidate's
+// meet sloShare of the request's TTFT SLO when any is. A request below
+// critical passes over endpoints where critical streams decode when its
+// prefill would stall them past spareShare of critical's TPOT SLO and
+// another candidate qualifies. Near ties go by rendezvous hashing of the
+// prompt's place key. The chosen candidate's
 // prediction is left in rt.predicted, for hedging to wait by.
 func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 	var pred, score [64]float64
@@ -237,10 +248,25 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 			eligible = within
 		}
 	}
-	best, bestScore := -1, math.Inf(1)
-	for m := eligible; m != 0; m &= m - 1 {
-		if i := bits.TrailingZeros64(m); score[i] < bestScore {
-			best, bestScore = i, score[i]
+	best, bestScore := leastScore(eligible, &score)
+	spared := false
+	if rt.spare > 0 {
+		// A request below critical keeps its prefill off endpoints where
+		// critical streams decode, unless it is short there, while some
+		// candidate qualifies.
+		var clear uint64
+		for m := eligible; m != 0; m &= m - 1 {
+			i := bits.TrailingZeros64(m)
+			if p.endpoints[i].critical.Load() == 0 || p.stall(rt, i) <= spareShare*rt.spare {
+				clear |= 1 << i
+			}
+		}
+		if clear != 0 && clear != eligible {
+			eligible = clear
+			if clear&(1<<best) == 0 {
+				spared = true
+				best, bestScore = leastScore(eligible, &score)
+			}
 		}
 	}
 	// Among near ties, rendezvous hashing decides; a prompt shorter than
@@ -261,12 +287,32 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 	}
 	rt.predicted = pred[chosen]
 	switch {
+	case spared:
+		return chosen, reasonSpare
 	case rt.matched[chosen] > 0 && pred[chosen] > fastest:
 		return chosen, reasonPrefix
 	case chosen != best:
 		return chosen, reasonCold
 	}
 	return chosen, reasonFastest
+}
+
+// stall is how long rt's prefill would hold up the streams decoding on
+// endpoint i, in seconds.
+func (p *pool) stall(rt *route, i int) float64 {
+	_, perToken := p.endpoints[i].firstTokenCost()
+	return perToken * float64(rt.uncached(i))
+}
+
+// leastScore is the candidate in c with the least score, and its score.
+func leastScore(c uint64, score *[64]float64) (int, float64) {
+	best, bestScore := -1, math.Inf(1)
+	for m := c; m != 0; m &= m - 1 {
+		if i := bits.TrailingZeros64(m); score[i] < bestScore {
+			best, bestScore = i, score[i]
+		}
+	}
+	return best, bestScore
 }
 
 // uncachedBelieved is uncached with endpoint i's held prefix discounted by

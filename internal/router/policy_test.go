@@ -270,6 +270,48 @@ func TestAuto(t *testing.T) {
 	}
 }
 
+// TestAutoSparesCriticalStreams: a request below critical sends a long
+// prefill elsewhere than where critical streams decode, while another
+// endpoint has none; a short one, or a critical request, goes where it is
+// fastest.
+func TestAutoSparesCriticalStreams(t *testing.T) {
+	const criticalTPOT = 0.05 // a stall of up to 50 ms, 500 tokens at the prior cost, is let through
+	tests := []struct {
+		name     string
+		cached   int     // blocks of the prompt endpoint 0 holds
+		critical [2]int  // critical streams decoding on each endpoint
+		spare    float64 // the route's critical TPOT SLO; 0 for a critical request
+		want     int
+		reason   string
+	}{
+		{"a long prefill spares the critical streams", 0, [2]int{1, 0}, criticalTPOT, 1, reasonSpare},
+		{"no critical stream anywhere", 0, [2]int{0, 0}, criticalTPOT, 0, reasonFastest},
+		{"a critical request goes where it is fastest", 0, [2]int{1, 0}, 0, 0, reasonFastest},
+		{"critical streams everywhere", 0, [2]int{1, 2}, criticalTPOT, 0, reasonFastest},
+		// 2 of 32 blocks uncached: 128 tokens, a 12.8 ms stall.
+		{"a short prefill past a cached prefix", 30, [2]int{1, 0}, criticalTPOT, 0, reasonFastest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := testPool(catalog.PolicyAuto, 1, 1)
+			prompt := promptText(11, 32) // 2,048 tokens
+			if tt.cached > 0 {
+				hold(p, prompt, tt.cached, 0)
+			}
+			// Endpoint 1 owes 500 tokens: 50 ms slower than endpoint 0.
+			p.endpoints[1].owed.Store(500)
+			for i, n := range tt.critical {
+				p.endpoints[i].critical.Store(int64(n))
+			}
+			rt := routeFor(p, prompt, 0)
+			rt.spare = tt.spare
+			if i, reason := p.pick(rt, all(p), time.Now()); i != tt.want || reason != tt.reason {
+				t.Errorf("picked %d (%s), want %d (%s)", i, reason, tt.want, tt.reason)
+			}
+		})
+	}
+}
+
 // TestAutoPlacesColdPromptsAlikeInEveryGateway: two gateways that built
 // their pools apart, list the endpoints in another order and see a little
 // different load, still send each cold prompt to the same endpoint, and
