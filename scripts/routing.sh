@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The routing comparison of docs/BENCHMARKS.md: every policy swept on the
-# chat workload and on the Mooncake trace, through one in-process gateway
+# chat workload and on the Mooncake and Azure traces, through one in-process gateway
 # (and, for auto, two) in front of four simulated replicas, one 1.5x
 # slower. Writes one JSON report and one text table per run into OUT
 # (default bench-out/routing), then the summary table and plot.
 #
 #   scripts/routing.sh [SEED...]        (default seed 1)
 #
-# About 3 minutes a policy on chat and 4 on the trace, per seed.
+# About 3 minutes a policy on chat, 4 on Mooncake and 2 on Azure, per seed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-bench-out/routing}
@@ -19,6 +19,8 @@ pool=(--spawn-sim 4 --sim-speeds 1,1,1,0.667)
 chat=("${pool[@]}" --duration 20s --drain 20s --sweep 10:40:10)
 trace=("${pool[@]}" --workload trace --trace ../shared/traces/mooncake-synthetic.jsonl
 	--length-scale 16 --duration 30s --drain 20s)
+azure=("${pool[@]}" --workload trace --trace ../shared/traces/azure-llm-2023-code.csv
+	--length-scale 4 --duration 20s --drain 15s --sweep 4:16:4)
 for seed in "${seeds[@]}"; do
 	for policy in round_robin least_request prefix gie sglang auto; do
 		echo "== seed $seed, $policy: chat" >&2
@@ -30,6 +32,9 @@ for seed in "${seeds[@]}"; do
 		echo "== seed $seed, $policy: mooncake" >&2
 		"$gw" bench "${trace[@]}" --seed "$seed" --policy "$policy" --sweep 4:16:4 \
 			--json "$out/mooncake-$policy-$seed.json" >"$out/mooncake-$policy-$seed.txt"
+		echo "== seed $seed, $policy: azure" >&2
+		"$gw" bench "${azure[@]}" --seed "$seed" --policy "$policy" \
+			--json "$out/azure-$policy-$seed.json" >"$out/azure-$policy-$seed.txt"
 	done
 	# The policies that pass at every load above, swept further.
 	for policy in auto gie; do

@@ -60,6 +60,33 @@ def table(out, workload, at):
         print("| " + " | ".join(row) + " |")
 
 
+def per_seed(out, workload):
+    """Each policy's capacity at SLO seed by seed, from the reports of
+    every seed run in out."""
+    seeds = sorted({int(os.path.basename(f).rsplit("-", 1)[1][:-5])
+                    for f in glob.glob(os.path.join(out, f"{workload}-*.json"))})
+    if not seeds:
+        return
+    print(f"\n{workload}: capacity at SLO by seed ({' / '.join(map(str, seeds))})\n")
+    print("| policy | capacity at SLO |")
+    print("|---|---|")
+    for p in POLICIES:
+        caps = []
+        for seed in seeds:
+            pts = {}
+            for pat in (f"{workload}-{p}-{seed}.json", f"{workload}-high-{p}-{seed}.json"):
+                path = os.path.join(out, pat)
+                if os.path.exists(path):
+                    for r in json.load(open(path))["runs"]:
+                        pts[r.get("time_scale") or r["rate"]] = [r]
+            if pts:
+                cap, lower = capacity(dict(sorted(pts.items())))
+                caps.append(("≥ " if lower else "") + f"{cap:.1f}")
+            else:
+                caps.append("—")
+        print(f"| {p} | {' / '.join(caps)} |")
+
+
 def plot(out, path):
     W, H, M = 1200, 340, 50
     panels = [("chat", "offered req/s"), ("chat-half", "offered req/s, replicas at half speed"), ("mooncake", "trace time scale")]
@@ -101,4 +128,7 @@ if __name__ == "__main__":
     table(out, "chat", 30)
     table(out, "chat-half", 10)
     table(out, "mooncake", 12)
+    table(out, "azure", 8)
+    for workload in ("chat", "chat-half", "mooncake", "azure"):
+        per_seed(out, workload)
     plot(out, svg)
