@@ -5,20 +5,27 @@ from the JSON reports scripts/routing.sh writes. Standard library only.
 
     scripts/routing_plot.py OUT_DIR SVG_FILE
 """
-import glob, json, os, sys
+import glob, json, os, re, sys
 
 POLICIES = ["round_robin", "least_request", "prefix", "gie", "sglang", "auto"]
 COLORS = dict(zip(POLICIES, ["#888888", "#1f77b4", "#9467bd", "#ff7f0e", "#2ca02c", "#d62728"]))
 
 
+def reports(out, workload, policy, seed=r"\d+"):
+    """The reports of one policy on one workload (its further sweeps
+    included, runs through several gateways not), of one seed or all."""
+    name = re.compile(rf"{re.escape(workload)}(-high)?-{re.escape(policy)}-{seed}\.json")
+    return [path for path in sorted(glob.glob(os.path.join(out, "*.json")))
+            if name.fullmatch(os.path.basename(path))]
+
+
 def runs(out, workload, policy):
     """Every swept run of one policy on one workload, by load, all seeds."""
     pts = {}
-    for pat in (f"{workload}-{policy}-*.json", f"{workload}-high-{policy}-*.json"):
-        for path in glob.glob(os.path.join(out, pat)):
-            for r in json.load(open(path))["runs"]:
-                load = r.get("time_scale") or r["rate"]
-                pts.setdefault(load, []).append(r)
+    for path in reports(out, workload, policy):
+        for r in json.load(open(path))["runs"]:
+            load = r.get("time_scale") or r["rate"]
+            pts.setdefault(load, []).append(r)
     return dict(sorted(pts.items()))
 
 
@@ -64,7 +71,7 @@ def per_seed(out, workload):
     """Each policy's capacity at SLO seed by seed, from the reports of
     every seed run in out."""
     seeds = sorted({int(os.path.basename(f).rsplit("-", 1)[1][:-5])
-                    for f in glob.glob(os.path.join(out, f"{workload}-*.json"))})
+                    for p in POLICIES for f in reports(out, workload, p)})
     if not seeds:
         return
     print(f"\n{workload}: capacity at SLO by seed ({' / '.join(map(str, seeds))})\n")
@@ -74,11 +81,9 @@ def per_seed(out, workload):
         caps = []
         for seed in seeds:
             pts = {}
-            for pat in (f"{workload}-{p}-{seed}.json", f"{workload}-high-{p}-{seed}.json"):
-                path = os.path.join(out, pat)
-                if os.path.exists(path):
-                    for r in json.load(open(path))["runs"]:
-                        pts[r.get("time_scale") or r["rate"]] = [r]
+            for path in reports(out, workload, p, str(seed)):
+                for r in json.load(open(path))["runs"]:
+                    pts[r.get("time_scale") or r["rate"]] = [r]
             if pts:
                 cap, lower = capacity(dict(sorted(pts.items())))
                 caps.append(("≥ " if lower else "") + f"{cap:.1f}")
@@ -88,11 +93,12 @@ def per_seed(out, workload):
 
 
 def plot(out, path):
-    W, H, M = 1200, 340, 50
-    panels = [("chat", "offered req/s"), ("chat-half", "offered req/s, replicas at half speed"), ("mooncake", "trace time scale")]
+    panels = [("chat", "offered req/s"), ("chat-half", "offered req/s, replicas at half speed"),
+              ("mooncake", "trace time scale"), ("azure", "trace time scale")]
+    W, H, M = 400 * len(panels), 340, 50
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
            '<rect width="100%" height="100%" fill="white"/>']
-    pw = (W - 4 * M) / 3
+    pw = (W - (len(panels) + 1) * M) / len(panels)
     for k, (wl, xlabel) in enumerate(panels):
         x0 = M + k * (pw + M)
         allpts = {p: runs(out, wl, p) for p in POLICIES}

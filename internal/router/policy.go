@@ -219,8 +219,8 @@ const (
 // critical passes over endpoints where critical streams decode when its
 // prefill would stall them past spareShare of critical's TPOT SLO and
 // another candidate qualifies. Near ties go by rendezvous hashing of the
-// prompt's place key. The chosen candidate's
-// prediction is left in rt.predicted, for hedging to wait by.
+// prompt's place key. The chosen candidate's prediction is left in
+// rt.predicted, for hedging to wait by.
 func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 	var pred, score [64]float64
 	meanPrompt := p.meanPromptTokens()
