@@ -7,7 +7,7 @@
 #
 #   scripts/routing.sh [SEED...]        (default seed 1)
 #
-# About 3 minutes a policy on chat, 4 on Mooncake and 2 on Azure, per seed.
+# About 3 minutes a policy on chat, 4 on Mooncake and 5 on Azure, per seed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-bench-out/routing}
@@ -20,7 +20,7 @@ chat=("${pool[@]}" --duration 20s --drain 20s --sweep 10:40:10)
 trace=("${pool[@]}" --workload trace --trace ../shared/traces/mooncake-synthetic.jsonl
 	--length-scale 16 --duration 30s --drain 20s)
 azure=("${pool[@]}" --workload trace --trace ../shared/traces/azure-llm-2023-code.csv
-	--length-scale 4 --duration 20s --drain 15s --sweep 4:16:4)
+	--length-scale 4 --duration 20s --drain 15s)
 for seed in "${seeds[@]}"; do
 	for policy in round_robin least_request prefix gie sglang auto; do
 		echo "== seed $seed, $policy: chat" >&2
@@ -33,8 +33,11 @@ for seed in "${seeds[@]}"; do
 		"$gw" bench "${trace[@]}" --seed "$seed" --policy "$policy" --sweep 4:16:4 \
 			--json "$out/mooncake-$policy-$seed.json" >"$out/mooncake-$policy-$seed.txt"
 		echo "== seed $seed, $policy: azure" >&2
-		"$gw" bench "${azure[@]}" --seed "$seed" --policy "$policy" \
+		"$gw" bench "${azure[@]}" --seed "$seed" --policy "$policy" --sweep 4:16:4 \
 			--json "$out/azure-$policy-$seed.json" >"$out/azure-$policy-$seed.txt"
+		echo "== seed $seed, $policy: azure, around the knee" >&2
+		"$gw" bench "${azure[@]}" --seed "$seed" --policy "$policy" --sweep 7:11:1 \
+			--json "$out/azure-fine-$policy-$seed.json" >"$out/azure-fine-$policy-$seed.txt"
 	done
 	# The policies that pass at every load above, swept further.
 	for policy in auto gie; do

@@ -12,9 +12,10 @@ COLORS = dict(zip(POLICIES, ["#888888", "#1f77b4", "#9467bd", "#ff7f0e", "#2ca02
 
 
 def reports(out, workload, policy, seed=r"\d+"):
-    """The reports of one policy on one workload (its further sweeps
-    included, runs through several gateways not), of one seed or all."""
-    name = re.compile(rf"{re.escape(workload)}(-high)?-{re.escape(policy)}-{seed}\.json")
+    """The reports of one policy on one workload (its further sweeps, -high
+    and -fine, included; runs through several gateways not), of one seed
+    or all."""
+    name = re.compile(rf"{re.escape(workload)}(-high|-fine)?-{re.escape(policy)}-{seed}\.json")
     return [path for path in sorted(glob.glob(os.path.join(out, "*.json")))
             if name.fullmatch(os.path.basename(path))]
 

@@ -188,8 +188,11 @@ func (p *pool) pickSGLang(rt *route, c uint64) (int, string) {
 const (
 	// cacheCredit is what a second of prefill saved by a cached prefix is
 	// worth against a second more of waiting for this request: the work
-	// saved is capacity every request behind it gets back.
-	cacheCredit = 1.0
+	// saved is capacity every request behind it gets back, and a prefix
+	// computed a second time somewhere else takes cache from other
+	// prefixes there. At 1 an overloaded pool scatters its conversations
+	// and computes more (docs/ROUTING.md).
+	cacheCredit = 4.0
 	// sloShare is the share of the model's TTFT SLO an endpoint's
 	// predicted TTFT may reach and still be chosen over a faster one: a
 	// prediction is a typical wait, and the SLO bounds the 99th

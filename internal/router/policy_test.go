@@ -240,11 +240,12 @@ func TestAuto(t *testing.T) {
 		want      int
 		reason    string
 	}{
-		// 0.32 s predicted, scored 0.1152 against 0.2248.
+		// 0.32 s predicted, scored 0.32 − 4 × 0.2048 = −0.4992 against
+		// the cold endpoint's 0.2248.
 		{"a cached prefix worth the wait", 3000, 1, 0, 0, reasonPrefix},
 		{"a cached prefix on an idle endpoint", 0, 1, 0, 0, reasonFastest},
-		// 1.02 s predicted, scored 0.8152.
-		{"the cached endpoint badly loaded", 10000, 1, 0, 1, reasonFastest},
+		// 1.22 s predicted, scored 0.4008.
+		{"the cached endpoint badly loaded", 12000, 1, 0, 1, reasonFastest},
 		// Its hits mostly not confirmed, the cache earns it little.
 		{"a prefix the endpoint's answers do not confirm", 3000, minPrecision, 0, 1, reasonFastest},
 		// 0.32 s is past half of a 0.5 s SLO, 0.2248 within it.
