@@ -46,6 +46,15 @@ def capacity(pts):
     return best, lower
 
 
+def capacity_text(pts):
+    """Capacity at SLO as the tables print it: a lower bound when the
+    highest load swept passed, an upper one when the lowest failed."""
+    cap, lower = capacity(pts)
+    if cap == 0:
+        return f"< {min(pts):g}"
+    return ("≥ " if lower else "") + f"{cap:.1f}"
+
+
 def mean(rs, key):
     return sum(r[key] for r in rs) / len(rs)
 
@@ -58,9 +67,8 @@ def table(out, workload, at):
         pts = runs(out, workload, p)
         if not pts:
             continue
-        cap, lower = capacity(pts)
         rs = pts.get(at) or []
-        row = [p, ("≥ " if lower else "") + f"{cap:.1f}"]
+        row = [p, capacity_text(pts)]
         if rs:
             row += [f"{mean(rs, 'goodput'):.3f}", f"{1e3*mean(rs, 'ttft_p50_s'):.0f}", f"{1e3*mean(rs, 'ttft_p99_s'):.0f}",
                     f"{1e3*mean(rs, 'tpot_p99_s'):.0f}", f"{mean(rs, 'prefix_hit_rate'):.3f}",
@@ -86,8 +94,7 @@ def per_seed(out, workload):
                 for r in json.load(open(path))["runs"]:
                     pts[r.get("time_scale") or r["rate"]] = [r]
             if pts:
-                cap, lower = capacity(dict(sorted(pts.items())))
-                caps.append(("≥ " if lower else "") + f"{cap:.1f}")
+                caps.append(capacity_text(dict(sorted(pts.items()))))
             else:
                 caps.append("—")
         print(f"| {p} | {' / '.join(caps)} |")
@@ -96,6 +103,8 @@ def per_seed(out, workload):
 def plot(out, path):
     panels = [("chat", "offered req/s"), ("chat-half", "offered req/s, replicas at half speed"),
               ("mooncake", "trace time scale"), ("azure", "trace time scale")]
+    # A workload with fewer than two policies run compares nothing.
+    panels = [(wl, x) for wl, x in panels if sum(bool(runs(out, wl, p)) for p in POLICIES) >= 2]
     W, H, M = 400 * len(panels), 340, 50
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
            '<rect width="100%" height="100%" fill="white"/>']
@@ -132,7 +141,7 @@ def plot(out, path):
 
 if __name__ == "__main__":
     out, svg = sys.argv[1], sys.argv[2]
-    table(out, "chat", 30)
+    table(out, "chat", 20)
     table(out, "chat-half", 10)
     table(out, "mooncake", 12)
     table(out, "azure", 8)
