@@ -7,7 +7,7 @@
 #
 #   scripts/routing.sh [SEED...]        (default seed 1)
 #
-# About 3 minutes a policy on chat, 4 on Mooncake and 5 on Azure, per seed.
+# About 3 minutes a policy on chat, 4 on Mooncake and 3 on Azure, per seed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-bench-out/routing}
