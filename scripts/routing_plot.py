@@ -12,18 +12,18 @@ COLORS = dict(zip(POLICIES, ["#888888", "#1f77b4", "#9467bd", "#ff7f0e", "#2ca02
 
 
 def reports(out, workload, policy, seed=r"\d+"):
-    """The reports of one policy on one workload (its further sweeps, -high
-    and -fine, included; runs through several gateways not), of one seed
-    or all."""
-    name = re.compile(rf"{re.escape(workload)}(-high|-fine)?-{re.escape(policy)}-{seed}\.json")
+    """The reports of one policy on one workload (its further sweep, -high,
+    included; runs through several gateways not), of one seed or all."""
+    name = re.compile(rf"{re.escape(workload)}(-high)?-{re.escape(policy)}-{seed}\.json")
     return [path for path in sorted(glob.glob(os.path.join(out, "*.json")))
             if name.fullmatch(os.path.basename(path))]
 
 
-def runs(out, workload, policy):
-    """Every swept run of one policy on one workload, by load, all seeds."""
+def runs(out, workload, policy, seed=r"\d+"):
+    """Every swept run of one policy on one workload, by load, of one seed
+    or all."""
     pts = {}
-    for path in reports(out, workload, policy):
+    for path in reports(out, workload, policy, seed):
         for r in json.load(open(path))["runs"]:
             load = r.get("time_scale") or r["rate"]
             pts.setdefault(load, []).append(r)
@@ -89,29 +89,24 @@ def per_seed(out, workload):
     for p in POLICIES:
         caps = []
         for seed in seeds:
-            pts = {}
-            for path in reports(out, workload, p, str(seed)):
-                for r in json.load(open(path))["runs"]:
-                    pts[r.get("time_scale") or r["rate"]] = [r]
-            if pts:
-                caps.append(capacity_text(dict(sorted(pts.items()))))
-            else:
-                caps.append("—")
+            pts = runs(out, workload, p, str(seed))
+            caps.append(capacity_text(pts) if pts else "—")
         print(f"| {p} | {' / '.join(caps)} |")
 
 
 def plot(out, path):
     panels = [("chat", "offered req/s"), ("chat-half", "offered req/s, replicas at half speed"),
               ("mooncake", "trace time scale"), ("azure", "trace time scale")]
+    runs_of = {wl: {p: runs(out, wl, p) for p in POLICIES} for wl, _ in panels}
     # A workload with fewer than two policies run compares nothing.
-    panels = [(wl, x) for wl, x in panels if sum(bool(runs(out, wl, p)) for p in POLICIES) >= 2]
+    panels = [(wl, x) for wl, x in panels if sum(map(bool, runs_of[wl].values())) >= 2]
     W, H, M = 400 * len(panels), 340, 50
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
            '<rect width="100%" height="100%" fill="white"/>']
     pw = (W - (len(panels) + 1) * M) / len(panels)
     for k, (wl, xlabel) in enumerate(panels):
         x0 = M + k * (pw + M)
-        allpts = {p: runs(out, wl, p) for p in POLICIES}
+        allpts = runs_of[wl]
         loads = [l for pts in allpts.values() for l in pts]
         if not loads:
             continue
@@ -145,6 +140,7 @@ if __name__ == "__main__":
     table(out, "chat-half", 10)
     table(out, "mooncake", 12)
     table(out, "azure", 8)
-    for workload in ("chat", "chat-half", "mooncake", "azure"):
+    table(out, "azure-fine", 10)
+    for workload in ("chat", "chat-half", "mooncake", "azure", "azure-fine"):
         per_seed(out, workload)
     plot(out, svg)
