@@ -71,6 +71,7 @@ type options struct {
 	policy, admission      string
 	hedge                  float64
 	timeScale, lengthScale float64
+	traceFrom              time.Duration
 	model                  string
 	concurrencyCap         int
 	apiKey                 string
@@ -103,7 +104,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	trace := o.workload == WorkloadTrace
 	if trace {
-		out.Trace, out.TimeScale, out.LenScale = o.tracePath, o.timeScale, o.lengthScale
+		out.Trace, out.TimeScale, out.LenScale, out.TraceFromS = o.tracePath, o.timeScale, o.lengthScale, o.traceFrom.Seconds()
 	}
 	if o.spawn > 0 {
 		out.Target = fmt.Sprintf("spawn-sim:%d", o.spawn)
@@ -133,7 +134,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for i, x := range points {
 		spec := Spec{
 			Workload: o.workload, Rate: x, Duration: o.duration, Seed: o.seed, Quick: o.quick, SLO: o.slo,
-			TracePath: o.tracePath, TimeScale: o.timeScale, LengthScale: o.lengthScale, OutputTokens: o.outputTokens,
+			TracePath: o.tracePath, TimeScale: o.timeScale, LengthScale: o.lengthScale, From: o.traceFrom, OutputTokens: o.outputTokens,
 		}
 		label := fmt.Sprintf("%s rate %g", o.workload, x)
 		if trace {
@@ -312,6 +313,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	fs.ChoiceVar(&o.admission, "admission", "off", []string{"on", "off"}, "with --spawn-sim, the gateway's SLO-aware admission")
 	fs.Float64Var(&o.hedge, "hedge", 0, "with --spawn-sim, hedge a request with no first token after `X` times its predicted TTFT (the pool's hedge.after; 0: off)")
 	fs.Float64Var(&o.timeScale, "time-scale", 1, "trace replay: >1 sends faster (inter-arrival times divided by X)")
+	fs.DurationVar(&o.traceFrom, "trace-from", 0, "trace replay: start at this point of the trace's own clock (before --time-scale); earlier requests are not sent")
 	fs.Float64Var(&o.lengthScale, "length-scale", 1, "trace replay: >1 shortens requests (token counts divided by X, a block becomes 512/X tokens)")
 	fs.StringVar(&o.model, "model", defaultModel, "model `name` sent in every request")
 	fs.IntVar(&o.concurrencyCap, "concurrency-cap", 0, "most requests in flight; arrivals past it are dropped and counted (0: no cap)")
@@ -365,8 +367,11 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	default:
 		return nil, fmt.Errorf("--workload: unknown workload %q: want chat, burst, mixed, noisy, flat or trace", o.workload)
 	}
-	if o.workload != WorkloadTrace && (set["time-scale"] || set["length-scale"]) {
-		return nil, fmt.Errorf("--time-scale and --length-scale apply only to --workload trace")
+	if o.workload != WorkloadTrace && (set["time-scale"] || set["length-scale"] || set["trace-from"]) {
+		return nil, fmt.Errorf("--time-scale, --length-scale and --trace-from apply only to --workload trace")
+	}
+	if o.traceFrom < 0 {
+		return nil, fmt.Errorf("--trace-from must not be negative, got %v", o.traceFrom)
 	}
 	if !(o.timeScale > 0) || !(o.lengthScale > 0) || math.IsInf(o.timeScale, 0) || math.IsInf(o.lengthScale, 0) {
 		return nil, fmt.Errorf("--time-scale and --length-scale must be positive")

@@ -183,6 +183,26 @@ func TestCommandTrace(t *testing.T) {
 	}
 }
 
+// TestCommandTraceFrom replays the tiny trace from 0.9 s of its clock:
+// only its last two requests are sent, and the setup line says where
+// the replay started.
+func TestCommandTraceFrom(t *testing.T) {
+	f := &fakeServer{}
+	srv := f.start(t)
+	table := runCommand(t, "--workload", "trace", "--trace", "testdata/mooncake-tiny.jsonl", "--trace-from", "900ms", "--time-scale", "20", "--length-scale", "8", "--target", srv.URL)
+	var got []int
+	for _, r := range f.requests() {
+		got = append(got, r.PromptTokens)
+	}
+	slices.Sort(got)
+	if diff := cmp.Diff([]int{38, 192}, got); diff != "" {
+		t.Errorf("prompt tokens the server counted (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(table, "from 0.9s") {
+		t.Errorf("the report does not say where the replay started:\n%s", table)
+	}
+}
+
 func TestCommandAPIKeysFile(t *testing.T) {
 	f := &fakeServer{}
 	srv := f.start(t)
@@ -214,6 +234,8 @@ func TestCommandRejectsBadFlags(t *testing.T) {
 		{[]string{"--workload", "trace", "--trace", "t.csv", "--sweep", "1:2:1", "--time-scale", "2", "--target", "http://x"}, "--time-scale or --sweep"},
 		{[]string{"--trace", "t.csv", "--target", "http://x"}, "needs --workload trace"},
 		{[]string{"--time-scale", "2", "--target", "http://x"}, "only to --workload trace"},
+		{[]string{"--trace-from", "60s", "--target", "http://x"}, "only to --workload trace"},
+		{[]string{"--workload", "trace", "--trace", "t.csv", "--trace-from", "-1s", "--target", "http://x"}, "--trace-from must not be negative"},
 		{[]string{"--rate", "0", "--target", "http://x"}, "--rate must be a positive number"},
 		{[]string{"--rate", "2", "--sweep", "1:2:1", "--target", "http://x"}, "not both"},
 		{[]string{"--sweep", "5:1:1", "--target", "http://x"}, "B must not be below A"},

@@ -36,6 +36,8 @@ type Output struct {
 	Trace     string     `json:"trace,omitempty"`
 	TimeScale float64    `json:"time_scale,omitempty"`
 	LenScale  float64    `json:"length_scale,omitempty"`
+	// TraceFromS is where on the trace's clock replay started, in seconds.
+	TraceFromS float64 `json:"trace_from_s,omitempty"`
 	// Rate is the offered rate of a single run; 0 with a sweep or a trace.
 	Rate float64 `json:"rate,omitempty"`
 	Report
@@ -214,6 +216,9 @@ func setupLine(out *Output) string {
 	b.WriteString(out.Workload)
 	if out.Trace != "" {
 		fmt.Fprintf(&b, " %s (lengths ÷%g", filepath.Base(out.Trace), out.LenScale)
+		if out.TraceFromS != 0 {
+			fmt.Fprintf(&b, ", from %gs", out.TraceFromS)
+		}
 		if out.TimeScale != 0 {
 			fmt.Fprintf(&b, ", time scale %g", out.TimeScale)
 		}

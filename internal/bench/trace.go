@@ -187,8 +187,9 @@ func parseAzure(r io.Reader) ([]TraceRecord, error) {
 // Azure prompt.
 const uniqueStream = 0x756e69717565 // "unique"
 
-// replay turns a trace into requests: arrivals divided by TimeScale and cut
-// at Duration (zero: the whole trace), token counts divided by LengthScale.
+// replay turns a trace into requests: from the trace's point From on,
+// arrivals divided by TimeScale and cut at Duration (zero: the whole
+// trace), token counts divided by LengthScale.
 // A prompt is its blocks' texts in order, each block MooncakeBlockTokens
 // divided by LengthScale long, the last cut to the prompt's length; text
 // beyond the blocks is the request's own.
@@ -211,7 +212,10 @@ func replay(s Spec, texts *Texts) ([]Request, error) {
 	var reqs []Request
 	seen := map[uint64]int{} // key: block id; the most of its tokens sent so far
 	for i, r := range recs {
-		at := time.Duration(float64(r.At) / ts)
+		if r.At < s.From {
+			continue
+		}
+		at := time.Duration(float64(r.At-s.From) / ts)
 		if s.Duration > 0 && at >= s.Duration {
 			break
 		}

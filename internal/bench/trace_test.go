@@ -253,3 +253,34 @@ func TestPrefixCeiling(t *testing.T) {
 		t.Error("the ceiling of no prompt tokens is not nil")
 	}
 }
+
+// TestReplayFrom starts a replay part way into the trace: the requests
+// before the point are not sent, the first one after it arrives at once,
+// and a prefix only the skipped requests sent counts as unseen.
+func TestReplayFrom(t *testing.T) {
+	reqs, err := Generate(Spec{Workload: WorkloadTrace, TracePath: "testdata/mooncake-tiny.jsonl", TimeScale: 2, From: 900 * time.Millisecond}, NewTexts(tokenize.Count))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ats []time.Duration
+	var seen []int
+	for _, r := range reqs {
+		ats, seen = append(ats, r.At), append(seen, r.PrefixSeen)
+	}
+	// Requests 2 and 3 of the trace, at 1 s and 3 s, less 0.9 s, halved.
+	if diff := cmp.Diff([]time.Duration{50 * time.Millisecond, 1050 * time.Millisecond}, ats); diff != "" {
+		t.Errorf("arrivals (-want +got):\n%s", diff)
+	}
+	// Request 2 shares blocks 0 and 1 with request 0 alone, which was
+	// not sent.
+	if seen[0] != 0 {
+		t.Errorf("the first request sent has %d prefix tokens seen before, want 0", seen[0])
+	}
+	all, err := Generate(Spec{Workload: WorkloadTrace, TracePath: "testdata/mooncake-tiny.jsonl", TimeScale: 2}, NewTexts(tokenize.Count))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if promptText(reqs[0]) != promptText(all[2]) {
+		t.Error("a request's prompt differs when the replay starts later")
+	}
+}

@@ -83,6 +83,9 @@ type Spec struct {
 	TracePath   string
 	TimeScale   float64 // >1 replays faster: inter-arrival times are divided by it; zero means 1
 	LengthScale float64 // >1 shortens requests: token counts are divided by it; zero means 1
+	// From is where on the trace's own clock replay starts: requests
+	// before it are not sent, and the first sent arrives at once.
+	From time.Duration
 
 	// OutputTokens, for flat, is every answer's length; zero means
 	// flatAnswerTokens.
