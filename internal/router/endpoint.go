@@ -77,6 +77,7 @@ type endpoint struct {
 // the server does not export are negative.
 type endpointLoad struct {
 	waiting float64 // requests queued, not yet running
+	running float64 // requests in the running batch: prefilling or decoding
 	kvUsage float64 // share of the KV cache in use, 0 to 1
 	at      time.Time
 }
@@ -105,6 +106,20 @@ func (e *endpoint) freshLoad(now time.Time, maxAge time.Duration) *endpointLoad 
 		return nil
 	}
 	return l
+}
+
+// streams is how many streams decode on the endpoint: the requests this
+// gateway sent it that are past their first token, or, when the fresh
+// scrape l (nil: none) has more in the running batch than this gateway
+// has requests there before their first token, the difference if it is
+// larger: other gateways send to the endpoint too.
+func (e *endpoint) streams(l *endpointLoad) int64 {
+	pending := e.pending.Load()
+	n := e.inflight.Load() - pending
+	if l != nil {
+		n = max(n, int64(l.running)-pending)
+	}
+	return max(n, 0)
 }
 
 // failed counts a failed request, and ejects the endpoint after ejectAfter
