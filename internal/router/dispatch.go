@@ -74,7 +74,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 			if err := p.prepare(&call, req, r.opts.Router.DefaultMaxTokens); err != nil {
 				return dispatchResult{outcome: proxy.Outcome{Status: openai.AsError(err).Status, Err: err}, model: m}
 			}
-			rt.prepare(p, prompt, req.estimate, m.ClassSLO(req.class.String()).TTFTp99)
+			rt.prepare(p, prompt, req.estimate, sloLeft(m.ClassSLO(req.class.String()).TTFTp99, req.start, time.Now()))
 			if req.class != classCritical {
 				rt.spare = m.ClassSLO(classCritical.String()).TPOTp99.Seconds()
 			}

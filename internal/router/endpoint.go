@@ -109,17 +109,24 @@ func (e *endpoint) freshLoad(now time.Time, maxAge time.Duration) *endpointLoad 
 }
 
 // streams is how many streams decode on the endpoint: the requests this
-// gateway sent it that are past their first token, or, when the fresh
-// scrape l (nil: none) has more in the running batch than this gateway
-// has requests there before their first token, the difference if it is
-// larger: other gateways send to the endpoint too.
-func (e *endpoint) streams(l *endpointLoad) int64 {
-	pending := e.pending.Load()
-	n := e.inflight.Load() - pending
-	if l != nil {
-		n = max(n, int64(l.running)-pending)
+// gateway sent it that are past their first token, and, when the fresh
+// scrape l (nil: none) shows requests this gateway did not send (other
+// gateways send to it too), the share of those that its own requests
+// there suggest are past their first token as well.
+func (e *endpoint) streams(l *endpointLoad) float64 {
+	inflight := e.inflight.Load()
+	own := max(inflight-e.pending.Load(), 0)
+	if l == nil || l.running < 0 || l.waiting < 0 {
+		return float64(own)
 	}
-	return max(n, 0)
+	others := l.running + l.waiting - float64(inflight)
+	if others <= 0 {
+		return float64(own)
+	}
+	if inflight == 0 {
+		return others // nothing of its own to tell how many have started
+	}
+	return float64(own) * (1 + others/float64(inflight))
 }
 
 // failed counts a failed request, and ejects the endpoint after ejectAfter

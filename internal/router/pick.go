@@ -129,7 +129,7 @@ type route struct {
 	hashes      []uint64 // the prompt's chained block hashes
 	promptBytes int      // the prompt's length as sent
 	prompt      int64    // its size in tokens, estimated
-	slo         float64  // the request's TTFT SLO in seconds; 0 when it has none
+	slo         float64  // what is left of the request's TTFT SLO, in seconds; 0 when it has none
 	// spare is critical's TPOT SLO in seconds for a request below
 	// critical, whose prefill auto keeps off critical streams; zero for a
 	// critical request.
@@ -141,6 +141,17 @@ type route struct {
 	// predicted is the last pick's endpoint's predicted TTFT in seconds,
 	// when its policy predicts one (auto); zero when it does not.
 	predicted float64
+}
+
+// sloLeft is what is left at now of a TTFT SLO for a request that arrived
+// at start: one that waited for admission is routed by the time it has,
+// not by the whole SLO. No SLO (zero) stays none; a request already past
+// its SLO has a nanosecond left, within which no endpoint is predicted.
+func sloLeft(slo time.Duration, start, now time.Time) time.Duration {
+	if slo <= 0 {
+		return 0
+	}
+	return max(slo-now.Sub(start), time.Nanosecond)
 }
 
 // prepare hashes prompt for p's index, once per request and pool.

@@ -248,7 +248,7 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 		_, perToken := e.firstTokenCost()
 		stall := perToken * float64(uncached)
 		score[i] = pred[i] - cacheCredit*perToken*float64(rt.prompt-uncached) +
-			streamCost*stall*float64(e.streams(l))
+			streamCost*stall*e.streams(l)
 		fastest = min(fastest, pred[i])
 	}
 	// Within the SLO's share when any candidate is; otherwise every

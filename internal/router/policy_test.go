@@ -251,6 +251,9 @@ func TestAuto(t *testing.T) {
 		// 0.32 s is past half of a 0.5 s SLO, 0.2248 within it.
 		{"past half the SLO", 3000, 1, 500 * time.Millisecond, 1, reasonFastest},
 		{"within half the SLO", 3000, 1, time.Second, 0, reasonPrefix},
+		// Half a second of a 1 s SLO spent waiting for admission: 0.32 s
+		// is past half of what is left, 0.2248 within it.
+		{"within half the SLO, not of what is left of it", 3000, 1, sloLeft(time.Second, time.Unix(0, 0), time.Unix(0, 5e8)), 1, reasonFastest},
 		// Neither is within half of 0.1 s: the best score still wins.
 		{"none within half the SLO", 3000, 1, 100 * time.Millisecond, 0, reasonPrefix},
 	}
@@ -310,6 +313,22 @@ func TestAutoSparesCriticalStreams(t *testing.T) {
 				t.Errorf("picked %d (%s), want %d (%s)", i, reason, tt.want, tt.reason)
 			}
 		})
+	}
+}
+
+func TestSLOLeft(t *testing.T) {
+	start := time.Unix(100, 0)
+	for _, tc := range []struct {
+		slo, waited, want time.Duration
+	}{
+		{2 * time.Second, 0, 2 * time.Second},
+		{2 * time.Second, 500 * time.Millisecond, 1500 * time.Millisecond},
+		{2 * time.Second, 3 * time.Second, time.Nanosecond}, // past it
+		{0, time.Second, 0}, // no SLO
+	} {
+		if got := sloLeft(tc.slo, start, start.Add(tc.waited)); got != tc.want {
+			t.Errorf("sloLeft(%v) after %v = %v, want %v", tc.slo, tc.waited, got, tc.want)
+		}
 	}
 }
 
