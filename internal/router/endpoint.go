@@ -77,7 +77,6 @@ type endpoint struct {
 // the server does not export are negative.
 type endpointLoad struct {
 	waiting float64 // requests queued, not yet running
-	running float64 // requests in the running batch: prefilling or decoding
 	kvUsage float64 // share of the KV cache in use, 0 to 1
 	at      time.Time
 }
@@ -106,27 +105,6 @@ func (e *endpoint) freshLoad(now time.Time, maxAge time.Duration) *endpointLoad 
 		return nil
 	}
 	return l
-}
-
-// streams is how many streams decode on the endpoint: the requests this
-// gateway sent it that are past their first token, and, when the fresh
-// scrape l (nil: none) shows requests this gateway did not send (other
-// gateways send to it too), the share of those that its own requests
-// there suggest are past their first token as well.
-func (e *endpoint) streams(l *endpointLoad) float64 {
-	inflight := e.inflight.Load()
-	own := max(inflight-e.pending.Load(), 0)
-	if l == nil || l.running < 0 || l.waiting < 0 {
-		return float64(own)
-	}
-	others := l.running + l.waiting - float64(inflight)
-	if others <= 0 {
-		return float64(own)
-	}
-	if inflight == 0 {
-		return others // nothing of its own to tell how many have started
-	}
-	return float64(own) * (1 + others/float64(inflight))
 }
 
 // failed counts a failed request, and ejects the endpoint after ejectAfter

@@ -274,30 +274,3 @@ func TestCriticalStreamsCounted(t *testing.T) {
 		t.Errorf("%d critical streams after all ended, want 0", got)
 	}
 }
-
-// TestStreams: the streams decoding on an endpoint are this gateway's
-// requests past their first token, and the requests a scrape shows that
-// this gateway did not send, in the share its own have started.
-func TestStreams(t *testing.T) {
-	for _, tc := range []struct {
-		name              string
-		inflight, pending int64
-		load              *endpointLoad
-		want              float64
-	}{
-		{"no scrape", 4, 1, nil, 3},
-		{"a scrape of this gateway's requests alone", 4, 1, &endpointLoad{running: 3, waiting: 1}, 3},
-		{"a stale count below this gateway's", 4, 1, &endpointLoad{running: 2, waiting: 0}, 3},
-		// 8 requests of others', half of them started as half of its own.
-		{"other gateways' requests", 4, 2, &endpointLoad{running: 10, waiting: 2}, 6},
-		{"other gateways' requests and none of its own", 0, 0, &endpointLoad{running: 5, waiting: 3}, 8},
-		{"a server that does not say", 4, 1, &endpointLoad{running: -1, waiting: -1}, 3},
-	} {
-		e := newEndpoint("e", "http://10.0.0.1:8000/v1")
-		e.inflight.Store(tc.inflight)
-		e.pending.Store(tc.pending)
-		if got := e.streams(tc.load); got != tc.want {
-			t.Errorf("%s: %v streams, want %v", tc.name, got, tc.want)
-		}
-	}
-}

@@ -70,9 +70,7 @@ func benchPool(policy string) *pool {
 		e.pending.Store(int64(i % 3))
 		e.owed.Store(int64(500 * (i % 5)))
 		e.critical.Store(int64(i % 4 / 3)) // a critical stream on every fourth
-		// Running and waiting exceed what this gateway sent on some: other
-		// gateways' requests.
-		e.load.Store(&endpointLoad{waiting: float64(i % 4), running: float64(8 + i%11), kvUsage: float64(i%10) / 10, at: now})
+		e.load.Store(&endpointLoad{waiting: float64(i % 4), kvUsage: float64(i%10) / 10, at: now})
 	}
 	return p
 }

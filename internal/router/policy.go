@@ -26,7 +26,6 @@ const (
 	reasonPrefix       = "prefix"         // auto: a cached prefix worth waiting for
 	reasonCold         = "cold"           // auto: among near ties, placed by the conversation's first block not cached
 	reasonSpare        = "spare_critical" // auto: a long prefill kept off the endpoint critical streams decode on
-	reasonStreams      = "fewer_streams"  // auto: a slower endpoint, where the prefill stalls fewer streams
 	reasonLastResort   = "last_resort"    // every endpoint was out; one was tried anyway
 )
 
@@ -194,18 +193,10 @@ const (
 	// prefixes there. At 1 an overloaded pool scatters its conversations
 	// and computes more (docs/ROUTING.md).
 	cacheCredit = 4.0
-	// streamCost is what a second by which this request's prefill holds
-	// up one stream decoding on the endpoint costs, against a second more
-	// of this request's own wait. A server computes a prompt in the same
-	// steps as the streams it decodes, so each of them waits out the
-	// prefill; a TPOT SLO spread over a short answer leaves about as much
-	// time as a TTFT SLO, so a second of either weighs alike. Half and
-	// twice measured lower (docs/ROUTING.md).
-	streamCost = 1.0
-	// sloShare is the share of the model's TTFT SLO an endpoint's
-	// predicted TTFT may reach and still be chosen over a faster one: a
-	// prediction is a typical wait, and the SLO bounds the 99th
-	// percentile, which runs about twice the typical wait under load.
+	// sloShare is the share of what is left of the request's TTFT SLO an
+	// endpoint's predicted TTFT may reach and still be chosen over a
+	// faster one: a prediction is a typical wait, and the SLO bounds the
+	// 99th percentile, which runs about twice the typical wait under load.
 	sloShare = 0.5
 	// tieShare and tieFloor make predictions a near tie: within a tenth,
 	// or 5 ms, of the best. Near ties go to the endpoint rendezvous
@@ -226,10 +217,8 @@ const (
 // pickAuto predicts each candidate's time to first token for this request,
 // from the prefill it owes and the part of this prompt it does not hold,
 // and takes the candidate with the least prediction less the prefill its
-// cached prefix saves (weighted by cacheCredit), plus the stall its
-// prefill would give the streams decoding there (weighted by
-// streamCost), among those predicted to meet sloShare of the request's
-// TTFT SLO when any is. A request below
+// cached prefix saves (weighted by cacheCredit), among those predicted to
+// meet sloShare of the request's TTFT SLO when any is. A request below
 // critical passes over endpoints where critical streams decode when its
 // prefill would stall them past spareShare of critical's TPOT SLO and
 // another candidate qualifies. Near ties go by rendezvous hashing of the
@@ -243,12 +232,9 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 		i := bits.TrailingZeros64(m)
 		e := p.endpoints[i]
 		uncached := rt.uncachedBelieved(i, e.precision())
-		l := e.freshLoad(now, p.maxAge)
-		pred[i] = e.predictTTFT(uncached, l, meanPrompt)
+		pred[i] = e.predictTTFT(uncached, e.freshLoad(now, p.maxAge), meanPrompt)
 		_, perToken := e.firstTokenCost()
-		stall := perToken * float64(uncached)
-		score[i] = pred[i] - cacheCredit*perToken*float64(rt.prompt-uncached) +
-			streamCost*stall*e.streams(l)
+		score[i] = pred[i] - cacheCredit*perToken*float64(rt.prompt-uncached)
 		fastest = min(fastest, pred[i])
 	}
 	// Within the SLO's share when any candidate is; otherwise every
@@ -310,8 +296,6 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 		return chosen, reasonPrefix
 	case chosen != best:
 		return chosen, reasonCold
-	case pred[chosen] > fastest:
-		return chosen, reasonStreams
 	}
 	return chosen, reasonFastest
 }

@@ -303,7 +303,7 @@ func TestAutoSparesCriticalStreams(t *testing.T) {
 				hold(p, prompt, tt.cached, 0)
 			}
 			// Endpoint 1 owes 500 tokens: 50 ms slower than endpoint 0.
-			p.endpoints[1].owed.Store(5000)
+			p.endpoints[1].owed.Store(500)
 			for i, n := range tt.critical {
 				p.endpoints[i].critical.Store(int64(n))
 			}
@@ -329,55 +329,6 @@ func TestSLOLeft(t *testing.T) {
 		if got := sloLeft(tc.slo, start, start.Add(tc.waited)); got != tc.want {
 			t.Errorf("sloLeft(%v) after %v = %v, want %v", tc.slo, tc.waited, got, tc.want)
 		}
-	}
-}
-
-// TestAutoKeepsLongPrefillsOffBusyStreams: a long prefill goes where it
-// stalls fewer decoding streams, when the stall it saves them outweighs
-// its own wait; a short one, past a cached prefix, stays where it is
-// fastest. Streams other gateways started count through a fresh scrape.
-func TestAutoKeepsLongPrefillsOffBusyStreams(t *testing.T) {
-	tests := []struct {
-		name    string
-		cached  int           // blocks of the prompt endpoint 0 holds
-		streams [2]int64      // this gateway's streams decoding on each endpoint
-		running float64       // endpoint 0's scraped running batch; 0: no scrape
-		age     time.Duration // of that scrape
-		want    int
-		reason  string
-	}{
-		// 2,048 uncached tokens stall each stream 0.2048 s: endpoint 0
-		// scores 0.2248 + 8 × 0.2048 = 1.8632, endpoint 1, half a second
-		// slower to a first token, 0.7248.
-		{"eight streams against none", 0, [2]int64{8, 0}, 0, 0, 1, reasonStreams},
-		{"as many streams on each", 0, [2]int64{8, 8}, 0, 0, 0, reasonFastest},
-		// 128 uncached tokens: a 12.8 ms stall, and 1,920 cached.
-		{"a short prefill past a cached prefix", 30, [2]int64{8, 0}, 0, 0, 0, reasonFastest},
-		{"streams other gateways started", 0, [2]int64{0, 0}, 8, 0, 1, reasonStreams},
-		{"a stale scrape of them", 0, [2]int64{0, 0}, 8, 2 * time.Second, 0, reasonFastest},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			now := time.Now()
-			p := testPool(catalog.PolicyAuto, 1, 1)
-			prompt := promptText(13, 32) // 2,048 tokens
-			if tt.cached > 0 {
-				hold(p, prompt, tt.cached, 0)
-			}
-			p.endpoints[1].owed.Store(5000)
-			p.endpoints[1].pending.Store(1)
-			p.endpoints[1].inflight.Store(1)
-			for i, n := range tt.streams {
-				p.endpoints[i].inflight.Add(n)
-			}
-			if tt.running > 0 {
-				p.endpoints[0].load.Store(&endpointLoad{waiting: 0, running: tt.running, at: now.Add(-tt.age)})
-			}
-			rt := routeFor(p, prompt, 0)
-			if i, reason := p.pick(rt, all(p), now); i != tt.want || reason != tt.reason {
-				t.Errorf("picked %d (%s), want %d (%s)", i, reason, tt.want, tt.reason)
-			}
-		})
 	}
 }
 

@@ -297,7 +297,7 @@ func (r *Router) watchTargets(c *catalog.Catalog, s *snapshot) []scrape.Target {
 				HealthInterval: cp.Health.Interval,
 				HealthTimeout:  cp.Health.Timeout,
 				OnLoad: func(l scrape.Load) {
-					ep.load.Store(&endpointLoad{waiting: l.Waiting, running: l.Running, kvUsage: l.KVUsage, at: l.At})
+					ep.load.Store(&endpointLoad{waiting: l.Waiting, kvUsage: l.KVUsage, at: l.At})
 					p.setKVBlock(l.BlockSize)
 				},
 				OnHealth: func(up bool, err error) { r.probed(p, ep, up, err) },
