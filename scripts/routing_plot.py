@@ -108,8 +108,6 @@ def plot(out, path):
         x0 = M + k * (pw + M)
         allpts = runs_of[wl]
         loads = [l for pts in allpts.values() for l in pts]
-        if not loads:
-            continue
         lo, hi = min(loads), max(loads)
         X = lambda l: x0 + (l - lo) / (hi - lo or 1) * pw
         Y = lambda g: H - M - g * (H - 2 * M)

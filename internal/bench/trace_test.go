@@ -269,7 +269,7 @@ func TestReplayFrom(t *testing.T) {
 	}
 	// Requests 2 and 3 of the trace, at 1 s and 3 s, less 0.9 s, halved.
 	if diff := cmp.Diff([]time.Duration{50 * time.Millisecond, 1050 * time.Millisecond}, ats); diff != "" {
-		t.Errorf("arrivals (-want +got):\n%s", diff)
+		t.Fatalf("arrivals (-want +got):\n%s", diff)
 	}
 	// Request 2 shares blocks 0 and 1 with request 0 alone, which was
 	// not sent.
