@@ -591,3 +591,97 @@ func TestRenamingAHostileStream(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitedRequestRoutedBySLOLeft: auto routes an admitted request by
+// what is left of its TTFT SLO. The endpoint that holds a long prompt's
+// prefix but owes a second of prefill is the pick for a request that has
+// its whole 10 s, and not for one that waited 9 s in the admission queue:
+// half of the second left is within reach only of the idle endpoint.
+func TestWaitedRequestRoutedBySLOLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := &backend{promptTokens: 4000}, &backend{promptTokens: 4000}
+		servers := &memoryServers{handlers: map[string]http.Handler{"a.test": a, "b.test": b}, stalled: map[string]bool{}}
+		p := catalog.Pool{Name: "main", Policy: catalog.PolicyAuto,
+			Endpoints: []catalog.Endpoint{{URL: "http://a.test/v1"}, {URL: "http://b.test/v1"}}}
+		m := catalog.Model{Name: "m", Pool: "main", SLO: catalog.SLO{TTFTp99: 10 * time.Second},
+			Admission: catalog.Admission{Enabled: true, Queue: 8}}
+		cat, err := catalog.New([]catalog.Pool{p}, []catalog.Model{m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := config.Default()
+		r, err := New(Options{Server: cfg.Server, Router: cfg.Router, Registerer: prometheus.NewRegistry(),
+			Transport: servers, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.SetCatalog(cat)
+		defer r.Close()
+
+		// About 4,000 prompt tokens, by the gateway's estimate.
+		prompt := strings.Repeat("the quick brown fox jumps over the lazy dog. ", 355)
+		body := `{"model":"m","messages":[{"role":"user","content":"` + prompt + `"}]}`
+		chat := func(done chan<- int) {
+			w := httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("x-llmgw-priority", "critical") // waits rather than being refused
+			r.ServeHTTP(w, req)
+			done <- w.Code
+		}
+		hits := func() [2]int64 { return [2]int64{a.hits.Load(), b.hits.Load()} }
+		code := make(chan int, 1)
+
+		// The first answer puts the prefix in the index at one endpoint:
+		// the holder.
+		chat(code)
+		if c := <-code; c != http.StatusOK {
+			t.Fatalf("first request: %d", c)
+		}
+		holder, idle := 0, 1
+		if hits()[0] == 0 {
+			holder, idle = 1, 0
+		}
+		eps := r.snap.Load().pools["main"].endpoints
+		// Both cost 20 ms and 100 µs a prompt token; the holder owes
+		// 10,000 tokens of prefill: 1.02 s predicted, less 1.6 s of
+		// cached prefix credited, against 0.42 s at the idle one.
+		setCosts := func() {
+			for _, e := range eps {
+				e.base.Store(math.Float64bits(0.020))
+				e.perToken.Store(math.Float64bits(100e-6))
+			}
+		}
+		eps[holder].owed.Add(10_000)
+
+		setCosts()
+		before := hits()
+		chat(code)
+		if c := <-code; c != http.StatusOK {
+			t.Fatalf("fresh request: %d", c)
+		}
+		if got := hits(); got[holder]-before[holder] != 1 {
+			t.Fatalf("a request with its whole SLO went to the idle endpoint (hits %v → %v); want the prefix holder %d", before, got, holder)
+		}
+
+		held := fillWith(t, r, "m", admitPendingPerEndpoint*len(eps))
+		setCosts()
+		before = hits()
+		go chat(code)
+		synctest.Wait()
+		time.Sleep(9 * time.Second)
+		synctest.Wait()
+		if got := hits(); got != before {
+			t.Fatalf("served while the gate was full: hits %v → %v", before, got)
+		}
+		held[0].firstToken() // the event that admits it, 9 s after it arrived
+		if c := <-code; c != http.StatusOK {
+			t.Fatalf("waited request: %d", c)
+		}
+		if got := hits(); got[idle]-before[idle] != 1 {
+			t.Errorf("a request with 1 s of its SLO left went to the prefix holder owing 1 s of prefill (hits %v → %v); want the idle endpoint %d", before, got, idle)
+		}
+		for _, tk := range held {
+			tk.end(0)
+		}
+	})
+}
