@@ -7,7 +7,7 @@
 #
 #   scripts/routing.sh [SEED...]        (default seed 1)
 #
-# About 3 minutes a policy on chat, 4 on Mooncake and 3 on Azure, per seed.
+# About 3 minutes a policy on chat, 4 on Mooncake and 5 on Azure, per seed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-bench-out/routing}
@@ -38,6 +38,9 @@ for seed in "${seeds[@]}"; do
 		echo "== seed $seed, $policy: azure, around the knee" >&2
 		"$gw" bench "${azure[@]}" --seed "$seed" --policy "$policy" --sweep 7:11:1 \
 			--json "$out/azure-fine-$policy-$seed.json" >"$out/azure-fine-$policy-$seed.txt"
+		echo "== seed $seed, $policy: azure, its first burst" >&2
+		"$gw" bench "${azure[@]}" --seed "$seed" --policy "$policy" --trace-from 180s --sweep 2:4:0.5 \
+			--json "$out/azure-burst-$policy-$seed.json" >"$out/azure-burst-$policy-$seed.txt"
 	done
 	# The policies that pass at every load above, swept further.
 	for policy in auto gie; do
@@ -51,4 +54,4 @@ for seed in "${seeds[@]}"; do
 		--json "$out/mooncake-auto-2gw-$seed.json" >"$out/mooncake-auto-2gw-$seed.txt"
 done
 grep -H 'capacity at SLO' "$out"/*.txt
-python3 scripts/routing_plot.py "$out" docs/bench/routing-policies.svg
+python3 scripts/routing_plot.py "$out" docs/bench/routing-policies.svg docs/bench/routing-azure-burst.svg

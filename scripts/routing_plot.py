@@ -3,7 +3,10 @@
 capacity at SLO, and an SVG of goodput against offered load per policy,
 from the JSON reports scripts/routing.sh writes. Standard library only.
 
-    scripts/routing_plot.py OUT_DIR SVG_FILE
+    scripts/routing_plot.py OUT_DIR SVG_FILE [BURST_SVG_FILE]
+
+The second plot, of the Azure trace's first burst, is written when its
+file is named.
 """
 import glob, json, os, re, sys
 
@@ -94,12 +97,16 @@ def per_seed(out, workload):
         print(f"| {p} | {' / '.join(caps)} |")
 
 
-def plot(out, path):
-    panels = [("chat", "offered req/s"), ("chat-half", "offered req/s, replicas at half speed"),
-              ("mooncake", "trace time scale"), ("azure", "trace time scale")]
+PANELS = [("chat", "offered req/s"), ("chat-half", "offered req/s, replicas at half speed"),
+          ("mooncake", "trace time scale"), ("azure", "trace time scale")]
+
+
+def plot(out, path, panels=PANELS):
     runs_of = {wl: {p: runs(out, wl, p) for p in POLICIES} for wl, _ in panels}
     # A workload with fewer than two policies run compares nothing.
     panels = [(wl, x) for wl, x in panels if sum(map(bool, runs_of[wl].values())) >= 2]
+    if not panels:
+        return
     W, H, M = 400 * len(panels), 340, 50
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
            '<rect width="100%" height="100%" fill="white"/>']
@@ -139,6 +146,9 @@ if __name__ == "__main__":
     table(out, "mooncake", 12)
     table(out, "azure", 8)
     table(out, "azure-fine", 10)
-    for workload in ("chat", "chat-half", "mooncake", "azure", "azure-fine"):
+    table(out, "azure-burst", 2.5)
+    for workload in ("chat", "chat-half", "mooncake", "azure", "azure-fine", "azure-burst"):
         per_seed(out, workload)
     plot(out, svg)
+    if len(sys.argv) > 3:
+        plot(out, sys.argv[3], [("azure-burst", "trace time scale, from 180 s")])
