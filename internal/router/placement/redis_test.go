@@ -110,11 +110,22 @@ func TestRedisSharesPlacements(t *testing.T) {
 	if got, want := testutil.ToFloat64(b.m.ignored), 1.0; got != want {
 		t.Errorf("ignored %v, want %v", got, want)
 	}
+	// A placement is counted received once applied, and sent once Redis
+	// has taken it, which may be after the other gateway has applied it.
+	for got := testutil.ToFloat64(b.m.received); got < float64(n+1); got = testutil.ToFloat64(b.m.received) {
+		if time.Now().After(deadline) {
+			t.Fatalf("received %v, want %v", got, n+1)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if got, want := testutil.ToFloat64(b.m.received), float64(n+1); got != want {
 		t.Errorf("received %v, want %v", got, want)
 	}
-	if sent := testutil.ToFloat64(a.m.sent); sent < float64(n+2) {
-		t.Errorf("sent %v, want at least %d", sent, n+2)
+	for sent := testutil.ToFloat64(a.m.sent); sent < float64(n+2); sent = testutil.ToFloat64(a.m.sent) {
+		if time.Now().After(deadline) {
+			t.Fatalf("sent %v, want at least %d", sent, n+2)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
