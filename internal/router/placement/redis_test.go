@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 )
@@ -112,18 +113,21 @@ func TestRedisSharesPlacements(t *testing.T) {
 	}
 	// A placement is counted received once applied, and sent once Redis
 	// has taken it, which may be after the other gateway has applied it.
-	for got := testutil.ToFloat64(b.m.received); got < float64(n+1); got = testutil.ToFloat64(b.m.received) {
-		if time.Now().After(deadline) {
-			t.Fatalf("received %v, want %v", got, n+1)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	reach(t, "received", b.m.received, float64(n+1), deadline)
 	if got, want := testutil.ToFloat64(b.m.received), float64(n+1); got != want {
 		t.Errorf("received %v, want %v", got, want)
 	}
-	for sent := testutil.ToFloat64(a.m.sent); sent < float64(n+2); sent = testutil.ToFloat64(a.m.sent) {
+	reach(t, "sent", a.m.sent, float64(n+2), deadline)
+}
+
+// reach waits until counter c is at least want, and fails t if it is not
+// by deadline: counters another goroutine adds to after the effect a test
+// saw.
+func reach(t *testing.T, name string, c prometheus.Counter, want float64, deadline time.Time) {
+	t.Helper()
+	for got := testutil.ToFloat64(c); got < want; got = testutil.ToFloat64(c) {
 		if time.Now().After(deadline) {
-			t.Fatalf("sent %v, want at least %d", sent, n+2)
+			t.Fatalf("%s %v, want at least %v", name, got, want)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
