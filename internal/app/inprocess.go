@@ -27,6 +27,9 @@ type GatewayOptions struct {
 	// Policy names the routing policy, one of catalog.Policies; empty
 	// means the default.
 	Policy string
+	// SLO is the model's SLO, as an operator would give it in the
+	// catalog; zero means none. Admission replaces it with demoSLO.
+	SLO catalog.SLO
 	// Admission turns on SLO-aware admission for the model, with the
 	// class SLOs of classSLOs.
 	Admission bool
@@ -63,6 +66,7 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*InProcess, error) {
 	if o.HedgeAfter > 0 {
 		cfg.Pools[0].Hedge = catalog.Hedge{After: o.HedgeAfter, MinWait: config.DefaultHedgeMinWait}
 	}
+	cfg.Models[0].SLO = o.SLO
 	if o.Admission {
 		m := &cfg.Models[0]
 		m.SLO = demoSLO

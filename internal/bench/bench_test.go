@@ -8,13 +8,16 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // runCommand runs the command and returns its stdout.
@@ -442,6 +445,50 @@ func TestSpawnSimSpeeds(t *testing.T) {
 	}
 	if len(tgt.URLs) != 2 || tgt.URLs[0] == tgt.URLs[1] {
 		t.Errorf("gateway URLs %v, want two", tgt.URLs)
+	}
+}
+
+// TestSpawnSimGatewayKnowsTheSLO: a spawned gateway's model has the SLO
+// the bench measures its requests by, as an operator's catalog would give
+// it, except for mixed, whose classes only admission gives the gateway.
+func TestSpawnSimGatewayKnowsTheSLO(t *testing.T) {
+	for _, tt := range []struct {
+		workload string
+		want     []string // lines of the gateway's metrics
+	}{
+		{WorkloadChat, []string{
+			`llmgw_model_slo_seconds{kind="ttft_p99",model="sim-8b"} 2`,
+			`llmgw_model_slo_seconds{kind="tpot_p99",model="sim-8b"} 0.1`,
+		}},
+		{WorkloadMixed, nil},
+	} {
+		t.Run(tt.workload, func(t *testing.T) {
+			o := &options{model: defaultModel, spawn: 1, workload: tt.workload, admission: "off",
+				slo: SLO{TTFT: 2 * time.Second, TPOT: 100 * time.Millisecond}}
+			tgt, err := spawnSim(t.Context(), o, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tgt.Close()
+			resp, err := http.Get(tgt.gateways[0].AdminURL() + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for line := range strings.Lines(string(body)) {
+				if strings.HasPrefix(line, "llmgw_model_slo_seconds{") {
+					got = append(got, strings.TrimSpace(line))
+				}
+			}
+			if diff := cmp.Diff(tt.want, got, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+				t.Errorf("the gateway's SLO series (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

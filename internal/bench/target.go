@@ -158,9 +158,16 @@ func spawnSim(ctx context.Context, o *options, stderr io.Writer) (*target, error
 		upstreams[i] = r.URL()
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+	// The gateway's model has the SLO its requests are measured by, as an
+	// operator's catalog would give it; mixed has one per class, which
+	// only admission gives the gateway.
+	var slo catalog.SLO
+	if o.workload != WorkloadMixed {
+		slo = catalog.SLO{TTFTp99: o.slo.TTFT, TPOTp99: o.slo.TPOT}
+	}
 	for i := range max(o.gateways, 1) {
 		gw, err := app.StartGateway(ctx, app.GatewayOptions{
-			Model: o.model, Kind: catalog.KindVLLM, Upstreams: upstreams, Policy: o.policy, Admission: o.admission == "on",
+			Model: o.model, Kind: catalog.KindVLLM, Upstreams: upstreams, Policy: o.policy, SLO: slo, Admission: o.admission == "on",
 			HedgeAfter: o.hedge, Redis: o.redisURL, Logger: log.With("gateway", i),
 		})
 		if err != nil {

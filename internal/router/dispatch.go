@@ -75,6 +75,9 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 				return dispatchResult{outcome: proxy.Outcome{Status: openai.AsError(err).Status, Err: err}, model: m}
 			}
 			rt.prepare(p, prompt, req.estimate, sloLeft(m.ClassSLO(req.class.String()).TTFTp99, req.start, time.Now()))
+			if p.policy == catalog.PolicyAuto {
+				rt.stall = r.stallWeight(m, time.Now())
+			}
 			if req.class != classCritical {
 				rt.spare = m.ClassSLO(classCritical.String()).TPOTp99.Seconds()
 			}

@@ -134,6 +134,10 @@ type route struct {
 	// critical, whose prefill auto keeps off critical streams; zero for a
 	// critical request.
 	spare float64
+	// stall is what auto charges a second of the stall this request's
+	// prefill gives each stream decoding where it goes, against a second
+	// of its own wait (Router.stallWeight); zero charges none.
+	stall float64
 	// indexed reports whether the pool's policy reads the prefix index,
 	// and so whether a send notes the prompt in it.
 	indexed bool
@@ -160,7 +164,7 @@ func (rt *route) prepare(p *pool, prompt []byte, tokens int64, slo time.Duration
 	rt.promptBytes = len(prompt)
 	rt.prompt = tokens
 	rt.slo = slo.Seconds()
-	rt.spare = 0
+	rt.spare, rt.stall = 0, 0
 	rt.hashes, rt.matched = nil, [64]int32{}
 	rt.indexed = p.indexed()
 	if n := min(len(prompt)/rt.index.block, maxPrefixBlocks); n > 0 && rt.indexed {

@@ -26,6 +26,7 @@ const (
 	reasonPrefix       = "prefix"         // auto: a cached prefix worth waiting for
 	reasonCold         = "cold"           // auto: among near ties, placed by the conversation's first block not cached
 	reasonSpare        = "spare_critical" // auto: a long prefill kept off the endpoint critical streams decode on
+	reasonStreams      = "spare_streams"  // auto: slower to a first token, for the streams a prefill would stall elsewhere
 	reasonLastResort   = "last_resort"    // every endpoint was out; one was tried anyway
 )
 
@@ -217,8 +218,10 @@ const (
 // pickAuto predicts each candidate's time to first token for this request,
 // from the prefill it owes and the part of this prompt it does not hold,
 // and takes the candidate with the least prediction less the prefill its
-// cached prefix saves (weighted by cacheCredit), among those predicted to
-// meet sloShare of the request's TTFT SLO when any is. A request below
+// cached prefix saves (weighted by cacheCredit), plus the stall its
+// prefill would give the streams decoding there (weighted by rt.stall),
+// among those predicted to meet sloShare of the request's TTFT SLO (all
+// of it while the stall is charged) when any is. A request below
 // critical passes over endpoints where critical streams decode when its
 // prefill would stall them past spareShare of critical's TPOT SLO and
 // another candidate qualifies. Near ties go by rendezvous hashing of the
@@ -235,6 +238,11 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 		pred[i] = e.predictTTFT(uncached, e.freshLoad(now, p.maxAge), meanPrompt)
 		_, perToken := e.firstTokenCost()
 		score[i] = pred[i] - cacheCredit*perToken*float64(rt.prompt-uncached)
+		if rt.stall > 0 {
+			// Each stream decoding there waits out this prefill.
+			streams := e.inflight.Load() - e.pending.Load()
+			score[i] += rt.stall * perToken * float64(uncached) * float64(max(streams, 0))
+		}
 		fastest = min(fastest, pred[i])
 	}
 	// Within the SLO's share when any candidate is; otherwise every
@@ -242,8 +250,14 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 	eligible := c
 	if rt.slo > 0 {
 		var within uint64
+		share := sloShare
+		if rt.stall > 0 {
+			// TPOT is the nearer to breaking: the margin kept for the
+			// first token's tail goes to the streams, short of the SLO.
+			share = 1
+		}
 		for m := c; m != 0; m &= m - 1 {
-			if i := bits.TrailingZeros64(m); pred[i] <= sloShare*rt.slo {
+			if i := bits.TrailingZeros64(m); pred[i] <= share*rt.slo {
 				within |= 1 << i
 			}
 		}
@@ -296,6 +310,8 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 		return chosen, reasonPrefix
 	case chosen != best:
 		return chosen, reasonCold
+	case pred[chosen] > fastest:
+		return chosen, reasonStreams
 	}
 	return chosen, reasonFastest
 }

@@ -2,7 +2,13 @@ package router
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"math"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -316,6 +322,46 @@ func TestAutoSparesCriticalStreams(t *testing.T) {
 	}
 }
 
+// TestAutoChargesTheStall: with a stall weight, a long prefill goes
+// where fewer streams decode, a little later to its first token; without
+// one, it goes where its first token comes soonest.
+func TestAutoChargesTheStall(t *testing.T) {
+	tests := []struct {
+		name    string
+		stall   float64
+		streams int64 // decoding on endpoint 0
+		want    int
+		reason  string
+	}{
+		{"no weight: the soonest first token", 0, 8, 0, reasonFastest},
+		// 0.2248 s predicted on endpoint 0, and 8 streams held 0.2048 s
+		// each: 1.8632 against endpoint 1's 0.2748.
+		{"the streams outweigh 50 ms", 1, 8, 1, reasonStreams},
+		// 0.2248 + 0.01 × 8 × 0.2048 = 0.2412, clear of 0.2748 by more
+		// than a near tie.
+		{"a light weight", 0.01, 8, 0, reasonFastest},
+		{"no stream to stall", 1, 0, 0, reasonFastest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := testPool(catalog.PolicyAuto, 1, 1)
+			prompt := promptText(13, 32) // 2,048 tokens, cached nowhere
+			// Endpoint 0 owes nothing and decodes streams past their first
+			// token; endpoint 1 owes 500 tokens, 50 ms more, and decodes
+			// none.
+			p.endpoints[0].inflight.Store(tt.streams)
+			p.endpoints[1].owed.Store(500)
+			p.endpoints[1].pending.Store(1)
+			p.endpoints[1].inflight.Store(1)
+			rt := routeFor(p, prompt, 0)
+			rt.stall = tt.stall
+			if i, reason := p.pick(rt, all(p), time.Now()); i != tt.want || reason != tt.reason {
+				t.Errorf("picked %d (%s), want %d (%s)", i, reason, tt.want, tt.reason)
+			}
+		})
+	}
+}
+
 func TestSLOLeft(t *testing.T) {
 	start := time.Unix(100, 0)
 	for _, tc := range []struct {
@@ -403,5 +449,40 @@ func TestCandidatesPassOverAFullBatch(t *testing.T) {
 	p.endpoints[2].inflight.Add(3)
 	if got := p.candidates(0, now, false); got != 0b111 {
 		t.Errorf("all full: candidates = %03b, want 111", got)
+	}
+}
+
+// TestEveryReasonCounted: each reason a policy may give has its counter,
+// which a pick's caller increments without looking; one left out of
+// allReasons would be a nil counter.
+func TestEveryReasonCounted(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "policy.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	ast.Inspect(f, func(n ast.Node) bool {
+		v, ok := n.(*ast.ValueSpec)
+		if !ok {
+			return true
+		}
+		for i, name := range v.Names {
+			if !strings.HasPrefix(name.Name, "reason") || i >= len(v.Values) {
+				continue
+			}
+			lit, ok := v.Values[i].(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				continue
+			}
+			reason, _ := strconv.Unquote(lit.Value)
+			found++
+			if !slices.Contains(allReasons, reason) {
+				t.Errorf("%s (%q) is not in allReasons", name.Name, reason)
+			}
+		}
+		return true
+	})
+	if found != len(allReasons) {
+		t.Errorf("policy.go declares %d reasons, allReasons has %d", found, len(allReasons))
 	}
 }

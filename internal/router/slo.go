@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 )
 
 const (
@@ -127,4 +129,25 @@ func (r *Router) sloPressure(model string) float64 {
 		p = max(p, float64(tpot)/float64(slo.TPOTp99))
 	}
 	return p
+}
+
+// stallWeight is how much auto charges a prompt for the stall its prefill
+// gives the streams decoding where it goes, from how near each of the
+// model's SLOs is to breaking. While the model's recent TPOT p99 is past
+// its TPOT SLO, it is the amount by which that p99 is nearer its SLO than
+// the TTFT p99 is to its own, each as a share of its SLO, at most 1. It is
+// zero while the answers keep their pace, while the first token is the
+// nearer to breaking, and when the model has no SLO of either kind or too
+// little is known: then a request's own wait is what matters, and auto
+// ranks by it alone.
+func (r *Router) stallWeight(m *catalog.Model, now time.Time) float64 {
+	if m.SLO.TTFTp99 <= 0 || m.SLO.TPOTp99 <= 0 {
+		return 0
+	}
+	ttft, tpot, ok := r.slo.p99(m.Name, now)
+	if !ok || ttft <= 0 || tpot <= m.SLO.TPOTp99 {
+		return 0
+	}
+	d := float64(tpot)/float64(m.SLO.TPOTp99) - float64(ttft)/float64(m.SLO.TTFTp99)
+	return min(max(d, 0), 1)
 }

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"math"
 	"os"
 	"testing"
 	"time"
@@ -133,5 +134,41 @@ func TestSLOPressure(t *testing.T) {
 	}
 	if p := g.r.sloPressure("nope"); p != 0 {
 		t.Errorf("pressure of an unknown model = %v, want 0", p)
+	}
+}
+
+func TestStallWeight(t *testing.T) {
+	g := newTestGateway(t, nil, &upstream{})
+	_, m := g.r.resolve("m") // SLO: TTFT 500 ms, TPOT 50 ms
+	now := time.Now()
+	if w := g.r.stallWeight(&m, now); w != 0 {
+		t.Errorf("weight with no samples = %v, want 0", w)
+	}
+	tests := []struct {
+		name       string
+		ttft, tpot time.Duration
+		want       float64
+	}{
+		{"TTFT nearer its SLO", 400 * time.Millisecond, 25 * time.Millisecond, 0},
+		{"TPOT nearer, within its SLO", 100 * time.Millisecond, 45 * time.Millisecond, 0},
+		{"TPOT past its SLO, TTFT past by more", time.Second, 60 * time.Millisecond, 0},
+		{"TPOT past its SLO and nearer by a quarter", 500 * time.Millisecond, 62500 * time.Microsecond, 0.25},
+		{"TPOT far past its SLO, TTFT well within", 50 * time.Millisecond, 100 * time.Millisecond, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g.r.slo.by = nil
+			for range sloMinSamples {
+				g.r.slo.add("m", tt.ttft, tt.tpot)
+			}
+			if w := g.r.stallWeight(&m, time.Now()); math.Abs(w-tt.want) > 1e-9 {
+				t.Errorf("weight = %v, want %v", w, tt.want)
+			}
+		})
+	}
+	noSLO := m
+	noSLO.SLO.TPOTp99 = 0
+	if w := g.r.stallWeight(&noSLO, time.Now()); w != 0 {
+		t.Errorf("weight of a model with no TPOT SLO = %v, want 0", w)
 	}
 }
