@@ -74,16 +74,17 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 			if err := p.prepare(&call, req, r.opts.Router.DefaultMaxTokens); err != nil {
 				return dispatchResult{outcome: proxy.Outcome{Status: openai.AsError(err).Status, Err: err}, model: m}
 			}
-			rt.prepare(p, prompt, req.estimate, sloLeft(m.ClassSLO(req.class.String()).TTFTp99, req.start, time.Now()))
+			now := time.Now()
+			rt.prepare(p, prompt, req.estimate, sloLeft(m.ClassSLO(req.class.String()).TTFTp99, req.start, now))
 			if p.policy == catalog.PolicyAuto {
-				rt.stall = r.stallWeight(m, time.Now())
+				rt.stall = r.stallWeight(m, now)
 			}
 			if req.class != classCritical {
 				rt.spare = m.ClassSLO(classCritical.String()).TPOTp99.Seconds()
 			}
 			var tried uint64
 			for try := 0; try <= r.opts.Server.Retries; try++ {
-				now := time.Now()
+				now = time.Now()
 				i, reason := p.pick(&rt, p.candidates(tried, now, relaxed), now)
 				if i < 0 {
 					break

@@ -109,26 +109,32 @@ func percentile99(v []time.Duration) time.Duration {
 	return v[len(v)*99/100]
 }
 
+// sloShares is how near a model's recent p99s are to its SLO, each as a
+// share of it: 1 at the SLO, above 1 past it. A share is 0 when the model
+// has no SLO of that kind or too little is known of it.
+func (r *Router) sloShares(m *catalog.Model, now time.Time) (ttft, tpot float64) {
+	slo := m.SLO
+	if slo.TTFTp99 <= 0 && slo.TPOTp99 <= 0 {
+		return 0, 0
+	}
+	t, p, ok := r.slo.p99(m.Name, now)
+	if !ok {
+		return 0, 0
+	}
+	if slo.TTFTp99 > 0 && t > 0 {
+		ttft = float64(t) / float64(slo.TTFTp99)
+	}
+	if slo.TPOTp99 > 0 && p > 0 {
+		tpot = float64(p) / float64(slo.TPOTp99)
+	}
+	return ttft, tpot
+}
+
 // sloPressure is how far a model is over its SLO: 1 at it, above 1 past
 // it, 0 when it has none or too little is known.
 func (r *Router) sloPressure(model string) float64 {
 	_, entry := r.resolve(model)
-	slo := entry.SLO
-	if slo.TTFTp99 <= 0 && slo.TPOTp99 <= 0 {
-		return 0
-	}
-	ttft, tpot, ok := r.slo.p99(entry.Name, time.Now())
-	if !ok {
-		return 0
-	}
-	p := 0.0
-	if slo.TTFTp99 > 0 && ttft > 0 {
-		p = max(p, float64(ttft)/float64(slo.TTFTp99))
-	}
-	if slo.TPOTp99 > 0 && tpot > 0 {
-		p = max(p, float64(tpot)/float64(slo.TPOTp99))
-	}
-	return p
+	return max(r.sloShares(&entry, time.Now()))
 }
 
 // stallWeight is how much auto charges a prompt for the stall its prefill
@@ -141,13 +147,9 @@ func (r *Router) sloPressure(model string) float64 {
 // little is known: then a request's own wait is what matters, and auto
 // ranks by it alone.
 func (r *Router) stallWeight(m *catalog.Model, now time.Time) float64 {
-	if m.SLO.TTFTp99 <= 0 || m.SLO.TPOTp99 <= 0 {
+	ttft, tpot := r.sloShares(m, now)
+	if ttft <= 0 || tpot <= 1 {
 		return 0
 	}
-	ttft, tpot, ok := r.slo.p99(m.Name, now)
-	if !ok || ttft <= 0 || tpot <= m.SLO.TPOTp99 {
-		return 0
-	}
-	d := float64(tpot)/float64(m.SLO.TPOTp99) - float64(ttft)/float64(m.SLO.TTFTp99)
-	return min(max(d, 0), 1)
+	return min(max(tpot-ttft, 0), 1)
 }
