@@ -16,7 +16,8 @@ import sys
 from statistics import mean
 
 out = sys.argv[1] if len(sys.argv) > 1 else "bench-out/gateways"
-shapes = [("1gw", "1 gateway"), ("2gw-shared", "2 gateways, shared index"), ("2gw", "2 gateways, apart")]
+shapes = [("1gw", "1 gateway"), ("2gw-shared", "2 gateways, shared index and loads"),
+          ("2gw-index", "2 gateways, shared index alone"), ("2gw", "2 gateways, apart")]
 
 for workload, point in [("mooncake", "time_scale"), ("chat", "rate")]:
     runs = {}  # key: (shape, seed); value: report

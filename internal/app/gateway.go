@@ -47,9 +47,9 @@ type Gateway struct {
 	ledger  *ledger.Ledger
 	keyring *keys.Keyring // nil without authentication
 	redis   *limits.Redis // nil with process-local limits
-	// placements shares the prefix index with the other gateways on
-	// limits.redis; nil when it is not set or router.share_prefix_index
-	// is off.
+	// placements shares the prefix index and the loads with the other
+	// gateways on limits.redis; nil when it is not set or both
+	// router.share_prefix_index and router.share_load are off.
 	placements *placement.Redis
 	bus        *redis.Client // placements' client; nil without placements
 	limiter    limits.Limiter
@@ -115,14 +115,20 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 		opts.TenantLimits = g.keyring.TenantLimits
 		opts.Self = selfUsage{admin.NewSelf(g.store)}
 	}
-	if u := cfg.Limits.Redis; u != "" && cfg.Router.SharePrefixIndex {
+	if u := cfg.Limits.Redis; u != "" && (cfg.Router.SharePrefixIndex || cfg.Router.ShareLoad) {
 		o, err := redis.ParseURL(u)
 		if err != nil {
 			return nil, fmt.Errorf("limits.redis: %w", err)
 		}
 		g.bus = redis.NewClient(o)
-		g.placements = placement.NewRedis(g.bus, placement.Options{Registerer: g.reg, Logger: log})
-		opts.Placements = g.placements
+		g.placements = placement.NewRedis(g.bus, placement.Options{
+			Channel:    cfg.Router.ShareChannel,
+			Placements: cfg.Router.SharePrefixIndex, Loads: cfg.Router.ShareLoad,
+			Registerer: g.reg, Logger: log,
+		})
+		if cfg.Router.SharePrefixIndex {
+			opts.Placements = g.placements
+		}
 	}
 	if g.router, err = router.New(opts); err != nil {
 		return nil, err
@@ -287,7 +293,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	grp.Go(func() error { return g.watchConfig(gctx) })
 	if g.placements != nil {
-		grp.Go(func() error { return g.placements.Run(gctx, g.router.Place) })
+		grp.Go(func() error { return g.placements.Run(gctx, g.router) })
 	}
 	g.ready.Store(true)
 

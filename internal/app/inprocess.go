@@ -37,10 +37,14 @@ type GatewayOptions struct {
 	// many times their predicted TTFT (hedge.after), with the default
 	// least wait.
 	HedgeAfter float64
-	// Redis is limits.redis: gateways given the same one share where
-	// each prompt was sent. Empty means none.
-	Redis  string
-	Logger *slog.Logger // nil discards logs
+	// Redis is limits.redis: gateways given the same one and the same
+	// Channel (router.share_channel; empty for the default) share where
+	// each prompt was sent, and what each has in flight unless
+	// NoShareLoad. Empty means none.
+	Redis       string
+	Channel     string
+	NoShareLoad bool
+	Logger      *slog.Logger // nil discards logs
 	// HTTP is server.http: llmgw's own HTTP/1.1 server and upstream
 	// client, or net/http's; empty means the default.
 	HTTP string
@@ -73,6 +77,8 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*InProcess, error) {
 		m.Admission = catalog.Admission{Enabled: true, Classes: classSLOs}
 	}
 	cfg.Limits.Redis = o.Redis
+	cfg.Router.ShareLoad = !o.NoShareLoad
+	cfg.Router.ShareChannel = o.Channel
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Server.AdminListen = "127.0.0.1:0"
 	if o.HTTP != "" {

@@ -83,6 +83,7 @@ type options struct {
 	simFaults              []SimFault
 	gateways               int
 	redisURL               string // the spawned gateways' limits.redis; empty for none
+	shareLoad              bool   // the spawned gateways' router.share_load, with redisURL
 	outputTokens           int
 	logLevel               slog.Level // of the in-process gateway
 }
@@ -112,6 +113,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if !o.direct {
 			out.Policy, out.Admission, out.Pool.Gateways = o.policy, o.admission, o.gateways
 			out.Pool.SharedIndex = o.redisURL != ""
+			out.Pool.SharedLoad = o.redisURL != "" && o.shareLoad
 		}
 		out.Faults = o.simFaults
 	}
@@ -165,6 +167,12 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				out.Placements = &Placements{}
 			}
 			out.Placements.add(run.placements)
+			if o.shareLoad {
+				if out.LoadMessages == nil {
+					out.LoadMessages = &Placements{}
+				}
+				out.LoadMessages.add(run.loadMessages)
+			}
 		}
 		if sweep {
 			r := Run{Rate: x, Report: Summarise(run.results)}
@@ -221,8 +229,9 @@ type oneRun struct {
 	offered float64
 	ceiling prefixCeiling
 	hedges  Hedges // with --hedge
-	// placements is what the gateways shared, with --redis.
-	placements Placements
+	// placements and loadMessages are what the gateways shared, with
+	// --redis.
+	placements, loadMessages Placements
 }
 
 // runOnce generates the workload of spec, starts the target, sends the
@@ -270,6 +279,11 @@ func runOnce(ctx context.Context, o *options, texts *Texts, spec Spec, label str
 	if o.redisURL != "" {
 		if run.placements, err = tgt.placements(); err != nil {
 			return oneRun{}, err
+		}
+		if o.shareLoad {
+			if run.loadMessages, err = tgt.loadMessages(); err != nil {
+				return oneRun{}, err
+			}
 		}
 	}
 	return run, nil
@@ -338,6 +352,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	})
 	fs.IntVar(&o.gateways, "gateways", 1, "with --spawn-sim, `N` gateways in front of the same replicas; each request goes to one at random (from --seed)")
 	fs.StringVar(&o.redisURL, "redis", "", "with --spawn-sim, a Redis `URL` (redis://host:port/db) the gateways share, as limits.redis: each routes by where any of them sent a prompt")
+	fs.BoolVar(&o.shareLoad, "share-load", true, "with --redis, the gateways share what each has in flight at each replica (router.share_load)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

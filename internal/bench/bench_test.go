@@ -553,7 +553,8 @@ func TestCommandHedges(t *testing.T) {
 }
 
 // TestCommandSharesPlacements: with --redis, the spawned gateways share
-// their prefix indexes, and the report says what they sent and received.
+// their prefix indexes and their loads, and the report says what they
+// sent and received.
 func TestCommandSharesPlacements(t *testing.T) {
 	redisURL := os.Getenv("LLMGW_TEST_REDIS")
 	if redisURL == "" {
@@ -563,8 +564,8 @@ func TestCommandSharesPlacements(t *testing.T) {
 	table := runCommand(t, "--spawn-sim", "2", "--gateways", "2", "--redis", redisURL,
 		"--rate", "20", "--duration", "2s", "--drain", "5s", "--json", jsonPath)
 	out := readJSON(t, jsonPath)
-	if pool := out["pool"].(map[string]any); pool["shared_index"] != true {
-		t.Errorf("pool %v: want shared_index true", pool)
+	if pool := out["pool"].(map[string]any); pool["shared_index"] != true || pool["shared_load"] != true {
+		t.Errorf("pool %v: want shared_index and shared_load true", pool)
 	}
 	pl, ok := out["placements"].(map[string]any)
 	if !ok {
@@ -579,7 +580,20 @@ func TestCommandSharesPlacements(t *testing.T) {
 	if pl["dropped"].(float64) != 0 || pl["ignored"].(float64) != 0 {
 		t.Errorf("placements %v: want none dropped or ignored", pl)
 	}
-	if !strings.Contains(table, "sharing a prefix index") || !strings.Contains(table, "placements shared") {
-		t.Errorf("the table does not say the gateways shared their index:\n%s", table)
+	// Each gateway says its load every 10 ms while it has requests in
+	// flight: over 2 s of 20 requests a second, many times.
+	lm, ok := out["load_messages"].(map[string]any)
+	if !ok {
+		t.Fatalf("no load_messages object in the report: %v", out["load_messages"])
+	}
+	if sent, received := lm["sent"].(float64), lm["received"].(float64); sent < 20 || received <= 0 || received > sent {
+		t.Errorf("load messages sent %v, received %v: want at least 20 sent, and most received", sent, received)
+	}
+	if lm["dropped"].(float64) != 0 || lm["ignored"].(float64) != 0 {
+		t.Errorf("load messages %v: want none dropped or ignored", lm)
+	}
+	if !strings.Contains(table, "sharing a prefix index and their loads") || !strings.Contains(table, "placements shared") ||
+		!strings.Contains(table, "load messages shared") {
+		t.Errorf("the table does not say the gateways shared their index and loads:\n%s", table)
 	}
 }

@@ -54,7 +54,11 @@ type Output struct {
 	// Placements is what the gateways counted of the prefix index
 	// placements they shared, over every run; nil without --redis.
 	Placements *Placements `json:"placements,omitempty"`
-	Runs       []Run       `json:"runs,omitempty"`
+	// LoadMessages is what the gateways counted of the messages of their
+	// loads (llmgw_peer_load_messages_total), alike; nil unless they
+	// shared them.
+	LoadMessages *Placements `json:"load_messages,omitempty"`
+	Runs         []Run       `json:"runs,omitempty"`
 }
 
 // Placements is what the gateways counted of the placements they shared
@@ -96,8 +100,11 @@ type Pool struct {
 	Instant  bool      `json:"instant,omitempty"`  // --sim-instant: speeds do not matter
 	Gateways int       `json:"gateways,omitempty"` // 0 with --direct
 	// SharedIndex reports whether the gateways shared their prefix
-	// indexes over Redis (--redis).
+	// indexes over Redis (--redis); SharedLoad, whether they shared what
+	// each has in flight at each replica (--redis, unless --share-load
+	// is off).
 	SharedIndex bool `json:"shared_index,omitempty"`
+	SharedLoad  bool `json:"shared_load,omitempty"`
 }
 
 // Run is one rate of a sweep, or one time scale of a trace's sweep.
@@ -187,6 +194,10 @@ func WriteTable(w io.Writer, out *Output) error {
 		fmt.Fprintf(w, "prefix index placements shared: %.0f sent, %.0f dropped unsent, %.0f received, %.0f ignored\n",
 			p.Sent, p.Dropped, p.Received, p.Ignored)
 	}
+	if p := out.LoadMessages; p != nil {
+		fmt.Fprintf(w, "load messages shared: %.0f sent, %.0f dropped unsent, %.0f received, %.0f ignored\n",
+			p.Sent, p.Dropped, p.Received, p.Ignored)
+	}
 	if out.Rejected > 0 {
 		fmt.Fprintf(w, "429s came in p50 %sms, p99 %sms\n", ms(out.Rejectedp50), ms(out.Rejectedp99))
 	}
@@ -247,7 +258,10 @@ func setupLine(out *Output) string {
 		if p.Gateways != 1 {
 			b.WriteString("s")
 		}
-		if p.SharedIndex {
+		switch {
+		case p.SharedIndex && p.SharedLoad:
+			b.WriteString(" sharing a prefix index and their loads")
+		case p.SharedIndex:
 			b.WriteString(" sharing a prefix index")
 		}
 		fmt.Fprintf(&b, ", policy %s, admission %s", out.Policy, out.Admission)

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/app"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
@@ -62,7 +64,17 @@ func (t *target) hedges() (Hedges, error) {
 // placements is what the target's gateways counted of the prefix index
 // placements they shared.
 func (t *target) placements() (Placements, error) {
-	const name = "llmgw_prefix_placements_total"
+	return t.shared("llmgw_prefix_placements_total")
+}
+
+// loadMessages is what the gateways counted of the load messages they
+// shared.
+func (t *target) loadMessages() (Placements, error) {
+	return t.shared("llmgw_peer_load_messages_total")
+}
+
+// shared sums the gateways' counter name by outcome.
+func (t *target) shared(name string) (Placements, error) {
 	var pl Placements
 	err := t.count(
 		counted{&pl.Sent, name, "outcome", "sent"},
@@ -165,10 +177,14 @@ func spawnSim(ctx context.Context, o *options, stderr io.Writer) (*target, error
 	if o.workload != WorkloadMixed {
 		slo = catalog.SLO{TTFTp99: o.slo.TTFT, TPOTp99: o.slo.TPOT}
 	}
+	// The gateways of this run share a channel of their own: those of
+	// another run, or a gateway in production, on the same Redis would
+	// otherwise be counted among their peers.
+	channel := fmt.Sprintf("llmgw-bench:%d:%d", os.Getpid(), time.Now().UnixNano())
 	for i := range max(o.gateways, 1) {
 		gw, err := app.StartGateway(ctx, app.GatewayOptions{
 			Model: o.model, Kind: catalog.KindVLLM, Upstreams: upstreams, Policy: o.policy, SLO: slo, Admission: o.admission == "on",
-			HedgeAfter: o.hedge, Redis: o.redisURL, Logger: log.With("gateway", i),
+			HedgeAfter: o.hedge, Redis: o.redisURL, Channel: channel, NoShareLoad: !o.shareLoad, Logger: log.With("gateway", i),
 		})
 		if err != nil {
 			stop()

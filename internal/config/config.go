@@ -71,6 +71,17 @@ type Router struct {
 	// what any of them sent. Without Redis each gateway's prefix index
 	// holds what it sent alone.
 	SharePrefixIndex bool `yaml:"share_prefix_index"`
+	// ShareLoad, with limits.redis set, tells every gateway on the same
+	// Redis what each has in flight at each endpoint, every 10 ms, so
+	// that each predicts a first token and weighs a stall by all of the
+	// gateways' requests, not its own alone.
+	ShareLoad bool `yaml:"share_load"`
+	// ShareChannel is the Redis channel placements go out on (loads go on
+	// the same name with ":load" after it); empty means
+	// "llmgw:placements". Gateways share with those on the same channel
+	// alone, so two deployments on one Redis keep apart by their
+	// channels.
+	ShareChannel string `yaml:"share_channel,omitempty"`
 }
 
 // Store says where keys, tenant limits and the ledger live.
@@ -84,8 +95,9 @@ type Store struct {
 // Limits says where rate and budget counters live.
 type Limits struct {
 	// Redis, when set (redis://host:port/db), shares counters among every
-	// replica, and where each prompt was sent (router.share_prefix_index);
-	// without it each process counts for itself alone.
+	// replica, where each prompt was sent (router.share_prefix_index) and
+	// what each has in flight (router.share_load); without it each
+	// process counts for itself alone.
 	Redis string `yaml:"redis,omitempty"`
 	// OnRedisError is open (let requests through) or closed (refuse them)
 	// while Redis does not answer.
@@ -140,7 +152,7 @@ func Default() Config {
 			Retries:           1,
 			ShutdownGrace:     DefaultShutdownGrace,
 		},
-		Router: Router{Auth: "keys", TenantLabel: tenant.LevelTeam, DefaultMaxTokens: DefaultMaxTokens, SharePrefixIndex: true},
+		Router: Router{Auth: "keys", TenantLabel: tenant.LevelTeam, DefaultMaxTokens: DefaultMaxTokens, SharePrefixIndex: true, ShareLoad: true},
 		Store:  Store{URL: DefaultStoreURL},
 		Limits: Limits{OnRedisError: "open"},
 	}

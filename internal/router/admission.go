@@ -225,6 +225,7 @@ type ticket struct {
 type poolView struct {
 	eps        []*endpoint // those not out
 	loads      []*endpointLoad
+	peers      []*peerLoad // what the other gateways have at each of eps
 	meanPrompt float64
 	pending    int64   // requests at the endpoints waiting for their first token
 	owed       float64 // prefill owed at the endpoints, in tokens
@@ -272,6 +273,7 @@ func (g *gate) look(p *pool, model string, now time.Time) poolView {
 		v.batchFree += room
 		v.eps = append(v.eps, e)
 		v.loads = append(v.loads, e.freshLoad(now, p.maxAge))
+		v.peers = append(v.peers, e.freshPeers(now))
 		v.pending += e.pending.Load()
 		v.owed += float64(e.owed.Load())
 		b, pt := e.firstTokenCost()
@@ -289,7 +291,7 @@ func (g *gate) look(p *pool, model string, now time.Time) poolView {
 func (v *poolView) best(tokens int64) float64 {
 	b := math.Inf(1)
 	for i, e := range v.eps {
-		b = min(b, e.predictTTFT(tokens+v.extra, v.loads[i], v.meanPrompt))
+		b = min(b, e.predictTTFT(tokens+v.extra, v.loads[i], v.peers[i], v.meanPrompt))
 	}
 	return b
 }

@@ -174,7 +174,7 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 	t := &sent{ep: ep, uncached: rt.uncached(i), stream: req.Stream, at: time.Now(), ticket: req.ticket, gate: r.existingGate(p.name), started: started, critical: req.class == classCritical}
 	ep.inflight.Add(1)
 	ep.pending.Add(1)
-	t.work = ep.owed.Add(t.uncached)
+	t.work = ep.owed.Add(t.uncached) + ep.freshPeers(t.at).owedTokens()
 	p.notePrompt(t.uncached)
 	if rt.indexed {
 		r.notePlaced(p, i, rt, rt.hashes, false)
@@ -211,7 +211,7 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 type sent struct {
 	ep       *endpoint
 	uncached int64     // prompt tokens the endpoint was expected to compute
-	work     int64     // prefill owed at the endpoint when sent, this call's included
+	work     int64     // prefill owed at the endpoint when sent, this call's and other gateways' included
 	at       time.Time // when it was sent
 	stream   bool
 	critical bool         // the request is of class critical

@@ -48,6 +48,9 @@ type endpoint struct {
 	// load is the last scrape of the endpoint's /metrics; nil before the
 	// first.
 	load atomic.Pointer[endpointLoad]
+	// peers is what the other gateways have in flight here, as they last
+	// said; nil when none has anything (peers.go).
+	peers atomic.Pointer[peerLoad]
 
 	down         atomic.Bool  // the last health probe failed
 	ejectedUntil atomic.Int64 // unix nanoseconds; passive ejection
@@ -187,13 +190,14 @@ func (e *endpoint) learn(took time.Duration, work int64) {
 
 // predictTTFT is how long a request with uncached prompt tokens of its own
 // would wait for its first token here. The prefill ahead of it is what
-// this gateway sent and is still owed, or, when the endpoint reports more
-// requests waiting than this gateway has pending (other gateways send to
-// it too), those requests at meanPrompt tokens each.
-func (e *endpoint) predictTTFT(uncached int64, l *endpointLoad, meanPrompt float64) float64 {
-	ahead := float64(e.owed.Load())
+// this gateway and the other gateways (peers) sent and is still owed,
+// and, when the endpoint reports more requests waiting than the gateways
+// have pending (others send to it too), those requests at meanPrompt
+// tokens each.
+func (e *endpoint) predictTTFT(uncached int64, l *endpointLoad, peers *peerLoad, meanPrompt float64) float64 {
+	ahead := float64(e.owed.Load() + peers.owedTokens())
 	if l != nil && l.waiting >= 0 {
-		if others := l.waiting - float64(e.pending.Load()); others > 0 {
+		if others := l.waiting - float64(e.pending.Load()+peers.pendingCount()); others > 0 {
 			ahead += others * meanPrompt
 		}
 	}

@@ -235,12 +235,13 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 		i := bits.TrailingZeros64(m)
 		e := p.endpoints[i]
 		uncached := rt.uncachedBelieved(i, e.precision())
-		pred[i] = e.predictTTFT(uncached, e.freshLoad(now, p.maxAge), meanPrompt)
+		peers := e.freshPeers(now)
+		pred[i] = e.predictTTFT(uncached, e.freshLoad(now, p.maxAge), peers, meanPrompt)
 		_, perToken := e.firstTokenCost()
 		score[i] = pred[i] - cacheCredit*perToken*float64(rt.prompt-uncached)
 		if rt.stall > 0 {
 			// Each stream decoding there waits out this prefill.
-			streams := e.inflight.Load() - e.pending.Load()
+			streams := e.inflight.Load() - e.pending.Load() + peers.streams()
 			score[i] += rt.stall * perToken * float64(uncached) * float64(max(streams, 0))
 		}
 		fastest = min(fastest, pred[i])

@@ -81,7 +81,9 @@ type Router struct {
 	gates   gates
 	goodput goodputTracker
 	snap    atomic.Pointer[snapshot]
-	ids     requestIDs
+	// peers is what the other gateways say they have in flight.
+	peers peerBook
+	ids   requestIDs
 	// watch scrapes and probes every endpoint of the catalog in service.
 	watch *scrape.Watcher
 }

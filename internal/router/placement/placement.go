@@ -8,6 +8,10 @@
 // A placement is advisory: one that is lost costs a cache miss, never a
 // wrong answer. So placements are sent off the request path, in batches,
 // and dropped (and counted) rather than waited for when the bus is slow.
+//
+// The gateways also tell each other their loads (Load): what each has in
+// flight at each endpoint, so that each predicts a first token by every
+// gateway's requests there and not by its own alone.
 package placement
 
 import (

@@ -1,9 +1,10 @@
 package placement
 
-// Placements over Redis publish/subscribe: every gateway publishes its
-// placements on one channel and applies the others'. Publish/subscribe
-// keeps nothing, so a gateway that starts learns only what is sent from
-// then on; its own index fills as it routes, as it would alone.
+// Placements and loads over Redis publish/subscribe: every gateway
+// publishes its placements on one channel and its loads on another, and
+// applies the others'. Publish/subscribe keeps nothing, so a gateway that
+// starts learns only what is sent from then on; its own index fills as it
+// routes, as it would alone.
 
 import (
 	"context"
@@ -18,8 +19,10 @@ import (
 )
 
 const (
-	// DefaultChannel is the channel placements go out on.
+	// DefaultChannel is the channel placements go out on. Loads go out
+	// on the same name with loadSuffix.
 	DefaultChannel = "llmgw:placements"
+	loadSuffix     = ":load"
 
 	// flushEvery is how long a placement may wait for the rest of its
 	// batch. The next turn of a conversation comes at least one answer
@@ -40,6 +43,12 @@ const (
 	// path; a placement later than this is hardly worth having.
 	publishTimeout = time.Second
 
+	// loadEvery is how often a gateway with requests in flight sends its
+	// load: a prefill of a few hundred tokens takes about this long, so
+	// the others learn of a prompt before most of it is computed. At 64
+	// endpoints a message is about 2 KiB.
+	loadEvery = 10 * time.Millisecond
+
 	// warnEvery spaces out logs of Redis errors: while Redis is away
 	// every batch fails the same way.
 	warnEvery = 10 * time.Second
@@ -50,6 +59,10 @@ type Options struct {
 	// Channel is the Redis channel; empty means DefaultChannel. Gateways
 	// share placements when they share a Redis and a channel.
 	Channel string
+	// Placements shares prefix index placements; Loads shares what each
+	// gateway has in flight at each endpoint. A bus with neither does
+	// nothing.
+	Placements, Loads bool
 	// Registerer takes the bus's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Logger gets Redis errors, at most one every ten seconds; nil
@@ -57,22 +70,37 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Redis is a bus of placements on a Redis channel. Publish queues; Run
-// sends and receives.
+// Redis is a bus of placements and loads on Redis channels. Publish
+// queues a placement; Run sends and receives.
 type Redis struct {
-	client  redis.UniversalClient
-	channel string
-	id      uint64 // this gateway's, to know its own messages when they come back
-	queue   chan Placement
-	log     *slog.Logger
-	m       busMetrics
+	client      redis.UniversalClient
+	channel     string
+	loadChannel string
+	placements  bool   // sharing placements
+	loads       bool   // sharing loads
+	id          uint64 // this gateway's, to know its own messages when they come back
+	queue       chan Placement
+	log         *slog.Logger
+	m           busMetrics
 	// lastWarn is when a Redis error was last logged, Unix nanoseconds.
 	lastWarn atomic.Int64
 }
 
-// busMetrics counts placements by what became of them.
+// busMetrics counts placements, and load messages, by what became of
+// them.
 type busMetrics struct {
+	placements, loads outcomes
+}
+
+type outcomes struct {
 	sent, dropped, received, ignored prometheus.Counter
+}
+
+func newOutcomes(v *prometheus.CounterVec) outcomes {
+	return outcomes{
+		sent: v.WithLabelValues("sent"), dropped: v.WithLabelValues("dropped"),
+		received: v.WithLabelValues("received"), ignored: v.WithLabelValues("ignored"),
+	}
 }
 
 func newBusMetrics(reg prometheus.Registerer) busMetrics {
@@ -80,28 +108,32 @@ func newBusMetrics(reg prometheus.Registerer) busMetrics {
 		Name: "llmgw_prefix_placements_total",
 		Help: "Prefix index placements shared with the other gateways: sent; dropped unsent (the queue was full or Redis did not answer); received and applied; received and ignored (a pool, endpoint or block size this gateway does not have).",
 	}, []string{"outcome"})
+	l := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "llmgw_peer_load_messages_total",
+		Help: "Messages of what each gateway has in flight at each endpoint, shared with the other gateways: sent; dropped unsent (Redis did not answer); received and applied; received and ignored (not understood).",
+	}, []string{"outcome"})
 	if reg != nil {
-		reg.MustRegister(v)
+		reg.MustRegister(v, l)
 	}
-	return busMetrics{
-		sent: v.WithLabelValues("sent"), dropped: v.WithLabelValues("dropped"),
-		received: v.WithLabelValues("received"), ignored: v.WithLabelValues("ignored"),
-	}
+	return busMetrics{placements: newOutcomes(v), loads: newOutcomes(l)}
 }
 
 // NewRedis returns a bus on client. It starts nothing; call Run.
 func NewRedis(client redis.UniversalClient, o Options) *Redis {
 	r := &Redis{
-		client:  client,
-		channel: o.Channel,
-		id:      rand.Uint64(),
-		queue:   make(chan Placement, queueLen),
-		log:     o.Logger,
-		m:       newBusMetrics(o.Registerer),
+		client:     client,
+		channel:    o.Channel,
+		placements: o.Placements,
+		loads:      o.Loads,
+		id:         rand.Uint64(),
+		queue:      make(chan Placement, queueLen),
+		log:        o.Logger,
+		m:          newBusMetrics(o.Registerer),
 	}
 	if r.channel == "" {
 		r.channel = DefaultChannel
 	}
+	r.loadChannel = r.channel + loadSuffix
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -115,21 +147,53 @@ func (r *Redis) Publish(p Placement) {
 	select {
 	case r.queue <- p:
 	default:
-		r.m.dropped.Inc()
+		r.m.placements.dropped.Inc()
 	}
 }
 
-// Run sends what Publish queues, and gives apply each placement the
-// other gateways on the channel publish, until ctx ends. apply reports
-// whether the placement named a pool, endpoint and block size it has;
-// its argument is valid only during the call. Run returns nil once ctx
-// ends; Redis errors are logged and counted, and the subscription
-// reconnects on its own.
-func (r *Redis) Run(ctx context.Context, apply func(Placement) bool) error {
-	sub := r.client.Subscribe(ctx, r.channel)
+// Gateway is what a bus shares: one gateway's router.
+type Gateway interface {
+	// Place applies a placement another gateway made, and reports
+	// whether it named a pool, endpoint and block size this gateway has.
+	// Its argument is valid only during the call.
+	Place(Placement) bool
+	// Loads appends this gateway's load at every endpoint where it has
+	// something in flight to buf.
+	Loads(buf []Load) []Load
+	// PeerLoads takes the whole load of the gateway whose id is from, in
+	// place of what it sent before. Its argument is valid only during
+	// the call.
+	PeerLoads(from uint64, loads []Load)
+}
+
+// Run sends what Publish queues and, every loadEvery while it has
+// requests in flight, g's load; and gives g what the other gateways on
+// the channel send, until ctx ends. It returns nil once ctx ends; Redis
+// errors are logged and counted, and the subscription reconnects on its
+// own.
+func (r *Redis) Run(ctx context.Context, g Gateway) error {
+	var channels []string
+	if r.placements {
+		channels = append(channels, r.channel)
+	}
+	if r.loads {
+		channels = append(channels, r.loadChannel)
+	}
+	if len(channels) == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	sub := r.client.Subscribe(ctx, channels...)
 	var wg sync.WaitGroup
-	wg.Go(func() { r.receive(sub.Channel(), apply) })
-	r.send(ctx)
+	wg.Go(func() { r.receive(sub.Channel(), g) })
+	if r.loads {
+		wg.Go(func() { r.sendLoads(ctx, g) })
+	}
+	if r.placements {
+		r.send(ctx)
+	} else {
+		<-ctx.Done()
+	}
 	sub.Close() // closes the channel receive reads
 	wg.Wait()
 	return nil
@@ -178,29 +242,79 @@ func (r *Redis) flush(ctx context.Context, first Placement, msg []byte) []byte {
 		err := r.client.Publish(cctx, r.channel, msg).Err()
 		cancel()
 		if err != nil {
-			r.m.dropped.Add(float64(n))
+			r.m.placements.dropped.Add(float64(n))
 			r.warn("placements were not shared: Redis did not take them", err)
 			continue
 		}
-		r.m.sent.Add(float64(n))
+		r.m.placements.sent.Add(float64(n))
 	}
 	return msg
 }
 
-// receive applies each message of ch until it is closed.
-func (r *Redis) receive(ch <-chan *redis.Message, apply func(Placement) bool) {
+// sendLoads publishes g's load every loadEvery, while it has something in
+// flight and once more when it has nothing, until ctx ends.
+func (r *Redis) sendLoads(ctx context.Context, g Gateway) {
+	t := time.NewTicker(loadEvery)
+	defer t.Stop()
+	var loads []Load
+	var msg []byte
+	idle := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		loads = g.Loads(loads[:0])
+		if len(loads) == 0 && idle {
+			continue
+		}
+		idle = len(loads) == 0
+		msg = appendHeader(msg[:0], r.id)
+		for _, l := range loads {
+			msg = appendLoad(msg, l)
+		}
+		cctx, cancel := context.WithTimeout(ctx, publishTimeout)
+		err := r.client.Publish(cctx, r.loadChannel, msg).Err()
+		cancel()
+		if err != nil {
+			r.m.loads.dropped.Inc()
+			r.warn("loads were not shared: Redis did not take them", err)
+			continue
+		}
+		r.m.loads.sent.Inc()
+	}
+}
+
+// receive gives g each message of ch until it is closed.
+func (r *Redis) receive(ch <-chan *redis.Message, g Gateway) {
 	var scratch []uint64
+	var loads []Load
 	for m := range ch {
+		if m.Channel == r.loadChannel {
+			var from uint64
+			var ok bool
+			if from, loads, ok = decodeLoads([]byte(m.Payload), r.id, loads[:0]); !ok {
+				r.m.loads.ignored.Inc()
+				r.warn("a load message was not understood; is another version of llmgw on the channel?", errMalformed)
+				continue
+			}
+			if from != r.id {
+				g.PeerLoads(from, loads)
+				r.m.loads.received.Inc()
+			}
+			continue
+		}
 		var err error
 		scratch, err = decode([]byte(m.Payload), r.id, scratch, func(p Placement) {
-			if apply(p) {
-				r.m.received.Inc()
+			if g.Place(p) {
+				r.m.placements.received.Inc()
 			} else {
-				r.m.ignored.Inc()
+				r.m.placements.ignored.Inc()
 			}
 		})
 		if err != nil {
-			r.m.ignored.Inc()
+			r.m.placements.ignored.Inc()
 			r.warn("a placement message was not understood; is another version of llmgw on the channel?", err)
 		}
 	}

@@ -31,11 +31,43 @@ func newRedisClient(t *testing.T) *redis.Client {
 	return c
 }
 
-// applied keeps the placements a bus applied.
+// applied is a gateway to a bus: it keeps the placements and peer loads
+// the bus gave it, and has the load own.
 type applied struct {
 	mu    sync.Mutex
 	got   []Placement
 	known string // the pool it has; placements for others are ignored
+	own   []Load
+	peers [][]Load // each PeerLoads call's, in order
+	from  uint64   // the last PeerLoads call's sender
+}
+
+func (a *applied) Place(p Placement) bool { return a.apply(p) }
+
+func (a *applied) Loads(buf []Load) []Load {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append(buf, a.own...)
+}
+
+func (a *applied) PeerLoads(from uint64, loads []Load) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.peers, a.from = append(a.peers, slices.Clone(loads)), from
+}
+
+func (a *applied) setOwn(loads ...Load) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.own = loads
+}
+
+// heard is every load message the gateway was given, and the last one's
+// sender.
+func (a *applied) heard() ([][]Load, uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.peers), a.from
 }
 
 func (a *applied) apply(p Placement) bool {
@@ -60,8 +92,8 @@ func (a *applied) placements() []Placement {
 // themselves; a placement for a pool a gateway lacks is counted ignored.
 func TestRedisSharesPlacements(t *testing.T) {
 	channel := fmt.Sprintf("llmgw-test-placements-%d-%d", os.Getpid(), time.Now().UnixNano())
-	a := NewRedis(newRedisClient(t), Options{Channel: channel})
-	b := NewRedis(newRedisClient(t), Options{Channel: channel})
+	a := NewRedis(newRedisClient(t), Options{Channel: channel, Placements: true})
+	b := NewRedis(newRedisClient(t), Options{Channel: channel, Placements: true})
 	atA, atB := &applied{known: "main"}, &applied{known: "main"}
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
@@ -70,7 +102,7 @@ func TestRedisSharesPlacements(t *testing.T) {
 		to  *applied
 	}{{a, atA}, {b, atB}} {
 		wg.Go(func() {
-			if err := run.bus.Run(ctx, run.to.apply); err != nil {
+			if err := run.bus.Run(ctx, run.to); err != nil {
 				t.Errorf("Run: %v", err)
 			}
 		})
@@ -108,16 +140,68 @@ func TestRedisSharesPlacements(t *testing.T) {
 	if len(atA.placements()) != 0 {
 		t.Errorf("a gateway applied %d of its own placements", len(atA.placements()))
 	}
-	if got, want := testutil.ToFloat64(b.m.ignored), 1.0; got != want {
+	if got, want := testutil.ToFloat64(b.m.placements.ignored), 1.0; got != want {
 		t.Errorf("ignored %v, want %v", got, want)
 	}
 	// A placement is counted received once applied, and sent once Redis
 	// has taken it, which may be after the other gateway has applied it.
-	reach(t, "received", b.m.received, float64(n+1), deadline)
-	if got, want := testutil.ToFloat64(b.m.received), float64(n+1); got != want {
+	reach(t, "received", b.m.placements.received, float64(n+1), deadline)
+	if got, want := testutil.ToFloat64(b.m.placements.received), float64(n+1); got != want {
 		t.Errorf("received %v, want %v", got, want)
 	}
-	reach(t, "sent", a.m.sent, float64(n+2), deadline)
+	reach(t, "sent", a.m.placements.sent, float64(n+2), deadline)
+}
+
+// TestRedisSharesLoads: a gateway with requests in flight sends its whole
+// load every loadEvery, and once more, empty, when it has none; then it
+// falls silent. The other gets each message with the sender's id.
+func TestRedisSharesLoads(t *testing.T) {
+	channel := fmt.Sprintf("llmgw-test-loads-%d-%d", os.Getpid(), time.Now().UnixNano())
+	a := NewRedis(newRedisClient(t), Options{Channel: channel, Loads: true})
+	b := NewRedis(newRedisClient(t), Options{Channel: channel, Loads: true})
+	atA, atB := &applied{}, &applied{}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { a.Run(ctx, atA) })
+	wg.Go(func() { b.Run(ctx, atB) })
+	defer func() { cancel(); wg.Wait() }()
+
+	busy := []Load{{Pool: "main", Endpoint: "gpu-0", Inflight: 3, Pending: 1, Owed: 700}}
+	atA.setOwn(busy...)
+	deadline := time.Now().Add(10 * time.Second)
+	for got, _ := atB.heard(); len(got) < 3; got, _ = atB.heard() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the other gateway heard %d load messages, want 3", len(got))
+		}
+		time.Sleep(loadEvery)
+	}
+	got, from := atB.heard()
+	if from != a.id {
+		t.Errorf("sender %d, want a's id %d", from, a.id)
+	}
+	for i, l := range got {
+		if diff := cmp.Diff(busy, l); diff != "" {
+			t.Errorf("message %d (-want +got):\n%s", i, diff)
+		}
+	}
+	atA.setOwn()
+	for got, _ = atB.heard(); len(got[len(got)-1]) != 0; got, _ = atB.heard() {
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway never said it had nothing in flight")
+		}
+		time.Sleep(loadEvery)
+	}
+	n := len(got)
+	time.Sleep(10 * loadEvery)
+	if got, _ = atB.heard(); len(got) != n {
+		t.Errorf("an idle gateway sent %d more load messages", len(got)-n)
+	}
+	if h, _ := atA.heard(); len(h) != 0 {
+		t.Errorf("b, with nothing in flight, sent %d load messages", len(h))
+	}
+	if got, want := testutil.ToFloat64(b.m.loads.received), float64(n); got != want {
+		t.Errorf("received %v, want %v", got, want)
+	}
 }
 
 // reach waits until counter c is at least want, and fails t if it is not
@@ -140,7 +224,7 @@ func TestPublishNeverBlocks(t *testing.T) {
 	for range queueLen + 10 {
 		bus.Publish(Placement{Pool: "main"})
 	}
-	if got := testutil.ToFloat64(bus.m.dropped); got != 10 {
+	if got := testutil.ToFloat64(bus.m.placements.dropped); got != 10 {
 		t.Errorf("dropped %v, want 10", got)
 	}
 }
@@ -162,7 +246,7 @@ func BenchmarkPublish(b *testing.B) {
 		}
 		bus.Publish(p)
 	}
-	if d := testutil.ToFloat64(bus.m.dropped); d != 0 {
+	if d := testutil.ToFloat64(bus.m.placements.dropped); d != 0 {
 		b.Fatalf("%v placements dropped", d)
 	}
 }

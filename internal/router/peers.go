@@ -1,0 +1,195 @@
+package router
+
+// Loads shared between gateways: every gateway in front of the same pools
+// tells the others, every few milliseconds, what it has in flight at each
+// endpoint (placement.Load), and adds what they tell it to its own counts
+// where it predicts a first token or weighs a stall. Without it each
+// gateway sees the others' requests only as the endpoint's scrape shows
+// them, up to a scrape interval late and without their sizes: two
+// gateways then send long prompts to the same endpoint between scrapes,
+// and charge a prompt the stall of half the streams it holds up.
+
+import (
+	"sync"
+	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
+)
+
+// peerMaxAge is how long what another gateway said of its load stands
+// without a word since. A gateway sends every 10 ms while it has
+// requests in flight; a silence this long means it has stopped, or the
+// bus has, and its requests are then counted as the scrape shows them.
+const peerMaxAge = 250 * time.Millisecond
+
+// peerLoad is what the other gateways have in flight at one endpoint,
+// summed, as last heard at at (Unix nanoseconds).
+type peerLoad struct {
+	inflight, pending, owed int64
+	at                      int64
+}
+
+// freshPeers is the other gateways' load at e if it was heard within
+// peerMaxAge of now, else nil: a silent peer's count is unknown, and
+// the scrape stands in for it.
+func (e *endpoint) freshPeers(now time.Time) *peerLoad {
+	l := e.peers.Load()
+	if l == nil || now.UnixNano()-l.at > int64(peerMaxAge) {
+		return nil
+	}
+	return l
+}
+
+// Nil-safe reads of a peerLoad.
+func (l *peerLoad) pendingCount() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.pending
+}
+
+func (l *peerLoad) owedTokens() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.owed
+}
+
+// streams is how many of the peers' requests are past their first token.
+func (l *peerLoad) streams() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.inflight - l.pending
+}
+
+// loadKey names an endpoint across gateways: by its pool's name and its
+// own configured name.
+type loadKey struct{ pool, endpoint string }
+
+type loadCounts struct{ inflight, pending, owed int64 }
+
+// peerBook is what every other gateway last said of its load, and the sum
+// of it per endpoint. Only the bus's receiver writes it.
+type peerBook struct {
+	mu   sync.Mutex
+	from map[uint64]*peerSaid
+	sum  map[loadKey]loadCounts
+}
+
+type peerSaid struct {
+	at    time.Time
+	loads map[loadKey]loadCounts
+}
+
+// Loads appends this gateway's load at every endpoint where it has a
+// request in flight.
+func (r *Router) Loads(buf []placement.Load) []placement.Load {
+	s := r.snap.Load()
+	if s == nil {
+		return buf
+	}
+	for _, p := range s.pools {
+		for _, e := range p.endpoints {
+			inflight := e.inflight.Load()
+			if inflight <= 0 {
+				continue
+			}
+			// The three are read one after another while requests come
+			// and go; keep them consistent with each other.
+			pending := min(max(e.pending.Load(), 0), inflight)
+			owed := max(e.owed.Load(), 0)
+			if pending == 0 {
+				owed = 0
+			}
+			buf = append(buf, placement.Load{Pool: p.name, Endpoint: e.name, Inflight: inflight, Pending: pending, Owed: owed})
+		}
+	}
+	return buf
+}
+
+// PeerLoads takes the whole load of the gateway whose id is from, in place
+// of what it said before, and forgets gateways silent for longer than
+// peerMaxAge. Each endpoint whose sum changed, or that from still loads,
+// gets the new sum, stamped now.
+func (r *Router) PeerLoads(from uint64, loads []placement.Load) {
+	r.peerLoads(from, loads, time.Now())
+}
+
+func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) {
+	b := &r.peers
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.from == nil {
+		b.from = make(map[uint64]*peerSaid)
+		b.sum = make(map[loadKey]loadCounts)
+	}
+	touched := make(map[loadKey]bool, len(loads))
+	said := b.from[from]
+	if said == nil {
+		said = &peerSaid{}
+		b.from[from] = said
+	}
+	b.forget(said, touched)
+	said.at = now
+	said.loads = make(map[loadKey]loadCounts, len(loads))
+	for _, l := range loads {
+		k := loadKey{l.Pool, l.Endpoint}
+		c := said.loads[k]
+		c.inflight += l.Inflight
+		c.pending += l.Pending
+		c.owed += l.Owed
+		said.loads[k] = c
+		s := b.sum[k]
+		s.inflight += l.Inflight
+		s.pending += l.Pending
+		s.owed += l.Owed
+		b.sum[k] = s
+		touched[k] = true
+	}
+	for id, q := range b.from {
+		if now.Sub(q.at) > peerMaxAge {
+			b.forget(q, touched)
+			delete(b.from, id)
+		}
+	}
+
+	snap := r.snap.Load()
+	if snap == nil {
+		return
+	}
+	for k := range touched {
+		s, ok := b.sum[k]
+		if ok && s == (loadCounts{}) {
+			delete(b.sum, k)
+			ok = false
+		}
+		p := snap.pools[k.pool]
+		if p == nil {
+			continue
+		}
+		i := p.endpointNamed(k.endpoint)
+		if i < 0 {
+			continue
+		}
+		if !ok {
+			p.endpoints[i].peers.Store(nil)
+			continue
+		}
+		p.endpoints[i].peers.Store(&peerLoad{inflight: s.inflight, pending: s.pending, owed: s.owed, at: now.UnixNano()})
+	}
+}
+
+// forget takes what q said out of the sums, and marks the endpoints it
+// named in touched.
+func (b *peerBook) forget(q *peerSaid, touched map[loadKey]bool) {
+	for k, c := range q.loads {
+		s := b.sum[k]
+		s.inflight -= c.inflight
+		s.pending -= c.pending
+		s.owed -= c.owed
+		b.sum[k] = s
+		touched[k] = true
+	}
+	q.loads = nil
+}

@@ -1,0 +1,75 @@
+package placement
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// Load is what one gateway has in flight at one endpoint: requests sent
+// and not ended, those of them not yet at their first token, and the
+// uncached prompt tokens those still owe (the prefill ahead of anything
+// sent there next). A gateway that weighs an endpoint by its own requests
+// alone sees half of it when a second gateway sends there as much; with
+// the others' loads it routes as one gateway would.
+type Load struct {
+	Pool, Endpoint          string
+	Inflight, Pending, Owed int64
+}
+
+// A load message is version, the sending gateway's id, then one record a
+// endpoint where the sender has something in flight: Pool and Endpoint
+// (each a uvarint length and its bytes), then Inflight, Pending and Owed
+// (uvarints). A message is the sender's whole load: an endpoint it leaves
+// out has nothing of the sender's in flight.
+
+// appendLoad appends l to a load message.
+func appendLoad(b []byte, l Load) []byte {
+	b = binary.AppendUvarint(b, uint64(len(l.Pool)))
+	b = append(b, l.Pool...)
+	b = binary.AppendUvarint(b, uint64(len(l.Endpoint)))
+	b = append(b, l.Endpoint...)
+	b = binary.AppendUvarint(b, uint64(max(l.Inflight, 0)))
+	b = binary.AppendUvarint(b, uint64(max(l.Pending, 0)))
+	return binary.AppendUvarint(b, uint64(max(l.Owed, 0)))
+}
+
+// decodeLoads appends the records of a load message to loads and returns
+// them with the sender's id; a message from self, or of another version,
+// gives none and ok true. A malformed message gives ok false and no
+// records.
+func decodeLoads(msg []byte, self uint64, loads []Load) (sender uint64, out []Load, ok bool) {
+	if len(msg) < headerLen || msg[0] != version {
+		return 0, loads, false
+	}
+	sender = binary.LittleEndian.Uint64(msg[1:])
+	if sender == self {
+		return sender, loads, true
+	}
+	n := len(loads)
+	for b := msg[headerLen:]; len(b) > 0; {
+		var l Load
+		var okPool, okEndpoint, okCounts bool
+		l.Pool, okPool = str(&b)
+		l.Endpoint, okEndpoint = str(&b)
+		l.Inflight, l.Pending, l.Owed, okCounts = counts(&b)
+		if !okPool || !okEndpoint || !okCounts || l.Pending > l.Inflight {
+			return sender, loads[:n], false
+		}
+		loads = append(loads, l)
+	}
+	return sender, loads, true
+}
+
+// counts takes a record's three counts off the front of *b. Each must fit
+// an int64 well short of overflowing when the gateways' are summed.
+func counts(b *[]byte) (inflight, pending, owed int64, ok bool) {
+	var v [3]int64
+	for i := range v {
+		u, ok := uvarint(b)
+		if !ok || u > math.MaxInt32 {
+			return 0, 0, 0, false
+		}
+		v[i] = int64(u)
+	}
+	return v[0], v[1], v[2], true
+}
