@@ -8,7 +8,7 @@
 #
 #   REDIS=redis://127.0.0.1:6379/0 scripts/gateways.sh [SEED...]   (default seeds 1 2 3)
 #
-# About 24 minutes a seed.
+# About 16 minutes a seed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-bench-out/gateways}

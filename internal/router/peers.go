@@ -25,8 +25,8 @@ const peerMaxAge = 250 * time.Millisecond
 // peerLoad is what the other gateways have in flight at one endpoint,
 // summed, as last heard at at (Unix nanoseconds).
 type peerLoad struct {
-	inflight, pending, owed int64
-	at                      int64
+	inflight, pending, owed, critical int64
+	at                                int64
 }
 
 // freshPeers is the other gateways' load at e if it was heard within
@@ -63,11 +63,19 @@ func (l *peerLoad) streams() int64 {
 	return l.inflight - l.pending
 }
 
+// criticalStreams is how many of those are critical.
+func (l *peerLoad) criticalStreams() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.critical
+}
+
 // loadKey names an endpoint across gateways: by its pool's name and its
 // own configured name.
 type loadKey struct{ pool, endpoint string }
 
-type loadCounts struct{ inflight, pending, owed int64 }
+type loadCounts struct{ inflight, pending, owed, critical int64 }
 
 // peerBook is what every other gateway last said of its load, and the sum
 // of it per endpoint. Only the bus's receiver writes it.
@@ -95,14 +103,17 @@ func (r *Router) Loads(buf []placement.Load) []placement.Load {
 			if inflight <= 0 {
 				continue
 			}
-			// The three are read one after another while requests come
+			// The counts are read one after another while requests come
 			// and go; keep them consistent with each other.
 			pending := min(max(e.pending.Load(), 0), inflight)
 			owed := max(e.owed.Load(), 0)
 			if pending == 0 {
 				owed = 0
 			}
-			buf = append(buf, placement.Load{Pool: p.name, Endpoint: e.name, Inflight: inflight, Pending: pending, Owed: owed})
+			critical := min(max(e.critical.Load(), 0), inflight-pending)
+			buf = append(buf, placement.Load{
+				Pool: p.name, Endpoint: e.name, Inflight: inflight, Pending: pending, Owed: owed, Critical: critical,
+			})
 		}
 	}
 	return buf
@@ -135,16 +146,9 @@ func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) {
 	said.loads = make(map[loadKey]loadCounts, len(loads))
 	for _, l := range loads {
 		k := loadKey{l.Pool, l.Endpoint}
-		c := said.loads[k]
-		c.inflight += l.Inflight
-		c.pending += l.Pending
-		c.owed += l.Owed
-		said.loads[k] = c
-		s := b.sum[k]
-		s.inflight += l.Inflight
-		s.pending += l.Pending
-		s.owed += l.Owed
-		b.sum[k] = s
+		add := loadCounts{l.Inflight, l.Pending, l.Owed, l.Critical}
+		said.loads[k] = said.loads[k].plus(add)
+		b.sum[k] = b.sum[k].plus(add)
 		touched[k] = true
 	}
 	for id, q := range b.from {
@@ -176,7 +180,7 @@ func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) {
 			p.endpoints[i].peers.Store(nil)
 			continue
 		}
-		p.endpoints[i].peers.Store(&peerLoad{inflight: s.inflight, pending: s.pending, owed: s.owed, at: now.UnixNano()})
+		p.endpoints[i].peers.Store(&peerLoad{inflight: s.inflight, pending: s.pending, owed: s.owed, critical: s.critical, at: now.UnixNano()})
 	}
 }
 
@@ -184,12 +188,12 @@ func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) {
 // named in touched.
 func (b *peerBook) forget(q *peerSaid, touched map[loadKey]bool) {
 	for k, c := range q.loads {
-		s := b.sum[k]
-		s.inflight -= c.inflight
-		s.pending -= c.pending
-		s.owed -= c.owed
-		b.sum[k] = s
+		b.sum[k] = b.sum[k].plus(loadCounts{-c.inflight, -c.pending, -c.owed, -c.critical})
 		touched[k] = true
 	}
 	q.loads = nil
+}
+
+func (c loadCounts) plus(o loadCounts) loadCounts {
+	return loadCounts{c.inflight + o.inflight, c.pending + o.pending, c.owed + o.owed, c.critical + o.critical}
 }

@@ -52,8 +52,8 @@ func TestPeerLoadsSumTheOtherGateways(t *testing.T) {
 		want  []peerLoad
 	}{{
 		"one gateway", 1, t0,
-		[]placement.Load{{Pool: "main", Endpoint: e0, Inflight: 3, Pending: 1, Owed: 500}},
-		[]peerLoad{{inflight: 3, pending: 1, owed: 500}, {}},
+		[]placement.Load{{Pool: "main", Endpoint: e0, Inflight: 3, Pending: 1, Owed: 500, Critical: 1}},
+		[]peerLoad{{inflight: 3, pending: 1, owed: 500, critical: 1}, {}},
 	}, {
 		"a second, and an endpoint and a pool this gateway lacks", 2, t0,
 		[]placement.Load{
@@ -62,7 +62,7 @@ func TestPeerLoadsSumTheOtherGateways(t *testing.T) {
 			{Pool: "main", Endpoint: "gpu-9", Inflight: 7},
 			{Pool: "elsewhere", Endpoint: e0, Inflight: 7},
 		},
-		[]peerLoad{{inflight: 5, pending: 3, owed: 800}, {inflight: 1}},
+		[]peerLoad{{inflight: 5, pending: 3, owed: 800, critical: 1}, {inflight: 1}},
 	}, {
 		"the first again, with nothing in flight", 1, t0.Add(10 * time.Millisecond),
 		nil,
@@ -110,7 +110,8 @@ func TestLoadsReportsWhatIsInFlight(t *testing.T) {
 	e.inflight.Store(3)
 	e.pending.Store(1)
 	e.owed.Store(200)
-	want := []placement.Load{{Pool: "main", Endpoint: e.name, Inflight: 3, Pending: 1, Owed: 200}}
+	e.critical.Store(1)
+	want := []placement.Load{{Pool: "main", Endpoint: e.name, Inflight: 3, Pending: 1, Owed: 200, Critical: 1}}
 	if diff := cmp.Diff(want, g.r.Loads(nil)); diff != "" {
 		t.Errorf("loads (-want +got):\n%s", diff)
 	}
@@ -162,6 +163,35 @@ func TestAutoChargesThePeersStreams(t *testing.T) {
 			p.endpoints[1].inflight.Store(1)
 			rt := routeFor(p, promptText(13, 32), 0)
 			rt.stall = 1
+			if i, reason := p.pick(rt, all(p), now); i != tc.want || reason != tc.reason {
+				t.Errorf("picked %d (%s), want %d (%s)", i, reason, tc.want, tc.reason)
+			}
+		})
+	}
+}
+
+// TestAutoSparesThePeersCriticalStreams: a long prefill below critical
+// keeps off an endpoint where another gateway's critical streams decode,
+// as it does where this gateway's own do.
+func TestAutoSparesThePeersCriticalStreams(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name   string
+		peers  *peerLoad
+		want   int
+		reason string
+	}{
+		{"none", nil, 0, reasonFastest},
+		{"a peer's critical stream", &peerLoad{inflight: 1, critical: 1, at: now.UnixNano()}, 1, reasonSpare},
+		{"a peer's other stream", &peerLoad{inflight: 1, at: now.UnixNano()}, 0, reasonFastest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// As TestAutoSparesCriticalStreams: endpoint 1 owes 50 ms more.
+			p := testPool(catalog.PolicyAuto, 1, 1)
+			p.endpoints[0].peers.Store(tc.peers)
+			p.endpoints[1].owed.Store(500)
+			rt := routeFor(p, promptText(11, 32), 0)
+			rt.spare = 0.05
 			if i, reason := p.pick(rt, all(p), now); i != tc.want || reason != tc.reason {
 				t.Errorf("picked %d (%s), want %d (%s)", i, reason, tc.want, tc.reason)
 			}

@@ -275,7 +275,8 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 		var clear uint64
 		for m := eligible; m != 0; m &= m - 1 {
 			i := bits.TrailingZeros64(m)
-			if p.endpoints[i].critical.Load() == 0 || p.stall(rt, i) <= spareShare*rt.spare {
+			e := p.endpoints[i]
+			if e.critical.Load()+e.freshPeers(now).criticalStreams() == 0 || p.stall(rt, i) <= spareShare*rt.spare {
 				clear |= 1 << i
 			}
 		}

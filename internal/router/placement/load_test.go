@@ -11,7 +11,7 @@ import (
 )
 
 var loads = []Load{
-	{Pool: "main", Endpoint: "gpu-0", Inflight: 12, Pending: 3, Owed: 4096},
+	{Pool: "main", Endpoint: "gpu-0", Inflight: 12, Pending: 3, Owed: 4096, Critical: 2},
 	{Pool: "main", Endpoint: "http://10.0.0.7:8000/v1", Inflight: 1},
 	{Pool: "ümlaut pool", Endpoint: "", Inflight: math.MaxInt32, Pending: math.MaxInt32, Owed: math.MaxInt32},
 }
@@ -40,8 +40,8 @@ func TestLoadRoundTrip(t *testing.T) {
 }
 
 // TestMalformedLoads: a message cut inside a record, of another version,
-// with a count past MaxInt32 or with more pending than in flight gives no
-// loads at all: a message is a gateway's whole load, so a part of one
+// with a count past MaxInt32 or with more pending and critical than in
+// flight gives no loads at all: a message is a gateway's whole load, so a part of one
 // would be read as the rest having ended.
 func TestMalformedLoads(t *testing.T) {
 	msg := loadMessage(7, loads[:2]...)
@@ -58,9 +58,10 @@ func TestMalformedLoads(t *testing.T) {
 	other := bytes.Clone(msg)
 	other[0] = version + 1
 	for name, bad := range map[string][]byte{
-		"another version":       other,
-		"a count too large":     loadMessage(7, Load{Pool: "p", Endpoint: "e", Inflight: math.MaxInt32 + 1}),
-		"pending past inflight": loadMessage(7, Load{Pool: "p", Endpoint: "e", Inflight: 1, Pending: 2}),
+		"another version":        other,
+		"a count too large":      loadMessage(7, Load{Pool: "p", Endpoint: "e", Inflight: math.MaxInt32 + 1}),
+		"pending past inflight":  loadMessage(7, Load{Pool: "p", Endpoint: "e", Inflight: 1, Pending: 2}),
+		"critical past inflight": loadMessage(7, Load{Pool: "p", Endpoint: "e", Inflight: 2, Pending: 1, Critical: 2}),
 	} {
 		if _, got, ok := decodeLoads(bad, 8, []Load{{Pool: "kept"}}); ok || len(got) != 1 {
 			t.Errorf("%s: ok %v with %d loads; want not ok, and only what was there before", name, ok, len(got))
@@ -80,7 +81,8 @@ func FuzzDecodeLoads(f *testing.F) {
 			return
 		}
 		for _, l := range got {
-			if l.Inflight < 0 || l.Pending < 0 || l.Owed < 0 || l.Pending > l.Inflight || l.Inflight > math.MaxInt32 || l.Owed > math.MaxInt32 {
+			if l.Inflight < 0 || l.Pending < 0 || l.Owed < 0 || l.Critical < 0 || l.Pending+l.Critical > l.Inflight ||
+				l.Inflight > math.MaxInt32 || l.Owed > math.MaxInt32 {
 				t.Fatalf("accepted %+v", l)
 			}
 		}
