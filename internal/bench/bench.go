@@ -351,7 +351,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 		return err
 	})
 	fs.IntVar(&o.gateways, "gateways", 1, "with --spawn-sim, `N` gateways in front of the same replicas; each request goes to one at random (from --seed)")
-	fs.StringVar(&o.redisURL, "redis", "", "with --spawn-sim, a Redis `URL` (redis://host:port/db) the gateways share, as limits.redis: each routes by where any of them sent a prompt")
+	fs.StringVar(&o.redisURL, "redis", "", "with --spawn-sim, a Redis `URL` (redis://host:port/db) the gateways share, as limits.redis: each routes by where any of them sent a prompt, and by what all of them have in flight")
 	fs.BoolVar(&o.shareLoad, "share-load", true, "with --redis, the gateways share what each has in flight at each replica (router.share_load)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
