@@ -164,12 +164,12 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		if o.redisURL != "" {
 			if out.Placements == nil {
-				out.Placements = &Placements{}
+				out.Placements = &Shared{}
 			}
 			out.Placements.add(run.placements)
 			if o.shareLoad {
 				if out.LoadMessages == nil {
-					out.LoadMessages = &Placements{}
+					out.LoadMessages = &Shared{}
 				}
 				out.LoadMessages.add(run.loadMessages)
 			}
@@ -231,7 +231,7 @@ type oneRun struct {
 	hedges  Hedges // with --hedge
 	// placements and loadMessages are what the gateways shared, with
 	// --redis.
-	placements, loadMessages Placements
+	placements, loadMessages Shared
 }
 
 // runOnce generates the workload of spec, starts the target, sends the

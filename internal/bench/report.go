@@ -52,26 +52,26 @@ type Output struct {
 	// run; nil without --hedge.
 	Hedges *Hedges `json:"hedges,omitempty"`
 	// Placements is what the gateways counted of the prefix index
-	// placements they shared, over every run; nil without --redis.
-	Placements *Placements `json:"placements,omitempty"`
-	// LoadMessages is what the gateways counted of the messages of their
-	// loads (llmgw_peer_load_messages_total), alike; nil unless they
-	// shared them.
-	LoadMessages *Placements `json:"load_messages,omitempty"`
-	Runs         []Run       `json:"runs,omitempty"`
+	// placements they shared (llmgw_prefix_placements_total), over every
+	// run; nil without --redis.
+	Placements *Shared `json:"placements,omitempty"`
+	// LoadMessages is what they counted of the messages of their loads
+	// (llmgw_peer_load_messages_total); nil unless they shared them.
+	LoadMessages *Shared `json:"load_messages,omitempty"`
+	Runs         []Run   `json:"runs,omitempty"`
 }
 
-// Placements is what the gateways counted of the placements they shared
-// (llmgw_prefix_placements_total): sent, dropped unsent, received and
-// applied, received and ignored.
-type Placements struct {
+// Shared is what the gateways counted of what they shared with each other
+// over Redis: sent, dropped unsent, received and applied, received and
+// ignored.
+type Shared struct {
 	Sent     float64 `json:"sent"`
 	Dropped  float64 `json:"dropped"`
 	Received float64 `json:"received"`
 	Ignored  float64 `json:"ignored"`
 }
 
-func (p *Placements) add(o Placements) {
+func (p *Shared) add(o Shared) {
 	p.Sent += o.Sent
 	p.Dropped += o.Dropped
 	p.Received += o.Received

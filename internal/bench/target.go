@@ -63,19 +63,19 @@ func (t *target) hedges() (Hedges, error) {
 
 // placements is what the target's gateways counted of the prefix index
 // placements they shared.
-func (t *target) placements() (Placements, error) {
+func (t *target) placements() (Shared, error) {
 	return t.shared("llmgw_prefix_placements_total")
 }
 
 // loadMessages is what the gateways counted of the load messages they
 // shared.
-func (t *target) loadMessages() (Placements, error) {
+func (t *target) loadMessages() (Shared, error) {
 	return t.shared("llmgw_peer_load_messages_total")
 }
 
 // shared sums the gateways' counter name by outcome.
-func (t *target) shared(name string) (Placements, error) {
-	var pl Placements
+func (t *target) shared(name string) (Shared, error) {
+	var pl Shared
 	err := t.count(
 		counted{&pl.Sent, name, "outcome", "sent"},
 		counted{&pl.Dropped, name, "outcome", "dropped"},

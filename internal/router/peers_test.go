@@ -140,58 +140,39 @@ func TestPredictTTFTCountsPeers(t *testing.T) {
 	}
 }
 
-// TestAutoChargesThePeersStreams: streams another gateway sent to an
-// endpoint wait out a prefill there as this gateway's own do.
-func TestAutoChargesThePeersStreams(t *testing.T) {
+// TestAutoReadsThePeers: streams another gateway sent to an endpoint wait
+// out a prefill there as this gateway's own do, and a long prefill below
+// critical keeps off an endpoint where another gateway's critical streams
+// decode; a load heard too long ago counts for nothing.
+func TestAutoReadsThePeers(t *testing.T) {
+	const criticalTPOT = 0.05
 	now := time.Now()
+	stale := now.Add(-2 * peerMaxAge).UnixNano()
 	for _, tc := range []struct {
 		name   string
-		peers  *peerLoad
+		peers  *peerLoad // at endpoint 0
+		stall  float64
+		spare  float64
 		want   int
 		reason string
 	}{
-		{"no peer streams", nil, 0, reasonFastest},
-		{"8 of a peer's", &peerLoad{inflight: 9, pending: 1, at: now.UnixNano()}, 1, reasonStreams},
-		{"heard too long ago", &peerLoad{inflight: 9, pending: 1, at: now.Add(-2 * peerMaxAge).UnixNano()}, 0, reasonFastest},
+		{"no peer streams", nil, 1, 0, 0, reasonFastest},
+		{"8 of a peer's streams", &peerLoad{inflight: 9, pending: 1, at: now.UnixNano()}, 1, 0, 1, reasonStreams},
+		{"a peer's streams heard too long ago", &peerLoad{inflight: 9, pending: 1, at: stale}, 1, 0, 0, reasonFastest},
+		{"no peer critical stream", nil, 0, criticalTPOT, 0, reasonFastest},
+		{"a peer's critical stream", &peerLoad{inflight: 1, critical: 1, at: now.UnixNano()}, 0, criticalTPOT, 1, reasonSpare},
+		{"a peer's other stream", &peerLoad{inflight: 1, at: now.UnixNano()}, 0, criticalTPOT, 0, reasonFastest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// As TestAutoChargesTheStall: endpoint 1 owes 50 ms more.
+			// As TestAutoChargesTheStall and TestAutoSparesCriticalStreams:
+			// endpoint 1 owes 500 tokens, 50 ms more, and has no stream.
 			p := testPool(catalog.PolicyAuto, 1, 1)
 			p.endpoints[0].peers.Store(tc.peers)
 			p.endpoints[1].owed.Store(500)
 			p.endpoints[1].pending.Store(1)
 			p.endpoints[1].inflight.Store(1)
-			rt := routeFor(p, promptText(13, 32), 0)
-			rt.stall = 1
-			if i, reason := p.pick(rt, all(p), now); i != tc.want || reason != tc.reason {
-				t.Errorf("picked %d (%s), want %d (%s)", i, reason, tc.want, tc.reason)
-			}
-		})
-	}
-}
-
-// TestAutoSparesThePeersCriticalStreams: a long prefill below critical
-// keeps off an endpoint where another gateway's critical streams decode,
-// as it does where this gateway's own do.
-func TestAutoSparesThePeersCriticalStreams(t *testing.T) {
-	now := time.Now()
-	for _, tc := range []struct {
-		name   string
-		peers  *peerLoad
-		want   int
-		reason string
-	}{
-		{"none", nil, 0, reasonFastest},
-		{"a peer's critical stream", &peerLoad{inflight: 1, critical: 1, at: now.UnixNano()}, 1, reasonSpare},
-		{"a peer's other stream", &peerLoad{inflight: 1, at: now.UnixNano()}, 0, reasonFastest},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			// As TestAutoSparesCriticalStreams: endpoint 1 owes 50 ms more.
-			p := testPool(catalog.PolicyAuto, 1, 1)
-			p.endpoints[0].peers.Store(tc.peers)
-			p.endpoints[1].owed.Store(500)
-			rt := routeFor(p, promptText(11, 32), 0)
-			rt.spare = 0.05
+			rt := routeFor(p, promptText(13, 32), 0) // 2,048 tokens, cached nowhere
+			rt.stall, rt.spare = tc.stall, tc.spare
 			if i, reason := p.pick(rt, all(p), now); i != tc.want || reason != tc.reason {
 				t.Errorf("picked %d (%s), want %d (%s)", i, reason, tc.want, tc.reason)
 			}
