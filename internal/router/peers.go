@@ -55,12 +55,12 @@ func (l *peerLoad) owedTokens() int64 {
 	return l.owed
 }
 
-// streams is how many of the peers' requests are past their first token.
-func (l *peerLoad) streams() int64 {
+// requests is how many requests the peers have in flight.
+func (l *peerLoad) requests() int64 {
 	if l == nil {
 		return 0
 	}
-	return l.inflight - l.pending
+	return l.inflight
 }
 
 // criticalStreams is how many of those are critical.

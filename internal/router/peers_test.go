@@ -140,7 +140,7 @@ func TestPredictTTFTCountsPeers(t *testing.T) {
 	}
 }
 
-// TestAutoReadsThePeers: streams another gateway sent to an endpoint wait
+// TestAutoReadsThePeers: requests another gateway sent to an endpoint wait
 // out a prefill there as this gateway's own do, and a long prefill below
 // critical keeps off an endpoint where another gateway's critical streams
 // decode; a load heard too long ago counts for nothing.
@@ -157,8 +157,9 @@ func TestAutoReadsThePeers(t *testing.T) {
 		reason string
 	}{
 		{"no peer streams", nil, 1, 0, 0, reasonFastest},
-		{"8 of a peer's streams", &peerLoad{inflight: 9, pending: 1, at: now.UnixNano()}, 1, 0, 1, reasonStreams},
-		{"a peer's streams heard too long ago", &peerLoad{inflight: 9, pending: 1, at: stale}, 1, 0, 0, reasonFastest},
+		{"8 of a peer's streams", &peerLoad{inflight: 8, at: now.UnixNano()}, 1, 0, 1, reasonStreams},
+		{"8 of a peer's requests owed a prefill", &peerLoad{inflight: 8, pending: 8, owed: 80, at: now.UnixNano()}, 1, 0, 1, reasonStreams},
+		{"a peer's streams heard too long ago", &peerLoad{inflight: 8, at: stale}, 1, 0, 0, reasonFastest},
 		{"no peer critical stream", nil, 0, criticalTPOT, 0, reasonFastest},
 		{"a peer's critical stream", &peerLoad{inflight: 1, critical: 1, at: now.UnixNano()}, 0, criticalTPOT, 1, reasonSpare},
 		{"a peer's other stream", &peerLoad{inflight: 1, at: now.UnixNano()}, 0, criticalTPOT, 0, reasonFastest},

@@ -26,7 +26,7 @@ const (
 	reasonPrefix       = "prefix"         // auto: a cached prefix worth waiting for
 	reasonCold         = "cold"           // auto: among near ties, placed by the conversation's first block not cached
 	reasonSpare        = "spare_critical" // auto: a long prefill kept off the endpoint critical streams decode on
-	reasonStreams      = "spare_streams"  // auto: slower to a first token, for the streams a prefill would stall elsewhere
+	reasonStreams      = "spare_streams"  // auto: slower to a first token, for the requests a prefill would stall elsewhere
 	reasonLastResort   = "last_resort"    // every endpoint was out; one was tried anyway
 )
 
@@ -219,7 +219,8 @@ const (
 // from the prefill it owes and the part of this prompt it does not hold,
 // and takes the candidate with the least prediction less the prefill its
 // cached prefix saves (weighted by cacheCredit), plus the stall its
-// prefill would give the streams decoding there (weighted by rt.stall),
+// prefill would give the requests in flight there, each of which decodes
+// while it runs (weighted by rt.stall),
 // among those predicted to meet sloShare of the request's TTFT SLO (all
 // of it while the stall is charged) when any is. A request below
 // critical passes over endpoints where critical streams decode when its
@@ -240,9 +241,12 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 		_, perToken := e.firstTokenCost()
 		score[i] = pred[i] - cacheCredit*perToken*float64(rt.prompt-uncached)
 		if rt.stall > 0 {
-			// Each stream decoding there waits out this prefill.
-			streams := e.inflight.Load() - e.pending.Load() + peers.streams()
-			score[i] += rt.stall * perToken * float64(uncached) * float64(max(streams, 0))
+			// Every request there waits out this prefill: those
+			// decoding now, and those still owed a prefill, which a
+			// server runs first come, first served and so decode by the
+			// time this prompt's is computed.
+			requests := e.inflight.Load() + peers.requests()
+			score[i] += rt.stall * perToken * float64(uncached) * float64(max(requests, 0))
 		}
 		fastest = min(fastest, pred[i])
 	}

@@ -323,33 +323,44 @@ func TestAutoSparesCriticalStreams(t *testing.T) {
 }
 
 // TestAutoChargesTheStall: with a stall weight, a long prefill goes
-// where fewer streams decode, a little later to its first token; without
-// one, it goes where its first token comes soonest.
+// where fewer requests are in flight, a little later to its first token,
+// whether they decode now or are still owed a prefill of their own;
+// without one, it goes where its first token comes soonest.
 func TestAutoChargesTheStall(t *testing.T) {
 	tests := []struct {
-		name    string
-		stall   float64
-		streams int64 // decoding on endpoint 0
-		want    int
-		reason  string
+		name     string
+		stall    float64
+		requests int64 // in flight on endpoint 0
+		pending  bool  // and still owed a prefill: 10 tokens each
+		want     int
+		reason   string
 	}{
-		{"no weight: the soonest first token", 0, 8, 0, reasonFastest},
+		{"no weight: the soonest first token", 0, 8, false, 0, reasonFastest},
 		// 0.2248 s predicted on endpoint 0, and 8 streams held 0.2048 s
-		// each: 1.8632 against endpoint 1's 0.2748.
-		{"the streams outweigh 50 ms", 1, 8, 1, reasonStreams},
-		// 0.2248 + 0.01 × 8 × 0.2048 = 0.2412, clear of 0.2748 by more
-		// than a near tie.
-		{"a light weight", 0.01, 8, 0, reasonFastest},
-		{"no stream to stall", 1, 0, 0, reasonFastest},
+		// each: 1.8632 against endpoint 1's 0.2748 + 0.2048 for its one
+		// request.
+		{"the streams outweigh 50 ms", 1, 8, false, 1, reasonStreams},
+		// 8 requests owed 80 tokens of prefill, 8 ms more, decode by the
+		// time this prompt's prefill runs.
+		{"requests still owed a prefill count too", 1, 8, true, 1, reasonStreams},
+		{"no weight: the soonest first token, prefills owed", 0, 8, true, 0, reasonFastest},
+		// 0.2248 + 0.01 × 8 × 0.2048 = 0.2412, clear of 0.2748 + 0.0020
+		// by more than a near tie.
+		{"a light weight", 0.01, 8, false, 0, reasonFastest},
+		// Endpoint 1's one request is stalled instead.
+		{"no request to stall", 1, 0, false, 0, reasonFastest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := testPool(catalog.PolicyAuto, 1, 1)
 			prompt := promptText(13, 32) // 2,048 tokens, cached nowhere
-			// Endpoint 0 owes nothing and decodes streams past their first
-			// token; endpoint 1 owes 500 tokens, 50 ms more, and decodes
-			// none.
-			p.endpoints[0].inflight.Store(tt.streams)
+			// Endpoint 0 has the requests; endpoint 1 owes 500 tokens,
+			// 50 ms more, for one request.
+			p.endpoints[0].inflight.Store(tt.requests)
+			if tt.pending {
+				p.endpoints[0].pending.Store(tt.requests)
+				p.endpoints[0].owed.Store(10 * tt.requests)
+			}
 			p.endpoints[1].owed.Store(500)
 			p.endpoints[1].pending.Store(1)
 			p.endpoints[1].inflight.Store(1)
