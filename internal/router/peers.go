@@ -63,7 +63,8 @@ func (l *peerLoad) requests() int64 {
 	return l.inflight
 }
 
-// criticalStreams is how many of those are critical.
+// criticalStreams is how many of the peers' requests past their first
+// token are critical.
 func (l *peerLoad) criticalStreams() int64 {
 	if l == nil {
 		return 0

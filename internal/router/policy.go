@@ -242,9 +242,9 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 		score[i] = pred[i] - cacheCredit*perToken*float64(rt.prompt-uncached)
 		if rt.stall > 0 {
 			// Every request there waits out this prefill: those
-			// decoding now, and those still owed a prefill, which a
-			// server runs first come, first served and so decode by the
-			// time this prompt's is computed.
+			// decoding now, and those still owed a prefill, as a server
+			// computes prompts first come, first served and they decode
+			// while this one's runs.
 			requests := e.inflight.Load() + peers.requests()
 			score[i] += rt.stall * perToken * float64(uncached) * float64(max(requests, 0))
 		}
