@@ -225,7 +225,7 @@ type ticket struct {
 type poolView struct {
 	eps        []*endpoint // those not out
 	loads      []*endpointLoad
-	peers      []*peerLoad // what the other gateways have at each of eps
+	peers      []loadCounts // what the other gateways have at each of eps
 	meanPrompt float64
 	pending    int64   // requests at the endpoints waiting for their first token
 	owed       float64 // prefill owed at the endpoints, in tokens

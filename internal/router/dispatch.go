@@ -174,7 +174,7 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 	t := &sent{ep: ep, uncached: rt.uncached(i), stream: req.Stream, at: time.Now(), ticket: req.ticket, gate: r.existingGate(p.name), started: started, critical: req.class == classCritical}
 	ep.inflight.Add(1)
 	ep.pending.Add(1)
-	t.work = ep.owed.Add(t.uncached) + ep.freshPeers(t.at).owedTokens()
+	t.work = ep.owed.Add(t.uncached) + ep.freshPeers(t.at).owed
 	p.notePrompt(t.uncached)
 	if rt.indexed {
 		r.notePlaced(p, i, rt, rt.hashes, false)

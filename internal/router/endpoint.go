@@ -194,10 +194,10 @@ func (e *endpoint) learn(took time.Duration, work int64) {
 // and, when the endpoint reports more requests waiting than the gateways
 // have pending (others send to it too), those requests at meanPrompt
 // tokens each.
-func (e *endpoint) predictTTFT(uncached int64, l *endpointLoad, peers *peerLoad, meanPrompt float64) float64 {
-	ahead := float64(e.owed.Load() + peers.owedTokens())
+func (e *endpoint) predictTTFT(uncached int64, l *endpointLoad, peers loadCounts, meanPrompt float64) float64 {
+	ahead := float64(e.owed.Load() + peers.owed)
 	if l != nil && l.waiting >= 0 {
-		if others := l.waiting - float64(e.pending.Load()+peers.pendingCount()); others > 0 {
+		if others := l.waiting - float64(e.pending.Load()+peers.pending); others > 0 {
 			ahead += others * meanPrompt
 		}
 	}

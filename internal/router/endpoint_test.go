@@ -86,7 +86,7 @@ func TestLearnConverges(t *testing.T) {
 	}
 	for _, uncached := range []int64{0, 2000, 16000} {
 		want := truth(uncached).Seconds()
-		if got := e.predictTTFT(uncached, nil, nil, 0); math.Abs(got-want)/want > 0.01 {
+		if got := e.predictTTFT(uncached, nil, loadCounts{}, 0); math.Abs(got-want)/want > 0.01 {
 			t.Errorf("predicted %.3fs for %d tokens, want %.3fs", got, uncached, want)
 		}
 	}
@@ -98,7 +98,7 @@ func TestPredictTTFTCountsOthersQueue(t *testing.T) {
 	e := newEndpoint("a", "http://a/v1")
 	e.owed.Store(1000)
 	e.pending.Store(2)
-	alone := e.predictTTFT(500, nil, nil, 800)
+	alone := e.predictTTFT(500, nil, loadCounts{}, 800)
 	if want := priorBase + priorPerToken*1500; math.Abs(alone-want) > 1e-12 {
 		t.Errorf("with no scrape: %v, want %v", alone, want)
 	}
@@ -111,7 +111,7 @@ func TestPredictTTFTCountsOthersQueue(t *testing.T) {
 		{5, priorBase + priorPerToken*(1500+3*800)}, // three from others
 		{0, alone}, // fewer than pending: never less
 	} {
-		if got := e.predictTTFT(500, &endpointLoad{waiting: tc.waiting}, nil, 800); math.Abs(got-tc.want) > 1e-12 {
+		if got := e.predictTTFT(500, &endpointLoad{waiting: tc.waiting}, loadCounts{}, 800); math.Abs(got-tc.want) > 1e-12 {
 			t.Errorf("with %v waiting: %v, want %v", tc.waiting, got, tc.want)
 		}
 	}

@@ -25,57 +25,28 @@ const peerMaxAge = 250 * time.Millisecond
 // peerLoad is what the other gateways have in flight at one endpoint,
 // summed, as last heard at at (Unix nanoseconds).
 type peerLoad struct {
-	inflight, pending, owed, critical int64
-	at                                int64
+	loadCounts
+	at int64
 }
 
 // freshPeers is the other gateways' load at e if it was heard within
-// peerMaxAge of now, else nil: a silent peer's count is unknown, and
+// peerMaxAge of now, else zero: a silent peer's count is unknown, and
 // the scrape stands in for it.
-func (e *endpoint) freshPeers(now time.Time) *peerLoad {
+func (e *endpoint) freshPeers(now time.Time) loadCounts {
 	l := e.peers.Load()
 	if l == nil || now.UnixNano()-l.at > int64(peerMaxAge) {
-		return nil
+		return loadCounts{}
 	}
-	return l
-}
-
-// Nil-safe reads of a peerLoad.
-func (l *peerLoad) pendingCount() int64 {
-	if l == nil {
-		return 0
-	}
-	return l.pending
-}
-
-func (l *peerLoad) owedTokens() int64 {
-	if l == nil {
-		return 0
-	}
-	return l.owed
-}
-
-// requests is how many requests the peers have in flight.
-func (l *peerLoad) requests() int64 {
-	if l == nil {
-		return 0
-	}
-	return l.inflight
-}
-
-// criticalStreams is how many of the peers' requests past their first
-// token are critical.
-func (l *peerLoad) criticalStreams() int64 {
-	if l == nil {
-		return 0
-	}
-	return l.critical
+	return l.loadCounts
 }
 
 // loadKey names an endpoint across gateways: by its pool's name and its
 // own configured name.
 type loadKey struct{ pool, endpoint string }
 
+// loadCounts is what is in flight at an endpoint: requests, those without
+// a first token, the prefill they owe, and the critical requests past
+// their first token.
 type loadCounts struct{ inflight, pending, owed, critical int64 }
 
 // peerBook is what every other gateway last said of its load, and the sum
@@ -181,7 +152,7 @@ func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) {
 			p.endpoints[i].peers.Store(nil)
 			continue
 		}
-		p.endpoints[i].peers.Store(&peerLoad{inflight: s.inflight, pending: s.pending, owed: s.owed, critical: s.critical, at: now.UnixNano()})
+		p.endpoints[i].peers.Store(&peerLoad{loadCounts: s, at: now.UnixNano()})
 	}
 }
 

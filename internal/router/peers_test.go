@@ -23,15 +23,10 @@ func twoEndpoints(t *testing.T) *testGateway {
 
 // peersAt is what gateway g holds of the other gateways' load at each
 // endpoint of pool main, as the request path would read it at now.
-func (g *testGateway) peersAt(now time.Time) []peerLoad {
-	var got []peerLoad
+func (g *testGateway) peersAt(now time.Time) []loadCounts {
+	var got []loadCounts
 	for _, e := range g.r.snap.Load().pools["main"].endpoints {
-		var l peerLoad
-		if p := e.freshPeers(now); p != nil {
-			l = *p
-			l.at = 0
-		}
-		got = append(got, l)
+		got = append(got, e.freshPeers(now))
 	}
 	return got
 }
@@ -49,11 +44,11 @@ func TestPeerLoadsSumTheOtherGateways(t *testing.T) {
 		from  uint64
 		at    time.Time
 		loads []placement.Load
-		want  []peerLoad
+		want  []loadCounts
 	}{{
 		"one gateway", 1, t0,
 		[]placement.Load{{Pool: "main", Endpoint: e0, Inflight: 3, Pending: 1, Owed: 500, Critical: 1}},
-		[]peerLoad{{inflight: 3, pending: 1, owed: 500, critical: 1}, {}},
+		[]loadCounts{{inflight: 3, pending: 1, owed: 500, critical: 1}, {}},
 	}, {
 		"a second, and an endpoint and a pool this gateway lacks", 2, t0,
 		[]placement.Load{
@@ -62,19 +57,19 @@ func TestPeerLoadsSumTheOtherGateways(t *testing.T) {
 			{Pool: "main", Endpoint: "gpu-9", Inflight: 7},
 			{Pool: "elsewhere", Endpoint: e0, Inflight: 7},
 		},
-		[]peerLoad{{inflight: 5, pending: 3, owed: 800, critical: 1}, {inflight: 1}},
+		[]loadCounts{{inflight: 5, pending: 3, owed: 800, critical: 1}, {inflight: 1}},
 	}, {
 		"the first again, with nothing in flight", 1, t0.Add(10 * time.Millisecond),
 		nil,
-		[]peerLoad{{inflight: 2, pending: 2, owed: 300}, {inflight: 1}},
+		[]loadCounts{{inflight: 2, pending: 2, owed: 300}, {inflight: 1}},
 	}, {
 		"the second silent past peerMaxAge", 3, t0.Add(peerMaxAge + time.Millisecond),
 		nil,
-		[]peerLoad{{}, {}},
+		[]loadCounts{{}, {}},
 	}}
 	for _, s := range steps {
 		g.r.peerLoads(s.from, s.loads, s.at)
-		if diff := cmp.Diff(s.want, g.peersAt(s.at), cmp.AllowUnexported(peerLoad{})); diff != "" {
+		if diff := cmp.Diff(s.want, g.peersAt(s.at), cmp.AllowUnexported(loadCounts{})); diff != "" {
 			t.Errorf("%s: peers' load by endpoint (-want +got):\n%s", s.name, diff)
 		}
 	}
@@ -124,7 +119,7 @@ func TestPredictTTFTCountsPeers(t *testing.T) {
 	e := newEndpoint("a", "http://a/v1")
 	e.owed.Store(1000)
 	e.pending.Store(2)
-	peers := &peerLoad{inflight: 4, pending: 1, owed: 600}
+	peers := loadCounts{inflight: 4, pending: 1, owed: 600}
 	for _, tc := range []struct {
 		name string
 		l    *endpointLoad
@@ -157,12 +152,12 @@ func TestAutoReadsThePeers(t *testing.T) {
 		reason string
 	}{
 		{"no peer streams", nil, 1, 0, 0, reasonFastest},
-		{"8 of a peer's streams", &peerLoad{inflight: 8, at: now.UnixNano()}, 1, 0, 1, reasonStreams},
-		{"8 of a peer's requests owed a prefill", &peerLoad{inflight: 8, pending: 8, owed: 80, at: now.UnixNano()}, 1, 0, 1, reasonStreams},
-		{"a peer's streams heard too long ago", &peerLoad{inflight: 8, at: stale}, 1, 0, 0, reasonFastest},
+		{"8 of a peer's streams", &peerLoad{loadCounts{inflight: 8}, now.UnixNano()}, 1, 0, 1, reasonStreams},
+		{"8 of a peer's requests owed a prefill", &peerLoad{loadCounts{inflight: 8, pending: 8, owed: 80}, now.UnixNano()}, 1, 0, 1, reasonStreams},
+		{"a peer's streams heard too long ago", &peerLoad{loadCounts{inflight: 8}, stale}, 1, 0, 0, reasonFastest},
 		{"no peer critical stream", nil, 0, criticalTPOT, 0, reasonFastest},
-		{"a peer's critical stream", &peerLoad{inflight: 1, critical: 1, at: now.UnixNano()}, 0, criticalTPOT, 1, reasonSpare},
-		{"a peer's other stream", &peerLoad{inflight: 1, at: now.UnixNano()}, 0, criticalTPOT, 0, reasonFastest},
+		{"a peer's critical stream", &peerLoad{loadCounts{inflight: 1, critical: 1}, now.UnixNano()}, 0, criticalTPOT, 1, reasonSpare},
+		{"a peer's other stream", &peerLoad{loadCounts{inflight: 1}, now.UnixNano()}, 0, criticalTPOT, 0, reasonFastest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// As TestAutoChargesTheStall and TestAutoSparesCriticalStreams:

@@ -245,7 +245,7 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 			// decoding now, and those still owed a prefill, as a server
 			// computes prompts first come, first served and they decode
 			// while this one's runs.
-			requests := e.inflight.Load() + peers.requests()
+			requests := e.inflight.Load() + peers.inflight
 			score[i] += rt.stall * perToken * float64(uncached) * float64(max(requests, 0))
 		}
 		fastest = min(fastest, pred[i])
@@ -280,7 +280,7 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 		for m := eligible; m != 0; m &= m - 1 {
 			i := bits.TrailingZeros64(m)
 			e := p.endpoints[i]
-			if e.critical.Load()+e.freshPeers(now).criticalStreams() == 0 || p.stall(rt, i) <= spareShare*rt.spare {
+			if e.critical.Load()+e.freshPeers(now).critical == 0 || p.stall(rt, i) <= spareShare*rt.spare {
 				clear |= 1 << i
 			}
 		}
