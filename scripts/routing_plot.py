@@ -15,22 +15,31 @@ COLORS = dict(zip(POLICIES, ["#888888", "#1f77b4", "#9467bd", "#ff7f0e", "#2ca02
 
 
 def reports(out, workload, policy, seed=r"\d+"):
-    """The reports of one policy on one workload (its further sweep, -high,
-    included; runs through several gateways not), of one seed or all."""
-    name = re.compile(rf"{re.escape(workload)}(-high)?-{re.escape(policy)}-{seed}\.json")
+    """The reports of one policy on one workload (runs through several
+    gateways not), of one seed or all."""
+    name = re.compile(rf"{re.escape(workload)}-{re.escape(policy)}-{seed}\.json")
     return [path for path in sorted(glob.glob(os.path.join(out, "*.json")))
             if name.fullmatch(os.path.basename(path))]
 
 
+def seed_of(path):
+    """The seed a report was run with, from its name."""
+    return int(os.path.basename(path).rsplit("-", 1)[1][:-len(".json")])
+
+
 def runs(out, workload, policy, seed=r"\d+"):
     """Every swept run of one policy on one workload, by load, of one seed
-    or all."""
-    pts = {}
+    or all. Over several seeds, only the loads every seed ran: those
+    --refine adds differ by seed, and a mean over some of the seeds is not
+    one over the seeds."""
+    pts, seeds = {}, {}
     for path in reports(out, workload, policy, seed):
         for r in json.load(open(path))["runs"]:
             load = r.get("time_scale") or r["rate"]
             pts.setdefault(load, []).append(r)
-    return dict(sorted(pts.items()))
+            seeds.setdefault(load, set()).add(seed_of(path))
+    every = set().union(*seeds.values())
+    return {load: pts[load] for load in sorted(pts) if seeds[load] == every}
 
 
 def capacity(pts):
@@ -82,8 +91,7 @@ def table(out, workload, at):
 def per_seed(out, workload):
     """Each policy's capacity at SLO seed by seed, from the reports of
     every seed run in out."""
-    seeds = sorted({int(os.path.basename(f).rsplit("-", 1)[1][:-5])
-                    for p in POLICIES for f in reports(out, workload, p)})
+    seeds = sorted({seed_of(f) for p in POLICIES for f in reports(out, workload, p)})
     if not seeds:
         return
     print(f"\n{workload}: capacity at SLO by seed ({' / '.join(map(str, seeds))})\n")

@@ -13,6 +13,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +62,7 @@ type options struct {
 	workload, tracePath    string
 	rate                   float64
 	rates                  []float64 // from --sweep
+	refine                 int       // --refine: runs added where a sweep crosses capacity
 	duration, drain        time.Duration
 	durationSet, drainSet  bool
 	seed                   uint64
@@ -118,7 +121,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		out.Faults = o.simFaults
 	}
 	// points are the sweep's values: offered rates, or a trace's time
-	// scales.
+	// scales; --refine adds to them as the runs show where capacity lies.
 	points := o.rates
 	if points == nil {
 		points = []float64{o.rate}
@@ -133,7 +136,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var all [][]Result // each run's results
 	var single []Result
 	var ceiling prefixCeiling
-	for i, x := range points {
+	runs := len(points) + o.refine // at most
+	for i := 0; i < len(points); i++ {
+		x := points[i]
 		spec := Spec{
 			Workload: o.workload, Rate: x, Duration: o.duration, Seed: o.seed, Quick: o.quick, SLO: o.slo,
 			TracePath: o.tracePath, TimeScale: o.timeScale, LengthScale: o.lengthScale, From: o.traceFrom, OutputTokens: o.outputTokens,
@@ -147,7 +152,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 		}
 		if sweep {
-			label = fmt.Sprintf("[%d/%d] %s", i+1, len(points), label)
+			label = fmt.Sprintf("[%d/%d] %s", i+1, runs, label)
 		}
 		run, err := runOnce(ctx, o, texts, spec, label, stderr)
 		if err != nil {
@@ -181,6 +186,11 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 			out.Runs = append(out.Runs, r)
 			fmt.Fprintln(stderr, runLine(label, &r))
+			if i == len(points)-1 && i+1 < runs {
+				if next, ok := refinement(out.Runs, trace); ok {
+					points = append(points, next)
+				}
+			}
 		} else {
 			single = run.results
 		}
@@ -188,6 +198,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			break
 		}
 	}
+	// Runs added by --refine go among the swept ones, by load.
+	slices.SortStableFunc(out.Runs, func(a, b Run) int { return cmp.Compare(a.load(trace), b.load(trace)) })
 	out.Report = SummariseRuns(all...)
 	if trace {
 		out.PrefixHitCeiling = ceiling.share()
@@ -315,6 +327,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	fs.StringVar(&o.tracePath, "trace", "", "trace `file` to replay with --workload trace: Mooncake .jsonl or Azure .csv")
 	fs.Float64Var(&o.rate, "rate", defaultRate, "offered load in requests a second, averaged over the run")
 	sweep := fs.String("sweep", "", "run once per rate `A:B:STEP` from A to B, instead of --rate; with a trace, once per time scale")
+	fs.IntVar(&o.refine, "refine", 0, "after --sweep, `N` more runs, each halfway between the two loads capacity at SLO lies between, halving that interval")
 	fs.DurationVar(&o.duration, "duration", defaultDuration, "how long arrivals go on per run (10s with --quick; the whole trace for trace unless set)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the workload: the same seed sends the same requests")
 	fs.BoolVar(&o.quick, "quick", false, "a short representative run, under 40 seconds end to end")
@@ -403,6 +416,12 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 			return nil, fmt.Errorf("--sweep: %w", err)
 		}
 		o.rates = rates
+	}
+	if o.refine < 0 {
+		return nil, fmt.Errorf("--refine must not be negative, got %d", o.refine)
+	}
+	if o.refine > 0 && len(o.rates) < 2 {
+		return nil, fmt.Errorf("--refine applies only to a --sweep of two loads or more")
 	}
 	if o.duration < 0 || (o.durationSet && o.duration == 0 && o.workload != WorkloadTrace) {
 		return nil, fmt.Errorf("--duration must be positive, got %v", o.duration)
@@ -506,7 +525,7 @@ func (o *options) applyQuick() {
 	}
 	if !o.durationSet {
 		o.duration = quickDuration
-		if n := len(o.rates); n > 1 {
+		if n := len(o.rates) + o.refine; n > 1 {
 			o.duration = max(minQuickRun, quickSweepBudget/time.Duration(n))
 		}
 	}

@@ -8,11 +8,13 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -172,6 +174,59 @@ func TestCommandSweep(t *testing.T) {
 	checkSVG(t, plotPath)
 }
 
+// TestCommandSweepRefines: with --refine, a sweep adds runs halfway
+// between the highest load that passed and the next, and reads capacity
+// between the closest two. The target answers the first 30 requests and
+// fails every one after, so 20 and 40 req/s pass (10 and 20 requests) and
+// every later run fails.
+func TestCommandSweepRefines(t *testing.T) {
+	var served atomic.Int64
+	srv := (&fakeServer{script: func(w http.ResponseWriter, _ *fakeRequest) bool {
+		if served.Add(1) <= 30 {
+			return false
+		}
+		http.Error(w, `{"error":{"message":"overloaded","type":"server_error","param":null,"code":null}}`, http.StatusServiceUnavailable)
+		return true
+	}}).start(t)
+	jsonPath := filepath.Join(t.TempDir(), "sweep.json")
+	table := runCommand(t, "--workload", "flat", "--sweep", "20:60:20", "--refine", "2", "--duration", "500ms",
+		"--target", srv.URL, "--json", jsonPath)
+	out := readJSON(t, jsonPath)
+	var rates, goodputs []float64
+	for _, r := range out["runs"].([]any) {
+		run := r.(map[string]any)
+		rates = append(rates, run["rate"].(float64))
+		goodputs = append(goodputs, run["goodput"].(float64))
+	}
+	// 60 fails, so 50 is run, fails, and then 45.
+	if diff := cmp.Diff([]float64{20, 40, 45, 50, 60}, rates); diff != "" {
+		t.Errorf("rates, in order (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]float64{1, 1, 0, 0, 0}, goodputs); diff != "" {
+		t.Errorf("goodput per run (-want +got):\n%s", diff)
+	}
+	// Between 40 (goodput 1) and 45 (0): a tenth of the way.
+	if got := out["capacity_at_slo"].(float64); math.Abs(got-40.5) > 1e-9 {
+		t.Errorf("capacity %v, want 40.5", got)
+	}
+	if rows := strings.Count(table, "\n"); rows != 8 {
+		t.Errorf("table should have the setup, a header, five rows and the capacity:\n%s", table)
+	}
+}
+
+// TestCommandSweepRefinesNothingPastTheSweep: when every load passes,
+// there is no interval to halve and --refine adds no run.
+func TestCommandSweepRefinesNothingPastTheSweep(t *testing.T) {
+	srv := (&fakeServer{}).start(t)
+	jsonPath := filepath.Join(t.TempDir(), "sweep.json")
+	runCommand(t, "--workload", "flat", "--sweep", "20:40:20", "--refine", "3", "--duration", "500ms",
+		"--target", srv.URL, "--json", jsonPath)
+	out := readJSON(t, jsonPath)
+	if n := len(out["runs"].([]any)); n != 2 || out["capacity_lower_bound"] != true {
+		t.Errorf("%d runs, lower bound %v; want the 2 swept and a lower bound", n, out["capacity_lower_bound"])
+	}
+}
+
 func TestCommandTrace(t *testing.T) {
 	f := &fakeServer{}
 	srv := f.start(t)
@@ -243,6 +298,9 @@ func TestCommandRejectsBadFlags(t *testing.T) {
 		{[]string{"--rate", "2", "--sweep", "1:2:1", "--target", "http://x"}, "not both"},
 		{[]string{"--sweep", "5:1:1", "--target", "http://x"}, "B must not be below A"},
 		{[]string{"--sweep", "1:5", "--target", "http://x"}, "want A:B:STEP"},
+		{[]string{"--sweep", "1:5:1", "--refine", "-1", "--target", "http://x"}, "--refine must not be negative"},
+		{[]string{"--refine", "2", "--target", "http://x"}, "--refine applies only to a --sweep"},
+		{[]string{"--sweep", "4:4:1", "--refine", "2", "--target", "http://x"}, "--refine applies only to a --sweep"},
 		{[]string{"--policy", "round_robin", "--target", "http://x"}, "--policy applies only with --spawn-sim"},
 		{[]string{"--spawn-sim", "2", "--admission", "maybe"}, "on or off"},
 		{[]string{"--spawn-sim", "1", "--direct", "--policy", "round_robin"}, "--direct bypasses the gateway"},

@@ -47,22 +47,69 @@ type sweepPoint struct {
 	achieved float64 // completed requests a second
 }
 
+// sweepPoints are a sweep's runs as capacity reads them, by load: offered
+// rate, or a trace's time scale.
+func sweepPoints(runs []Run, trace bool) []sweepPoint {
+	points := make([]sweepPoint, len(runs))
+	for i, r := range runs {
+		points[i] = sweepPoint{load: r.load(trace), goodput: r.Goodput, achieved: r.AchievedRate}
+	}
+	return sortedByLoad(points)
+}
+
+// load is what a sweep varied for r: the offered rate, or a trace's time
+// scale.
+func (r *Run) load(trace bool) float64 {
+	if trace {
+		return r.TimeScale
+	}
+	return r.Rate
+}
+
+// sortedByLoad is points sorted by load, ties in their order.
+func sortedByLoad(points []sweepPoint) []sweepPoint {
+	return slices.SortedStableFunc(slices.Values(points), func(a, b sweepPoint) int { return cmp.Compare(a.load, b.load) })
+}
+
 // capacityOf is the capacity of a sweep's runs: over their offered rates,
 // or over a trace's time scales.
 func capacityOf(runs []Run, trace bool) Capacity {
-	points := make([]sweepPoint, len(runs))
-	for i, r := range runs {
-		points[i] = sweepPoint{load: r.Rate, goodput: r.Goodput, achieved: r.AchievedRate}
-		if trace {
-			points[i].load = r.TimeScale
-		}
-	}
-	c := capacityAtSLO(points)
+	c := capacityAtSLO(sweepPoints(runs, trace))
 	c.Unit = unitRate
 	if trace {
 		c.Unit = unitTimeScale
 	}
 	return c
+}
+
+// refinement is the load a sweep runs next to narrow its capacity at SLO:
+// halfway between the highest passing load and the next one swept, the
+// two that capacityAtSLO interpolates between. A straight line between
+// them reads the capacity low where goodput falls faster the further past
+// the knee, as it does past a saturated server's, and each run halves the
+// interval. There is none when every load passed or none did, or when the
+// interval cannot be halved.
+func refinement(runs []Run, trace bool) (float64, bool) {
+	points := sweepPoints(runs, trace)
+	best := highestPassing(points)
+	if best < 0 || best == len(points)-1 {
+		return 0, false
+	}
+	lo, hi := points[best].load, points[best+1].load
+	mid := lo + (hi-lo)/2
+	return mid, lo < mid && mid < hi
+}
+
+// highestPassing is the index of the highest load in points, sorted by
+// load, whose goodput is at least capacityGoodput; -1 when none is.
+func highestPassing(points []sweepPoint) int {
+	best := -1
+	for i, p := range points {
+		if p.goodput >= capacityGoodput {
+			best = i
+		}
+	}
+	return best
 }
 
 // capacityAtSLO finds the highest load whose goodput is at least
@@ -72,16 +119,11 @@ func capacityOf(runs []Run, trace bool) Capacity {
 // or a run hit by a fault) is noted; the highest passing load still
 // counts.
 func capacityAtSLO(points []sweepPoint) Capacity {
-	points = slices.SortedStableFunc(slices.Values(points), func(a, b sweepPoint) int { return cmp.Compare(a.load, b.load) })
+	points = sortedByLoad(points)
 	if len(points) == 0 {
 		return Capacity{Note: "no runs"}
 	}
-	best := -1 // the highest passing point
-	for i, p := range points {
-		if p.goodput >= capacityGoodput {
-			best = i
-		}
-	}
+	best := highestPassing(points)
 	if best < 0 {
 		lo := points[0]
 		return Capacity{Note: fmt.Sprintf("no load met the SLO for %.0f%% of requests; at the lowest, %g, goodput was %.3f",

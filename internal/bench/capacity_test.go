@@ -65,3 +65,43 @@ func TestCapacityOfTraceIsInTimeScale(t *testing.T) {
 		t.Errorf("rate capacity %+v; want 6 req/s", c)
 	}
 }
+
+func TestRefinement(t *testing.T) {
+	runs := func(goodputs ...float64) []Run {
+		var r []Run
+		for i, g := range goodputs {
+			r = append(r, Run{Rate: float64(10 * (i + 1)), Report: Report{Stats: Stats{Goodput: g}}})
+		}
+		return r
+	}
+	tests := []struct {
+		name string
+		runs []Run
+		want float64 // 0: no refinement
+	}{
+		{"crossing", runs(1, 0.95, 0.7), 25},
+		{"unsorted, as refined runs are appended", append(runs(1, 0.95, 0.7), Run{Rate: 25, Report: Report{Stats: Stats{Goodput: 0.92}}}), 27.5},
+		{"above the highest passing load", runs(0.95, 0.5, 0.95, 0.6), 35},
+		{"every load passed", runs(1, 0.99), 0},
+		{"none did", runs(0.5, 0.2), 0},
+		{"one run", runs(0.95), 0},
+		{"no runs", nil, 0},
+		{"nothing left to halve", []Run{{Rate: 1, Report: Report{Stats: Stats{Goodput: 1}}}, {Rate: math.Nextafter(1, 2)}}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := refinement(tt.runs, false)
+			if ok != (tt.want != 0) || got != tt.want && ok {
+				t.Errorf("refinement %v, %v; want %v", got, ok, tt.want)
+			}
+		})
+	}
+	// A trace's sweep is over time scales, not the offered rate.
+	trace := []Run{
+		{Rate: 40, TimeScale: 2, Report: Report{Stats: Stats{Goodput: 1}}},
+		{Rate: 90, TimeScale: 4, Report: Report{Stats: Stats{Goodput: 0.5}}},
+	}
+	if got, ok := refinement(trace, true); !ok || got != 3 {
+		t.Errorf("trace refinement %v, %v; want time scale 3", got, ok)
+	}
+}
