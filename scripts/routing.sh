@@ -50,4 +50,5 @@ for seed in "${seeds[@]}"; do
 		--json "$out/mooncake-auto-2gw-$seed.json" >"$out/mooncake-auto-2gw-$seed.txt"
 done
 grep -H 'capacity at SLO' "$out"/*.txt
-python3 scripts/routing_plot.py "$out" docs/bench/routing-policies.svg docs/bench/routing-azure-burst.svg
+python3 scripts/routing_plot.py "$out" docs/bench/routing-policies.svg \
+	azure-burst=docs/bench/routing-azure-burst.svg mooncake=docs/bench/routing-mooncake.svg

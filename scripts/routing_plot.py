@@ -3,10 +3,10 @@
 capacity at SLO, and an SVG of goodput against offered load per policy,
 from the JSON reports scripts/routing.sh writes. Standard library only.
 
-    scripts/routing_plot.py OUT_DIR SVG_FILE [BURST_SVG_FILE]
+    scripts/routing_plot.py OUT_DIR SVG_FILE [WORKLOAD=SVG_FILE...]
 
-The second plot, of the Azure trace's first burst, is written when its
-file is named.
+SVG_FILE has a panel each for chat, chat-half, Mooncake and Azure; each
+WORKLOAD=SVG_FILE (azure-burst, say) is a plot of that workload alone.
 """
 import glob, json, os, re, sys
 
@@ -107,6 +107,8 @@ def per_seed(out, workload):
 
 PANELS = [("chat", "offered req/s"), ("chat-half", "offered req/s, replicas at half speed"),
           ("mooncake", "trace time scale"), ("azure", "trace time scale")]
+# The x axis of each workload's own plot.
+XLABELS = dict(PANELS, **{"azure-fine": "trace time scale", "azure-burst": "trace time scale, from 180 s"})
 
 
 def plot(out, path, panels=PANELS):
@@ -158,5 +160,8 @@ if __name__ == "__main__":
     for workload in ("chat", "chat-half", "mooncake", "azure", "azure-fine", "azure-burst"):
         per_seed(out, workload)
     plot(out, svg)
-    if len(sys.argv) > 3:
-        plot(out, sys.argv[3], [("azure-burst", "trace time scale, from 180 s")])
+    for arg in sys.argv[3:]:
+        workload, _, path = arg.partition("=")
+        if workload not in XLABELS or not path:
+            sys.exit(f"want WORKLOAD=SVG_FILE with WORKLOAD one of {', '.join(XLABELS)}, got {arg!r}")
+        plot(out, path, [(workload, XLABELS[workload])])
