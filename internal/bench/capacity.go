@@ -47,14 +47,13 @@ type sweepPoint struct {
 	achieved float64 // completed requests a second
 }
 
-// sweepPoints are a sweep's runs as capacity reads them, by load: offered
-// rate, or a trace's time scale.
+// sweepPoints are a sweep's runs as capacity reads them, in their order.
 func sweepPoints(runs []Run, trace bool) []sweepPoint {
 	points := make([]sweepPoint, len(runs))
 	for i, r := range runs {
 		points[i] = sweepPoint{load: r.load(trace), goodput: r.Goodput, achieved: r.AchievedRate}
 	}
-	return sortedByLoad(points)
+	return points
 }
 
 // load is what a sweep varied for r: the offered rate, or a trace's time
@@ -90,7 +89,7 @@ func capacityOf(runs []Run, trace bool) Capacity {
 // interval. There is none when every load passed or none did, or when the
 // interval cannot be halved.
 func refinement(runs []Run, trace bool) (float64, bool) {
-	points := sweepPoints(runs, trace)
+	points := sortedByLoad(sweepPoints(runs, trace))
 	best := highestPassing(points)
 	if best < 0 || best == len(points)-1 {
 		return 0, false
