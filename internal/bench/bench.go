@@ -74,7 +74,7 @@ type options struct {
 	policy, admission      string
 	hedge                  float64
 	timeScale, lengthScale float64
-	traceFrom              time.Duration
+	traceFrom, traceTo     time.Duration // traceTo zero: the trace's end
 	model                  string
 	concurrencyCap         int
 	apiKey                 string
@@ -108,7 +108,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	trace := o.workload == WorkloadTrace
 	if trace {
-		out.Trace, out.TimeScale, out.LenScale, out.TraceFromS = o.tracePath, o.timeScale, o.lengthScale, o.traceFrom.Seconds()
+		out.Trace, out.TimeScale, out.LenScale = o.tracePath, o.timeScale, o.lengthScale
+		out.TraceFromS, out.TraceToS = o.traceFrom.Seconds(), o.traceTo.Seconds()
 	}
 	if o.spawn > 0 {
 		out.Target = fmt.Sprintf("spawn-sim:%d", o.spawn)
@@ -141,7 +142,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		x := points[i]
 		spec := Spec{
 			Workload: o.workload, Rate: x, Duration: o.duration, Seed: o.seed, Quick: o.quick, SLO: o.slo,
-			TracePath: o.tracePath, TimeScale: o.timeScale, LengthScale: o.lengthScale, From: o.traceFrom, OutputTokens: o.outputTokens,
+			TracePath: o.tracePath, TimeScale: o.timeScale, LengthScale: o.lengthScale, From: o.traceFrom, To: o.traceTo, OutputTokens: o.outputTokens,
 		}
 		label := fmt.Sprintf("%s rate %g", o.workload, x)
 		if trace {
@@ -328,7 +329,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	fs.Float64Var(&o.rate, "rate", defaultRate, "offered load in requests a second, averaged over the run")
 	sweep := fs.String("sweep", "", "run once per rate `A:B:STEP` from A to B, instead of --rate; with a trace, once per time scale")
 	fs.IntVar(&o.refine, "refine", 0, "after --sweep, `N` more runs, each halfway between the two loads capacity at SLO lies between, halving that interval")
-	fs.DurationVar(&o.duration, "duration", defaultDuration, "how long arrivals go on per run (10s with --quick; the whole trace for trace unless set)")
+	fs.DurationVar(&o.duration, "duration", defaultDuration, "how long arrivals go on per run (10s with --quick; for trace, unless set, to --trace-to or the trace's end)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the workload: the same seed sends the same requests")
 	fs.BoolVar(&o.quick, "quick", false, "a short representative run, under 40 seconds end to end")
 	fs.StringVar(&o.jsonPath, "json", "", "write the figures as JSON to `file`")
@@ -341,6 +342,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	fs.Float64Var(&o.hedge, "hedge", 0, "with --spawn-sim, hedge a request with no first token after `X` times its predicted TTFT (the pool's hedge.after; 0: off)")
 	fs.Float64Var(&o.timeScale, "time-scale", 1, "trace replay: >1 sends faster (inter-arrival times divided by X)")
 	fs.DurationVar(&o.traceFrom, "trace-from", 0, "trace replay: start at this point of the trace's own clock (before --time-scale); earlier requests are not sent")
+	fs.DurationVar(&o.traceTo, "trace-to", 0, "trace replay: stop at this point of the trace's own clock; without --duration, every time scale of a sweep replays the same requests")
 	fs.Float64Var(&o.lengthScale, "length-scale", 1, "trace replay: >1 shortens requests (token counts divided by X, a block becomes 512/X tokens)")
 	fs.StringVar(&o.model, "model", defaultModel, "model `name` sent in every request")
 	fs.IntVar(&o.concurrencyCap, "concurrency-cap", 0, "most requests in flight; arrivals past it are dropped and counted (0: no cap)")
@@ -395,11 +397,14 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	default:
 		return nil, fmt.Errorf("--workload: unknown workload %q: want chat, burst, mixed, noisy, flat or trace", o.workload)
 	}
-	if o.workload != WorkloadTrace && (set["time-scale"] || set["length-scale"] || set["trace-from"]) {
-		return nil, fmt.Errorf("--time-scale, --length-scale and --trace-from apply only to --workload trace")
+	if o.workload != WorkloadTrace && (set["time-scale"] || set["length-scale"] || set["trace-from"] || set["trace-to"]) {
+		return nil, fmt.Errorf("--time-scale, --length-scale, --trace-from and --trace-to apply only to --workload trace")
 	}
 	if o.traceFrom < 0 {
 		return nil, fmt.Errorf("--trace-from must not be negative, got %v", o.traceFrom)
+	}
+	if set["trace-to"] && o.traceTo <= o.traceFrom {
+		return nil, fmt.Errorf("--trace-to must be later than --trace-from, got %v and %v", o.traceTo, o.traceFrom)
 	}
 	if !(o.timeScale > 0) || !(o.lengthScale > 0) || math.IsInf(o.timeScale, 0) || math.IsInf(o.lengthScale, 0) {
 		return nil, fmt.Errorf("--time-scale and --length-scale must be positive")

@@ -261,6 +261,26 @@ func TestCommandTraceFrom(t *testing.T) {
 	}
 }
 
+// TestCommandTraceToSweep sweeps two time scales over the tiny trace up
+// to 1.5 s of its clock: both runs send the same three requests, and the
+// report says where the replay stopped.
+func TestCommandTraceToSweep(t *testing.T) {
+	f := &fakeServer{}
+	srv := f.start(t)
+	table := runCommand(t, "--workload", "trace", "--trace", "testdata/mooncake-tiny.jsonl", "--trace-to", "1500ms", "--sweep", "10:20:10", "--length-scale", "8", "--target", srv.URL)
+	var got []int
+	for _, r := range f.requests() {
+		got = append(got, r.PromptTokens)
+	}
+	slices.Sort(got)
+	if diff := cmp.Diff([]int{88, 88, 150, 150, 192, 192}, got); diff != "" {
+		t.Errorf("prompt tokens the server counted (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(table, "to 1.5s") {
+		t.Errorf("the report does not say where the replay stopped:\n%s", table)
+	}
+}
+
 func TestCommandAPIKeysFile(t *testing.T) {
 	f := &fakeServer{}
 	srv := f.start(t)
@@ -294,6 +314,8 @@ func TestCommandRejectsBadFlags(t *testing.T) {
 		{[]string{"--time-scale", "2", "--target", "http://x"}, "only to --workload trace"},
 		{[]string{"--trace-from", "60s", "--target", "http://x"}, "only to --workload trace"},
 		{[]string{"--workload", "trace", "--trace", "t.csv", "--trace-from", "-1s", "--target", "http://x"}, "--trace-from must not be negative"},
+		{[]string{"--trace-to", "60s", "--target", "http://x"}, "only to --workload trace"},
+		{[]string{"--workload", "trace", "--trace", "t.csv", "--trace-from", "60s", "--trace-to", "60s", "--target", "http://x"}, "--trace-to must be later than --trace-from"},
 		{[]string{"--rate", "0", "--target", "http://x"}, "--rate must be a positive number"},
 		{[]string{"--rate", "2", "--sweep", "1:2:1", "--target", "http://x"}, "not both"},
 		{[]string{"--sweep", "5:1:1", "--target", "http://x"}, "B must not be below A"},

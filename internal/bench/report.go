@@ -38,6 +38,9 @@ type Output struct {
 	LenScale  float64    `json:"length_scale,omitempty"`
 	// TraceFromS is where on the trace's clock replay started, in seconds.
 	TraceFromS float64 `json:"trace_from_s,omitempty"`
+	// TraceToS is where on the trace's clock replay stopped, in seconds;
+	// 0 for the trace's end.
+	TraceToS float64 `json:"trace_to_s,omitempty"`
 	// Rate is the offered rate of a single run; 0 with a sweep or a trace.
 	Rate float64 `json:"rate,omitempty"`
 	Report
@@ -229,6 +232,9 @@ func setupLine(out *Output) string {
 		fmt.Fprintf(&b, " %s (lengths ÷%g", filepath.Base(out.Trace), out.LenScale)
 		if out.TraceFromS != 0 {
 			fmt.Fprintf(&b, ", from %gs", out.TraceFromS)
+		}
+		if out.TraceToS != 0 {
+			fmt.Fprintf(&b, ", to %gs", out.TraceToS)
 		}
 		if out.TimeScale != 0 {
 			fmt.Fprintf(&b, ", time scale %g", out.TimeScale)

@@ -110,8 +110,12 @@ func parseMooncake(r io.Reader) ([]TraceRecord, error) {
 		if len(recs) == 0 {
 			first = *rec.Timestamp
 		}
+		at := time.Duration((*rec.Timestamp - first) * float64(time.Millisecond))
+		if err := inOrder(recs, at); err != nil {
+			return nil, fmt.Errorf("line %d: %w", line, err)
+		}
 		recs = append(recs, TraceRecord{
-			At:     time.Duration((*rec.Timestamp - first) * float64(time.Millisecond)),
+			At:     at,
 			Input:  *rec.Input,
 			Output: *rec.Output,
 			Blocks: rec.HashIDs,
@@ -174,6 +178,9 @@ func parseAzure(r io.Reader) ([]TraceRecord, error) {
 		if len(recs) == 0 {
 			first = ts
 		}
+		if err := inOrder(recs, ts.Sub(first)); err != nil {
+			return nil, fmt.Errorf("line %d: %w", line, err)
+		}
 		recs = append(recs, TraceRecord{At: ts.Sub(first), Input: in, Output: out})
 	}
 	if err := sc.Err(); err != nil {
@@ -182,14 +189,24 @@ func parseAzure(r io.Reader) ([]TraceRecord, error) {
 	return recs, nil
 }
 
+// inOrder refuses a request that arrives before the last one read:
+// replay sends requests in the trace's order and cuts it at a point of
+// its clock.
+func inOrder(recs []TraceRecord, at time.Duration) error {
+	if n := len(recs); n > 0 && at < recs[n-1].At {
+		return fmt.Errorf("timestamp is %v before the request above it; a trace must be in arrival order", recs[n-1].At-at)
+	}
+	return nil
+}
+
 // uniqueStream is the PCG stream of the text that belongs to one trace
 // request alone: the tail a trace's blocks do not cover, and all of an
 // Azure prompt.
 const uniqueStream = 0x756e69717565 // "unique"
 
-// replay turns a trace into requests: from the trace's point From on,
-// arrivals divided by TimeScale and cut at Duration (zero: the whole
-// trace), token counts divided by LengthScale.
+// replay turns a trace into requests: from the trace's point From to its
+// point To (zero: its end), arrivals divided by TimeScale and cut at
+// Duration (zero: no cut), token counts divided by LengthScale.
 // A prompt is its blocks' texts in order, each block MooncakeBlockTokens
 // divided by LengthScale long, the last cut to the prompt's length; text
 // beyond the blocks is the request's own.
@@ -214,6 +231,9 @@ func replay(s Spec, texts *Texts) ([]Request, error) {
 	for i, r := range recs {
 		if r.At < s.From {
 			continue
+		}
+		if s.To > 0 && r.At >= s.To {
+			break
 		}
 		at := time.Duration(float64(r.At-s.From) / ts)
 		if s.Duration > 0 && at >= s.Duration {
@@ -260,8 +280,8 @@ func scaleTokens(n int, scale float64) int {
 }
 
 // prefixCeiling is a trace's own prefix hit ceiling: the share of its
-// prompt tokens, as replayed (after length scaling and the --duration
-// cut, in arrival order), that an unbounded prefix cache shared by every
+// prompt tokens, as replayed (after length scaling and the cuts of
+// --trace-from, --trace-to and --duration, in arrival order), that an unbounded prefix cache shared by every
 // replica would serve. A request's prompt is its blocks in order, each
 // 512/length-scale tokens and the last cut to the prompt's length, then
 // text of its own. Walking its blocks from the first, a block's tokens

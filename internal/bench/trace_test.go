@@ -75,6 +75,8 @@ func TestReadTraceErrors(t *testing.T) {
 		{"bad.csv", "TIMESTAMP,Other\n", "header must name"},
 		{"bad2.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9,x,1\n", "line 2: ContextTokens"},
 		{"empty.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n", "no requests"},
+		{"back.jsonl", "{\"timestamp\": 5, \"input_length\": 5, \"output_length\": 1}\n{\"timestamp\": 2, \"input_length\": 5, \"output_length\": 1}\n", "line 2: timestamp is 3ms before"},
+		{"back.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:04.0,5,1\n2023-11-16 18:17:04.0,5,1\n2023-11-16 18:17:03.5,5,1\n", "line 4: timestamp is 500ms before"},
 	}
 	for _, tt := range tests {
 		p := filepath.Join(dir, tt.name)
@@ -161,6 +163,35 @@ func TestReplayDurationCuts(t *testing.T) {
 	}
 	if len(reqs) != 2 {
 		t.Errorf("%d requests in the first second, want 2", len(reqs))
+	}
+}
+
+// TestReplayTo ends a replay part way into the trace, before time
+// scaling: every time scale sends the same requests, where a --duration
+// cut sends more the faster the replay.
+func TestReplayTo(t *testing.T) {
+	count := func(s Spec) int {
+		t.Helper()
+		s.Workload, s.TracePath = WorkloadTrace, "testdata/mooncake-tiny.jsonl"
+		reqs, err := Generate(s, NewTexts(tokenize.Count))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(reqs)
+	}
+	for _, ts := range []float64{1, 2, 4} {
+		// Requests at 0, 0.25 and 1 s are before 1.5 s of trace; 3 s is not.
+		if n := count(Spec{TimeScale: ts, To: 1500 * time.Millisecond}); n != 3 {
+			t.Errorf("time scale %g: %d requests before 1.5 s of trace, want 3", ts, n)
+		}
+	}
+	if n := count(Spec{TimeScale: 4, Duration: time.Second}); n != 4 {
+		t.Errorf("time scale 4: %d requests in 1 s of replay, want all 4", n)
+	}
+	// A request exactly at To is not sent; From and To together keep the
+	// requests between.
+	if n := count(Spec{From: 200 * time.Millisecond, To: time.Second}); n != 1 {
+		t.Errorf("%d requests from 0.2 s to 1 s of trace, want 1", n)
 	}
 }
 

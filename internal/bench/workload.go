@@ -86,6 +86,11 @@ type Spec struct {
 	// From is where on the trace's own clock replay starts: requests
 	// before it are not sent, and the first sent arrives at once.
 	From time.Duration
+	// To, if not zero, is where on the trace's own clock replay stops:
+	// requests at or after it are not sent. Unlike Duration, it cuts the
+	// trace before time scaling, so every TimeScale sends the same
+	// requests.
+	To time.Duration
 
 	// OutputTokens, for flat, is every answer's length; zero means
 	// flatAnswerTokens.
