@@ -8,7 +8,10 @@
 #   scripts/routing.sh [SEED...]        (default seed 1)
 #
 # Each sweep but Azure's around its knee (7:11:1) is refined twice where
-# capacity lies (--refine). About 18 minutes a policy, two hours a seed.
+# capacity lies (--refine). Two of the workloads replay the same requests
+# at every time scale (--trace-to, or the whole trace): the Azure trace's
+# first burst, and the whole Mooncake trace (round robin, gie and auto).
+# About 20 minutes a policy, three hours a seed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-bench-out/routing}
@@ -22,6 +25,10 @@ trace=("${pool[@]}" --workload trace --trace ../shared/traces/mooncake-synthetic
 	--length-scale 16 --duration 30s --drain 20s --refine 2)
 azure=("${pool[@]}" --workload trace --trace ../shared/traces/azure-llm-2023-code.csv
 	--length-scale 4 --duration 20s --drain 15s)
+burst=("${pool[@]}" --workload trace --trace ../shared/traces/azure-llm-2023-code.csv
+	--length-scale 4 --trace-from 180s --trace-to 240s --drain 15s --sweep 2:4:0.5 --refine 2)
+whole=("${pool[@]}" --workload trace --trace ../shared/traces/mooncake-synthetic.jsonl
+	--length-scale 16 --drain 20s --sweep 8:24:4 --refine 2)
 for seed in "${seeds[@]}"; do
 	for policy in round_robin least_request prefix gie sglang auto; do
 		echo "== seed $seed, $policy: chat" >&2
@@ -42,6 +49,14 @@ for seed in "${seeds[@]}"; do
 		echo "== seed $seed, $policy: azure, its first burst" >&2
 		"$gw" bench "${azure[@]}" --seed "$seed" --policy "$policy" --trace-from 180s --sweep 2:4:0.5 --refine 2 \
 			--json "$out/azure-burst-$policy-$seed.json" >"$out/azure-burst-$policy-$seed.txt"
+		echo "== seed $seed, $policy: azure, its first burst, the same 531 requests at every time scale" >&2
+		"$gw" bench "${burst[@]}" --seed "$seed" --policy "$policy" \
+			--json "$out/azure-fixed-$policy-$seed.json" >"$out/azure-fixed-$policy-$seed.txt"
+		case $policy in round_robin | gie | auto)
+			echo "== seed $seed, $policy: the whole mooncake trace" >&2
+			"$gw" bench "${whole[@]}" --seed "$seed" --policy "$policy" \
+				--json "$out/mooncake-whole-$policy-$seed.json" >"$out/mooncake-whole-$policy-$seed.txt"
+		esac
 	done
 	# Two gateways in front of the same replicas, requests spread at random.
 	"$gw" bench "${chat[@]}" --seed "$seed" --policy auto --gateways 2 \
@@ -51,4 +66,5 @@ for seed in "${seeds[@]}"; do
 done
 grep -H 'capacity at SLO' "$out"/*.txt
 python3 scripts/routing_plot.py "$out" docs/bench/routing-policies.svg \
-	azure-burst=docs/bench/routing-azure-burst.svg mooncake=docs/bench/routing-mooncake.svg
+	azure-burst=docs/bench/routing-azure-burst.svg mooncake=docs/bench/routing-mooncake.svg \
+	azure-fixed=docs/bench/routing-azure-fixed.svg mooncake-whole=docs/bench/routing-mooncake-whole.svg

@@ -108,7 +108,9 @@ def per_seed(out, workload):
 PANELS = [("chat", "offered req/s"), ("chat-half", "offered req/s, replicas at half speed"),
           ("mooncake", "trace time scale"), ("azure", "trace time scale")]
 # The x axis of each workload's own plot.
-XLABELS = dict(PANELS, **{"azure-fine": "trace time scale", "azure-burst": "trace time scale, from 180 s"})
+XLABELS = dict(PANELS, **{"azure-fine": "trace time scale", "azure-burst": "trace time scale, from 180 s",
+                          "azure-fixed": "trace time scale, 180 s to 240 s of trace",
+                          "mooncake-whole": "trace time scale, the whole trace"})
 
 
 def plot(out, path, panels=PANELS):
@@ -157,7 +159,9 @@ if __name__ == "__main__":
     table(out, "azure", 8)
     table(out, "azure-fine", 10)
     table(out, "azure-burst", 2.5)
-    for workload in ("chat", "chat-half", "mooncake", "azure", "azure-fine", "azure-burst"):
+    table(out, "azure-fixed", 2.5)
+    table(out, "mooncake-whole", 12)
+    for workload in ("chat", "chat-half", "mooncake", "azure", "azure-fine", "azure-burst", "azure-fixed", "mooncake-whole"):
         per_seed(out, workload)
     plot(out, svg)
     for arg in sys.argv[3:]:

@@ -263,11 +263,13 @@ func TestCommandTraceFrom(t *testing.T) {
 
 // TestCommandTraceToSweep sweeps two time scales over the tiny trace up
 // to 1.5 s of its clock: both runs send the same three requests, and the
-// report says where the replay stopped.
+// table and the JSON say where the replay stopped.
 func TestCommandTraceToSweep(t *testing.T) {
 	f := &fakeServer{}
 	srv := f.start(t)
-	table := runCommand(t, "--workload", "trace", "--trace", "testdata/mooncake-tiny.jsonl", "--trace-to", "1500ms", "--sweep", "10:20:10", "--length-scale", "8", "--target", srv.URL)
+	jsonPath := filepath.Join(t.TempDir(), "sweep.json")
+	table := runCommand(t, "--workload", "trace", "--trace", "testdata/mooncake-tiny.jsonl", "--trace-to", "1500ms", "--sweep", "10:20:10", "--length-scale", "8",
+		"--target", srv.URL, "--json", jsonPath)
 	var got []int
 	for _, r := range f.requests() {
 		got = append(got, r.PromptTokens)
@@ -278,6 +280,9 @@ func TestCommandTraceToSweep(t *testing.T) {
 	}
 	if !strings.Contains(table, "to 1.5s") {
 		t.Errorf("the report does not say where the replay stopped:\n%s", table)
+	}
+	if got := readJSON(t, jsonPath)["trace_to_s"]; got != 1.5 {
+		t.Errorf("trace_to_s is %v, want 1.5", got)
 	}
 }
 
