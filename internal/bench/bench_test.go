@@ -286,6 +286,17 @@ func TestCommandTraceToSweep(t *testing.T) {
 	}
 }
 
+// TestCommandTraceWindowEmpty: a window of the trace with no request in
+// it is an error that names the window, not a run of nothing.
+func TestCommandTraceWindowEmpty(t *testing.T) {
+	srv := (&fakeServer{}).start(t)
+	args := []string{"--workload", "trace", "--trace", "testdata/mooncake-tiny.jsonl", "--trace-from", "1100ms", "--trace-to", "2s", "--target", srv.URL}
+	err := Command(context.Background(), args, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "between --trace-from and --trace-to") {
+		t.Errorf("error %v, want one naming the window", err)
+	}
+}
+
 func TestCommandAPIKeysFile(t *testing.T) {
 	f := &fakeServer{}
 	srv := f.start(t)

@@ -281,8 +281,8 @@ func scaleTokens(n int, scale float64) int {
 
 // prefixCeiling is a trace's own prefix hit ceiling: the share of its
 // prompt tokens, as replayed (after length scaling and the cuts of
-// --trace-from, --trace-to and --duration, in arrival order), that an unbounded prefix cache shared by every
-// replica would serve. A request's prompt is its blocks in order, each
+// --trace-from, --trace-to and --duration, in arrival order), that an
+// unbounded prefix cache shared by every replica would serve. A request's prompt is its blocks in order, each
 // 512/length-scale tokens and the last cut to the prompt's length, then
 // text of its own. Walking its blocks from the first, a block's tokens
 // count as hits up to the most of that block an earlier request sent; the
