@@ -112,6 +112,10 @@ XLABELS = dict(PANELS, **{"azure-fine": "trace time scale", "azure-burst": "trac
                           "azure-fixed": "trace time scale, 180 s to 240 s of trace",
                           "mooncake-whole": "trace time scale, the whole trace"})
 
+# Each workload's table, at about round robin's capacity.
+TABLES = [("chat", 20), ("chat-half", 10), ("mooncake", 12), ("azure", 8), ("azure-fine", 10),
+          ("azure-burst", 2.5), ("azure-fixed", 2.5), ("mooncake-whole", 12)]
+
 
 def plot(out, path, panels=PANELS):
     runs_of = {wl: {p: runs(out, wl, p) for p in POLICIES} for wl, _ in panels}
@@ -153,15 +157,9 @@ def plot(out, path, panels=PANELS):
 
 if __name__ == "__main__":
     out, svg = sys.argv[1], sys.argv[2]
-    table(out, "chat", 20)
-    table(out, "chat-half", 10)
-    table(out, "mooncake", 12)
-    table(out, "azure", 8)
-    table(out, "azure-fine", 10)
-    table(out, "azure-burst", 2.5)
-    table(out, "azure-fixed", 2.5)
-    table(out, "mooncake-whole", 12)
-    for workload in ("chat", "chat-half", "mooncake", "azure", "azure-fine", "azure-burst", "azure-fixed", "mooncake-whole"):
+    for workload, at in TABLES:
+        table(out, workload, at)
+    for workload, _ in TABLES:
         per_seed(out, workload)
     plot(out, svg)
     for arg in sys.argv[3:]:

@@ -254,10 +254,10 @@ func runOnce(ctx context.Context, o *options, texts *Texts, spec Spec, label str
 	if err != nil {
 		return oneRun{}, err
 	}
-	if len(reqs) == 0 && spec.Workload == WorkloadTrace {
-		return oneRun{}, fmt.Errorf("no request of %s lies between --trace-from and --trace-to, or within --duration", spec.TracePath)
-	}
 	if len(reqs) == 0 {
+		if spec.Workload == WorkloadTrace {
+			return oneRun{}, fmt.Errorf("no request of %s lies between --trace-from and --trace-to, or within --duration", spec.TracePath)
+		}
 		return oneRun{}, fmt.Errorf("the %s workload at rate %g over %v has no requests; raise --rate or --duration", o.workload, spec.Rate, o.duration)
 	}
 	run := oneRun{offered: spec.Rate, ceiling: ceilingOf(reqs)}

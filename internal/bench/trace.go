@@ -178,10 +178,11 @@ func parseAzure(r io.Reader) ([]TraceRecord, error) {
 		if len(recs) == 0 {
 			first = ts
 		}
-		if err := inOrder(recs, ts.Sub(first)); err != nil {
+		at := ts.Sub(first)
+		if err := inOrder(recs, at); err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
-		recs = append(recs, TraceRecord{At: ts.Sub(first), Input: in, Output: out})
+		recs = append(recs, TraceRecord{At: at, Input: in, Output: out})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
@@ -282,9 +283,9 @@ func scaleTokens(n int, scale float64) int {
 // prefixCeiling is a trace's own prefix hit ceiling: the share of its
 // prompt tokens, as replayed (after length scaling and the cuts of
 // --trace-from, --trace-to and --duration, in arrival order), that an
-// unbounded prefix cache shared by every replica would serve. A request's prompt is its blocks in order, each
-// 512/length-scale tokens and the last cut to the prompt's length, then
-// text of its own. Walking its blocks from the first, a block's tokens
+// unbounded prefix cache shared by every replica would serve. A request's
+// prompt is its blocks in order, each 512/length-scale tokens and the last
+// cut to the prompt's length, then text of its own. Walking its blocks from the first, a block's tokens
 // count as hits up to the most of that block an earlier request sent; the
 // walk stops at the first block not wholly seen, since a cache matches
 // prefixes only. Tokens past the blocks never hit. A trace without block
