@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -22,8 +21,9 @@ import (
 type Spec struct {
 	Tenant string `json:"tenant"`
 	Name   string `json:"name,omitempty"`
-	// Models are globs (path.Match syntax) of the models the key may use;
-	// empty means every model.
+	// Models are globs of the models the key may use, '*' matching any
+	// run of characters, '/' included (tenant.MatchModel); empty means
+	// every model.
 	Models       []string `json:"models,omitempty"`
 	RPM          int64    `json:"rpm,omitempty"`
 	TPM          int64    `json:"tpm,omitempty"`
@@ -55,6 +55,10 @@ const maxNameLen = 128
 // policy.
 const maxModels = 64
 
+// maxGlobLen bounds one model glob: model names run to a few dozen bytes,
+// and a glob's match costs up to its length times the name's.
+const maxGlobLen = 256
+
 // Validate checks s and returns it cleaned (the tenant path cleaned, the
 // priority defaulted), or a *FieldError naming the first field at fault.
 func (s Spec) Validate() (Spec, error) {
@@ -79,8 +83,11 @@ func (s Spec) Validate() (Spec, error) {
 		if g == "" {
 			return s, &FieldError{fmt.Sprintf("models[%d]", i), "is empty"}
 		}
-		if _, err := path.Match(g, ""); err != nil {
-			return s, &FieldError{fmt.Sprintf("models[%d]", i), "is not a valid glob (path.Match syntax)"}
+		if len(g) > maxGlobLen {
+			return s, &FieldError{fmt.Sprintf("models[%d]", i), fmt.Sprintf("must be at most %d bytes", maxGlobLen)}
+		}
+		if strings.IndexFunc(g, unicode.IsControl) >= 0 {
+			return s, &FieldError{fmt.Sprintf("models[%d]", i), "must not hold control characters"}
 		}
 	}
 	if err := ValidateLimits(s.limits()); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,7 +29,8 @@ func TestSpecValidate(t *testing.T) {
 		{"name too long", Spec{Tenant: "acme", Name: string(make([]byte, 129))}, "name"},
 		{"name control char", Spec{Tenant: "acme", Name: "a\nb"}, "name"},
 		{"empty glob", Spec{Tenant: "acme", Models: []string{"ok", ""}}, "models[1]"},
-		{"bad glob", Spec{Tenant: "acme", Models: []string{"llama-[a"}}, "models[0]"},
+		{"glob with a control character", Spec{Tenant: "acme", Models: []string{"llama-\n"}}, "models[0]"},
+		{"glob too long", Spec{Tenant: "acme", Models: []string{strings.Repeat("a", maxGlobLen+1)}}, "models[0]"},
 		{"negative rpm", Spec{Tenant: "acme", RPM: -1}, "rpm"},
 		{"negative tpm", Spec{Tenant: "acme", TPM: -1}, "tpm"},
 		{"negative budget tokens", Spec{Tenant: "acme", BudgetTokens: -5}, "budget_tokens"},

@@ -5,7 +5,6 @@ package tenant
 
 import (
 	"fmt"
-	"path"
 	"strings"
 	"time"
 )
@@ -132,7 +131,7 @@ type Key struct {
 	Tenant string `json:"tenant"`
 	// Hash is the SHA-256 of the key's secret part, hex-encoded.
 	Hash string `json:"-"`
-	// Models are globs (path.Match syntax) of the model names and aliases
+	// Models are globs (see MatchModel) of the model names and aliases
 	// the key may use; empty means every model.
 	Models   []string  `json:"models,omitempty"`
 	Limits   Limits    `json:"limits"`
@@ -151,12 +150,44 @@ func (k *Key) Allows(names ...string) bool {
 	}
 	for _, g := range k.Models {
 		for _, n := range names {
-			if ok, _ := path.Match(g, n); ok {
+			if MatchModel(g, n) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// MatchModel reports whether the model name matches glob, in which '*'
+// matches any run of characters, '/' included, and every other character
+// only itself: "meta-llama*" matches "meta-llama/Llama-3.1-8B", and "*"
+// every name. Matching is case-sensitive, as model names are.
+//
+// It keeps the latest '*' to fall back to and never revisits an earlier
+// one, so it takes at most len(glob)·len(name) steps, whatever the glob.
+func MatchModel(glob, name string) bool {
+	g, n := 0, 0
+	star, mark := -1, 0 // the latest '*' in glob, and where name resumes past it
+	for n < len(name) {
+		switch {
+		case g < len(glob) && glob[g] == '*':
+			star, mark = g, n
+			g++
+		case g < len(glob) && glob[g] == name[n]:
+			g++
+			n++
+		case star >= 0:
+			// The run the latest '*' matched takes one more character.
+			mark++
+			g, n = star+1, mark
+		default:
+			return false
+		}
+	}
+	for g < len(glob) && glob[g] == '*' {
+		g++
+	}
+	return g == len(glob)
 }
 
 // Live reports whether the key may be used at now: not revoked, not expired.
