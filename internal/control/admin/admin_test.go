@@ -312,7 +312,7 @@ func TestCreateValidation(t *testing.T) {
 		{"deep tenant", `{"tenant":"a/b/c/d"}`, 400, "tenant"},
 		{"bad priority", `{"tenant":"acme","priority":"vip"}`, 400, "priority"},
 		{"bad period", `{"tenant":"acme","period":"year"}`, 400, "period"},
-		{"bad glob", `{"tenant":"acme","models":["[x"]}`, 400, "models[0]"},
+		{"glob with a control character", `{"tenant":"acme","models":["x\u0007"]}`, 400, "models[0]"},
 		{"negative rpm", `{"tenant":"acme","rpm":-1}`, 400, "rpm"},
 		{"negative budget", `{"tenant":"acme","budget_usd":-2.5}`, 400, "budget_usd"},
 		{"bad expiry", `{"tenant":"acme","expires_in":"forever"}`, 400, "expires_in"},
@@ -488,7 +488,8 @@ func TestPlaintextShownOnce(t *testing.T) {
 		{"POST", "/admin/keys", `{"tenant":"acme","name":"` + plain + `","rpm":-1}`},
 		{"POST", "/admin/keys", `{"tenant":"` + plain + `/x/y/z"}`},
 		{"POST", "/admin/keys", `{"tenant":"acme","expires_in":"` + plain + `"}`},
-		{"POST", "/admin/keys", `{"tenant":"acme","models":["` + plain + `["]}`},
+		{"POST", "/admin/keys", `{"tenant":"acme","models":["` + plain + `"]}`},
+		{"POST", "/admin/keys", `{"tenant":"acme","models":["` + plain + `*"]}`},
 		{"DELETE", "/admin/keys/" + created.ID, ""},
 		{"GET", "/admin/keys", ""},
 	} {

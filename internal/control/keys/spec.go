@@ -89,6 +89,11 @@ func (s Spec) Validate() (Spec, error) {
 		if strings.IndexFunc(g, unicode.IsControl) >= 0 {
 			return s, &FieldError{fmt.Sprintf("models[%d]", i), "must not hold control characters"}
 		}
+		if strings.Contains(g, Prefix) {
+			// An API key pasted in the wrong place: a glob is listed, a
+			// key must never be.
+			return s, &FieldError{fmt.Sprintf("models[%d]", i), "holds an API key, not a model name"}
+		}
 	}
 	if err := ValidateLimits(s.limits()); err != nil {
 		return s, err

@@ -30,6 +30,7 @@ func TestSpecValidate(t *testing.T) {
 		{"name control char", Spec{Tenant: "acme", Name: "a\nb"}, "name"},
 		{"empty glob", Spec{Tenant: "acme", Models: []string{"ok", ""}}, "models[1]"},
 		{"glob with a control character", Spec{Tenant: "acme", Models: []string{"llama-\n"}}, "models[0]"},
+		{"glob holding a key", Spec{Tenant: "acme", Models: []string{"sk-llmgw-aaaaaaaaaaaa-bbbb*"}}, "models[0]"},
 		{"glob too long", Spec{Tenant: "acme", Models: []string{strings.Repeat("a", maxGlobLen+1)}}, "models[0]"},
 		{"negative rpm", Spec{Tenant: "acme", RPM: -1}, "rpm"},
 		{"negative tpm", Spec{Tenant: "acme", TPM: -1}, "tpm"},
