@@ -21,16 +21,25 @@ type Request struct {
 	// IncludeUsage reports whether the client asked for the usage chunk
 	// (stream_options.include_usage).
 	IncludeUsage bool
-	// MaxTokens is max_completion_tokens or, when that is absent, null or
-	// zero, max_tokens, as vLLM reads them; zero when neither is given.
+	// MaxTokens is the most tokens an answer may take: max_tokens or
+	// max_completion_tokens, whichever is given (a body giving both must
+	// give them the same value); zero when neither is, or when it is 0.
 	// It is never above MaxTokensLimit.
 	MaxTokens int64
+	// Choices is how many answers the backend may generate: n, or best_of
+	// when that is larger (a completion generates best_of and returns the
+	// n best); 1 when neither is given. It is never above MaxChoices.
+	Choices int64
 	// User is the client's end-user id, if it sent one.
 	User string
+	// CacheSalt is the client's cache_salt, which keeps its prompts out of
+	// the prefix cache other salts use; empty when it sent none.
+	CacheSalt string
 
 	model         span // the model value, quotes included
 	streamOptions span // the stream_options value, null included; zero when absent
 	includeUsage  span // the include_usage value in stream_options; zero when absent
+	cacheSalt     span // the cache_salt value, null included; zero when absent
 	prompt        span // the messages or prompt value, the last given; zero when absent
 	end           int  // offset of the object's closing brace
 }
@@ -58,6 +67,10 @@ func (s span) ok() bool { return s.end > 0 }
 // cannot overflow a token reservation.
 const MaxTokensLimit = 1<<31 - 1
 
+// MaxChoices is the most answers n or best_of may ask of one request, as
+// OpenAI bounds n. A request's output tokens are reserved for every one.
+const MaxChoices = 128
+
 // The fields Parse reads, as bits of the set of those a body has given.
 // includeUsage is inside stream_options; the others are top-level.
 const (
@@ -67,20 +80,24 @@ const (
 	fieldMaxTokens
 	fieldMaxCompletionTokens
 	fieldUser
+	fieldN
+	fieldBestOf
+	fieldCacheSalt
 	fieldIncludeUsage
 )
 
 // fieldNames are the keys of the fields Parse reads, by the constants
 // above; fieldParams name them in errors.
 var (
-	fieldNames  = [...]string{"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "user", "include_usage"}
-	fieldParams = [...]string{"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "user", "stream_options.include_usage"}
+	fieldNames  = [...]string{"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "user", "n", "best_of", "cache_salt", "include_usage"}
+	fieldParams = [...]string{"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "user", "n", "best_of", "cache_salt", "stream_options.include_usage"}
 )
 
 // ParseRequest reads routing's fields from a JSON body. It fails with a 400
 // *Error on malformed JSON, a body that is not an object, a missing model,
-// or a routing field that is ill-typed, out of range, given twice or
-// spelled so that decoders disagree on it.
+// a routing field that is ill-typed, out of range, given twice or spelled
+// so that decoders disagree on it, or max_tokens and
+// max_completion_tokens given different values.
 func ParseRequest(body []byte) (*Request, error) {
 	r := new(Request)
 	if err := r.Parse(body); err != nil {
@@ -95,9 +112,11 @@ func ParseRequest(body []byte) (*Request, error) {
 // Backends decode the body again, each its own way, and the key's limits
 // and bill follow what Parse reads, so Parse refuses what they could read
 // differently: a routing field given twice, where most decoders keep the
-// last and some the first; and a key that is not a routing field's but
-// that Go's encoding/json would take for one, matching case-insensitively.
-// Keys are compared as decoders see them, escapes decoded.
+// last and some the first; a key that is not a routing field's but that
+// Go's encoding/json would take for one, matching case-insensitively; and
+// both max_tokens and max_completion_tokens with different values, of
+// which backends heed one or the other. Keys are compared as decoders see
+// them, escapes decoded.
 func (r *Request) Parse(body []byte) error {
 	err := r.parse(body)
 	if err != nil && !valid(body) {
@@ -115,8 +134,9 @@ func (r *Request) parse(body []byte) error {
 		}
 		return errNotJSON()
 	}
-	var seen uint8 // bit f set when field f has been given
-	var maxTokens, maxCompletionTokens int64
+	var seen uint16 // bit f set when field f has been given
+	// The counts as given; -1 when not given, or null.
+	maxTokens, maxCompletionTokens, n, bestOf := int64(-1), int64(-1), int64(-1), int64(-1)
 	i = skipSpace(body, i+1)
 	if i < len(body) && body[i] == '}' {
 		r.end = i
@@ -127,7 +147,7 @@ func (r *Request) parse(body []byte) error {
 				return errNotJSON()
 			}
 			key := body[i+1 : kEnd-1]
-			f, exact := keyField(key, fieldModel, fieldUser)
+			f, exact := keyField(key, fieldModel, fieldCacheSalt)
 			i = skipSpace(body, next)
 			vEnd, err := scanValue(body, i)
 			if err != nil {
@@ -157,21 +177,30 @@ func (r *Request) parse(body []byte) error {
 						return err
 					}
 				case fieldMaxTokens:
-					if maxTokens, err = decodeMaxTokens(f, v); err != nil {
+					if maxTokens, err = decodeCount(f, v, 0, MaxTokensLimit, -1); err != nil {
 						return err
 					}
 				case fieldMaxCompletionTokens:
-					if maxCompletionTokens, err = decodeMaxTokens(f, v); err != nil {
+					if maxCompletionTokens, err = decodeCount(f, v, 0, MaxTokensLimit, -1); err != nil {
+						return err
+					}
+				case fieldN:
+					if n, err = decodeCount(f, v, 1, MaxChoices, -1); err != nil {
+						return err
+					}
+				case fieldBestOf:
+					if bestOf, err = decodeCount(f, v, 1, MaxChoices, -1); err != nil {
 						return err
 					}
 				case fieldUser:
-					switch v[0] {
-					case '"':
-						r.User = decodeString(v)
-					case 'n':
-					default:
-						return invalidType(f, "a string", v)
+					if r.User, err = decodeOptionalString(f, v); err != nil {
+						return err
 					}
+				case fieldCacheSalt:
+					if r.CacheSalt, err = decodeOptionalString(f, v); err != nil {
+						return err
+					}
+					r.cacheSalt = span{i, vEnd}
 				}
 			}
 			i = skipSpace(body, vEnd)
@@ -191,10 +220,15 @@ func (r *Request) parse(body []byte) error {
 	if r.Model == "" {
 		return BadRequest("model", "You must provide a model parameter.")
 	}
-	r.MaxTokens = maxCompletionTokens
-	if r.MaxTokens == 0 {
-		r.MaxTokens = maxTokens
+	switch {
+	case maxTokens >= 0 && maxCompletionTokens >= 0 && maxTokens != maxCompletionTokens:
+		return BadRequest("max_completion_tokens", "max_tokens (%d) and max_completion_tokens (%d) disagree, and backends heed one or the other: send one of them, or the same value in both.", maxTokens, maxCompletionTokens)
+	case maxCompletionTokens >= 0:
+		r.MaxTokens = maxCompletionTokens
+	default:
+		r.MaxTokens = max(maxTokens, 0)
 	}
+	r.Choices = max(n, bestOf, 1)
 	return nil
 }
 
@@ -202,7 +236,7 @@ func errNotJSON() error { return BadRequest("", "The request body is not valid J
 
 // checkKey refuses field f's key when it is a case-folded spelling or
 // the field has been seen before, and notes it in seen.
-func checkKey(f int, exact bool, seen *uint8) error {
+func checkKey(f int, exact bool, seen *uint16) error {
 	if !exact {
 		return BadRequest(fieldParams[f], "The request body has a key that differs from '%s' only in case, which backends read differently; spell it '%s'.", fieldNames[f], fieldNames[f])
 	}
@@ -223,7 +257,7 @@ func (r *Request) parseStreamOptions(body []byte, start, end int) error {
 	if body[start] != '{' {
 		return invalidType(fieldStreamOptions, "an object or null", body[start:end])
 	}
-	var seen uint8
+	var seen uint16
 	i := skipSpace(body, start+1)
 	if body[i] == '}' {
 		return nil
@@ -302,100 +336,143 @@ func decodeBool(f int, v []byte) (bool, error) {
 	return false, invalidType(f, "a boolean", v)
 }
 
-// decodeMaxTokens decodes field f's value v, a JSON integer from 0 to
-// MaxTokensLimit or null (0). Integers written with a fraction or an
-// exponent, such as 1.0 or 1e3, are refused: Python backends read them as
-// floats.
-func decodeMaxTokens(f int, v []byte) (int64, error) {
+// decodeOptionalString decodes field f's value v, a JSON string or null
+// (empty).
+func decodeOptionalString(f int, v []byte) (string, error) {
+	switch v[0] {
+	case '"':
+		return decodeString(v), nil
+	case 'n':
+		return "", nil
+	}
+	return "", invalidType(f, "a string", v)
+}
+
+// decodeCount decodes field f's value v, a JSON integer from lo to hi, or
+// null, which gives null. Integers written with a fraction or an exponent,
+// such as 1.0 or 1e3, are refused: Python backends read them as floats.
+// -0 is 0.
+func decodeCount(f int, v []byte, lo, hi, null int64) (int64, error) {
 	if v[0] == 'n' {
-		return 0, nil
+		return null, nil
 	}
 	if v[0] != '-' && (v[0] < '0' || v[0] > '9') || bytes.ContainsAny(v, ".eE") {
 		return 0, invalidType(f, "an integer", v)
 	}
 	if v[0] == '-' {
-		if string(v) == "-0" {
-			return 0, nil
+		if string(v) != "-0" || lo > 0 {
+			return 0, outOfRange(f, lo, hi, true, v)
 		}
-		return 0, outOfRange(f, true, v)
+		return 0, nil
 	}
 	var n int64
 	for _, c := range v {
-		if n = n*10 + int64(c-'0'); n > MaxTokensLimit {
-			return 0, outOfRange(f, false, v)
+		if n = n*10 + int64(c-'0'); n > hi {
+			return 0, outOfRange(f, lo, hi, false, v)
 		}
+	}
+	if n < lo {
+		return 0, outOfRange(f, lo, hi, true, v)
 	}
 	return n, nil
 }
 
-// outOfRange is the 400 for field f's integer v below 0 or above
-// MaxTokensLimit, as OpenAI words it. Over 24 digits of v are cut short.
-func outOfRange(f int, below bool, v []byte) error {
+// outOfRange is the 400 for field f's integer v below lo or above hi, as
+// OpenAI words it. Over 24 digits of v are cut short.
+func outOfRange(f int, lo, hi int64, below bool, v []byte) error {
 	shown := string(v)
 	if len(v) > 24 {
 		shown = string(v[:21]) + "..."
 	}
-	side, bound, code := "above maximum", "<= "+strconv.Itoa(MaxTokensLimit), "integer_above_max_value"
+	side, bound, code := "above maximum", "<= "+strconv.FormatInt(hi, 10), "integer_above_max_value"
 	if below {
-		side, bound, code = "below minimum", ">= 0", "integer_below_min_value"
+		side, bound, code = "below minimum", ">= "+strconv.FormatInt(lo, 10), "integer_below_min_value"
 	}
 	e := BadRequest(fieldParams[f], "Invalid '%s': integer %s value. Expected a value %s, but got %s instead.", fieldParams[f], side, bound, shown)
 	e.Code = code
 	return e
 }
 
-// Rewrite returns body with the model renamed to model and, when
-// includeUsage is set, stream_options.include_usage forced on. It returns
-// body itself when nothing changes, and otherwise changes only those two
-// values: the rest of the body reaches the backend byte for byte.
-func (r *Request) Rewrite(body []byte, model string, includeUsage bool) []byte {
-	renamed := model != r.Model
-	usage := includeUsage && !r.IncludeUsage
-	if !renamed && !usage {
+// Edits are what Rewrite changes in a body.
+type Edits struct {
+	// Model is the model name the backend is asked for.
+	Model string
+	// IncludeUsage forces stream_options.include_usage on.
+	IncludeUsage bool
+	// CacheSalt, when set, is the cache_salt sent, in place of the
+	// client's own.
+	CacheSalt string
+}
+
+// Rewrite returns body with e's edits made: the model renamed, include_usage
+// forced on, cache_salt set. It returns body itself when nothing changes,
+// and otherwise changes only those values: the rest of the body reaches the
+// backend byte for byte.
+func (r *Request) Rewrite(body []byte, e Edits) []byte {
+	renamed := e.Model != r.Model
+	usage := e.IncludeUsage && !r.IncludeUsage
+	salted := e.CacheSalt != "" && e.CacheSalt != r.CacheSalt
+	if !renamed && !usage && !salted {
 		return body
 	}
 	const addedOptions = `,"stream_options":{"include_usage":true}`
-	out := make([]byte, 0, len(body)+len(model)+2+len(addedOptions))
-	// At most two edits, each replacing a span of body: the model's value,
-	// and where include_usage is set or added.
+	const addedSalt = `,"cache_salt":`
+	out := make([]byte, 0, len(body)+len(e.Model)+len(e.CacheSalt)+len(addedOptions)+len(addedSalt)+4)
+	// At most three edits, each replacing a span of body (or inserting at
+	// an empty one): the model's value, where include_usage is set or
+	// added, and cache_salt's value or where it is added. A body always
+	// has a model, so what is added at its end follows a comma.
 	type edit struct {
-		at    span
-		with  string
-		model bool // with is the new model, quoted into out
+		at     span
+		with   string
+		quoted bool   // with is a string value, quoted into out
+		before string // written ahead of with
 	}
-	var edits [2]edit
+	var edits [3]edit
 	n := 0
 	if renamed {
-		edits[n] = edit{r.model, model, true}
+		edits[n] = edit{at: r.model, with: e.Model, quoted: true}
 		n++
 	}
 	if usage {
 		switch so := r.streamOptions; {
 		case r.includeUsage.ok(): // false or null
-			edits[n] = edit{r.includeUsage, "true", false}
+			edits[n] = edit{at: r.includeUsage, with: "true"}
 		case so.ok() && body[so.start] == 'n':
-			edits[n] = edit{so, `{"include_usage":true}`, false}
+			edits[n] = edit{at: so, with: `{"include_usage":true}`}
 		case so.ok() && skipSpace(body, so.start+1) == so.end-1: // {}
-			edits[n] = edit{span{so.end - 1, so.end - 1}, `"include_usage":true`, false}
+			edits[n] = edit{at: span{so.end - 1, so.end - 1}, with: `"include_usage":true`}
 		case so.ok():
-			edits[n] = edit{span{so.end - 1, so.end - 1}, `,"include_usage":true`, false}
+			edits[n] = edit{at: span{so.end - 1, so.end - 1}, with: `,"include_usage":true`}
 		default:
-			edits[n] = edit{span{r.end, r.end}, addedOptions, false}
+			edits[n] = edit{at: span{r.end, r.end}, with: addedOptions}
 		}
 		n++
 	}
-	if n == 2 && edits[1].at.start < edits[0].at.start {
-		edits[0], edits[1] = edits[1], edits[0]
+	if salted {
+		if r.cacheSalt.ok() {
+			edits[n] = edit{at: r.cacheSalt, with: e.CacheSalt, quoted: true}
+		} else {
+			edits[n] = edit{at: span{r.end, r.end}, with: e.CacheSalt, quoted: true, before: addedSalt}
+		}
+		n++
+	}
+	// In body's order; two insertions at the object's end keep theirs.
+	for i := 1; i < n; i++ {
+		for j := i; j > 0 && edits[j].at.start < edits[j-1].at.start; j-- {
+			edits[j], edits[j-1] = edits[j-1], edits[j]
+		}
 	}
 	last := 0
-	for _, e := range edits[:n] {
-		out = append(out, body[last:e.at.start]...)
-		if e.model {
-			out = appendJSONString(out, e.with)
+	for _, ed := range edits[:n] {
+		out = append(out, body[last:ed.at.start]...)
+		out = append(out, ed.before...)
+		if ed.quoted {
+			out = appendJSONString(out, ed.with)
 		} else {
-			out = append(out, e.with...)
+			out = append(out, ed.with...)
 		}
-		last = e.at.end
+		last = ed.at.end
 	}
 	return append(out, body[last:]...)
 }

@@ -30,7 +30,22 @@ type goRequest struct {
 	} `json:"stream_options"`
 	MaxTokens           *int64 `json:"max_tokens"`
 	MaxCompletionTokens *int64 `json:"max_completion_tokens"`
+	N                   *int64 `json:"n"`
+	BestOf              *int64 `json:"best_of"`
 	User                string `json:"user"`
+	CacheSalt           string `json:"cache_salt"`
+}
+
+// choices is how many answers a backend generates for n and best_of, nil
+// when absent or null.
+func choices(n, bestOf *int64) int64 {
+	c := int64(1)
+	for _, v := range []*int64{n, bestOf} {
+		if v != nil {
+			c = max(c, *v)
+		}
+	}
+	return c
 }
 
 // decodedByMap is body's routing fields as an exact-key decoder reads
@@ -51,15 +66,15 @@ func decodedByMap(t *testing.T, body []byte) Request {
 		}
 		return s
 	}
-	count := func(raw json.RawMessage) int64 {
+	count := func(raw json.RawMessage) *int64 {
 		if raw == nil || string(raw) == "null" {
-			return 0
+			return nil
 		}
 		n, err := strconv.ParseInt(string(raw), 10, 64)
 		if err != nil {
 			t.Fatalf("%q: %s is not an int64: %v", body, raw, err)
 		}
-		return n
+		return &n
 	}
 	r.Model = str(m["model"])
 	r.Stream = string(m["stream"]) == "true"
@@ -70,12 +85,24 @@ func decodedByMap(t *testing.T, body []byte) Request {
 		}
 		r.IncludeUsage = string(o["include_usage"]) == "true"
 	}
-	r.MaxTokens = count(m["max_completion_tokens"])
-	if r.MaxTokens == 0 {
-		r.MaxTokens = count(m["max_tokens"])
-	}
+	r.MaxTokens = bound(count(m["max_tokens"]), count(m["max_completion_tokens"]))
+	r.Choices = choices(count(m["n"]), count(m["best_of"]))
 	r.User = str(m["user"])
+	r.CacheSalt = str(m["cache_salt"])
 	return r
+}
+
+// bound is the output bound a backend heeds, whichever of max_tokens and
+// max_completion_tokens it reads: the one given, or either when both are
+// (Parse accepts both only when they agree); 0 when neither is.
+func bound(maxTokens, maxCompletionTokens *int64) int64 {
+	switch {
+	case maxCompletionTokens != nil:
+		return *maxCompletionTokens
+	case maxTokens != nil:
+		return *maxTokens
+	}
+	return 0
 }
 
 // decodedByStruct is body's routing fields as encoding/json reads them
@@ -86,16 +113,12 @@ func decodedByStruct(t *testing.T, body []byte) Request {
 	if err := json.Unmarshal(body, &g); err != nil {
 		t.Fatalf("json.Unmarshal(%q) into a struct: %v", body, err)
 	}
-	r := Request{Model: g.Model, Stream: g.Stream, User: g.User}
+	r := Request{Model: g.Model, Stream: g.Stream, User: g.User, CacheSalt: g.CacheSalt}
 	if g.StreamOptions != nil {
 		r.IncludeUsage = g.StreamOptions.IncludeUsage
 	}
-	if g.MaxCompletionTokens != nil {
-		r.MaxTokens = *g.MaxCompletionTokens
-	}
-	if r.MaxTokens == 0 && g.MaxTokens != nil {
-		r.MaxTokens = *g.MaxTokens
-	}
+	r.MaxTokens = bound(g.MaxTokens, g.MaxCompletionTokens)
+	r.Choices = choices(g.N, g.BestOf)
 	return r
 }
 
@@ -162,6 +185,7 @@ func refusal(t *testing.T, body []byte) (param string, ok bool) {
 		return "", true
 	}
 	model := ""
+	bounds := map[string]int64{} // max_tokens and max_completion_tokens, when given
 	p, bad := check(body, fieldNames[:fieldIncludeUsage], "", func(name string, v json.RawMessage) (string, bool) {
 		switch c := v[0]; name {
 		case "model":
@@ -169,8 +193,14 @@ func refusal(t *testing.T, body []byte) (param string, ok bool) {
 			return name, c != '"'
 		case "stream":
 			return name, c != 't' && c != 'f' && c != 'n'
-		case "user":
+		case "user", "cache_salt":
 			return name, c != '"' && c != 'n'
+		case "n", "best_of":
+			if c == 'n' {
+				return "", false
+			}
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			return name, err != nil || n < 1 || n > MaxChoices
 		case "stream_options":
 			if c == 'n' {
 				return "", false
@@ -182,10 +212,11 @@ func refusal(t *testing.T, body []byte) (param string, ok bool) {
 				return "stream_options." + name, v[0] != 't' && v[0] != 'f' && v[0] != 'n'
 			})
 		default: // max_tokens, max_completion_tokens
-			if c == 'n' || string(v) == "-0" {
+			if c == 'n' {
 				return "", false
 			}
 			n, err := strconv.ParseInt(string(v), 10, 64)
+			bounds[name] = n
 			return name, err != nil || n < 0 || n > MaxTokensLimit
 		}
 	})
@@ -194,6 +225,11 @@ func refusal(t *testing.T, body []byte) (param string, ok bool) {
 	}
 	if model == "" {
 		return "model", true
+	}
+	mt, ok1 := bounds["max_tokens"]
+	mct, ok2 := bounds["max_completion_tokens"]
+	if ok1 && ok2 && mt != mct {
+		return "max_completion_tokens", true
 	}
 	return "", false
 }
@@ -227,6 +263,16 @@ func FuzzRequestMatchesEncodingJSON(f *testing.F) {
 		`{"model":"m","max_tokens":2147483648}`, `{"model":"m","max_tokens":-1}`, `{"model":"m","max_tokens":-0}`, `{"model":"m","max_tokens":1.5}`,
 		`{"model":"m","max_tokens":1e3}`, `{"model":"m","max_tokens":"5"}`, `{"model":"m","max_completion_tokens":0,"max_tokens":7}`,
 		`{"model":"m","max_completion_tokens":null,"max_tokens":7}`, `{"model":"m","max_tokens":7,"max_completion_tokens":3}`,
+		`{"model":"m","max_tokens":7,"max_completion_tokens":7}`, `{"model":"m","max_completion_tokens":1,"max_tokens":1000000}`,
+		`{"model":"m","max_tokens":-0,"max_completion_tokens":0}`,
+		// Answers.
+		`{"model":"m","n":128,"max_tokens":10}`, `{"model":"m","n":0}`, `{"model":"m","n":-0}`, `{"model":"m","n":129}`,
+		`{"model":"m","n":2,"best_of":5}`, `{"model":"m","best_of":null,"n":null}`, `{"model":"m","N":4}`, `{"model":"m","n":1,"n":128}`,
+		`{"model":"m","n":"2"}`, `{"model":"m","Best_Of":3}`, `{"model":"m","\u006e":3}`,
+		// Cache salts.
+		`{"model":"m","cache_salt":"tenant-a"}`, `{"model":"m","cache_salt":null}`, `{"model":"m","cache_salt":""}`,
+		`{"model":"m","cache_salt":5}`, `{"model":"m","Cache_Salt":"x"}`, `{"model":"m","cache_salt":"a","cache_salt":"b"}`,
+		`{"cache_salt":"x","model":"m","stream_options":{}}`,
 		// Nulls and wrong types.
 		`{"model":null}`, `{"model":"m","stream":null,"user":null,"max_tokens":null}`, `{"model":3}`, `{"model":"m","stream":"true"}`,
 		`{"model":"m","user":1}`, `{"model":""}`,
@@ -266,16 +312,27 @@ func FuzzRequestMatchesEncodingJSON(f *testing.F) {
 		if r.MaxTokens < 0 || r.MaxTokens > MaxTokensLimit {
 			t.Fatalf("Parse(%q) read MaxTokens %d", body, r.MaxTokens)
 		}
+		if r.Choices < 1 || r.Choices > MaxChoices {
+			t.Fatalf("Parse(%q) read Choices %d", body, r.Choices)
+		}
 		checkPrompt(t, body, r.Prompt(body))
 
-		for _, usage := range []bool{true, false} {
-			out := r.Rewrite(body, "other-name", usage)
+		for _, e := range []Edits{
+			{Model: "other-name", IncludeUsage: true},
+			{Model: "other-name"},
+			{Model: r.Model, CacheSalt: "8c1f\\salt\""},
+			{Model: "other-name", IncludeUsage: true, CacheSalt: "9d2e0b7a"},
+		} {
+			out := r.Rewrite(body, e)
 			if !json.Valid(out) {
 				t.Fatalf("Rewrite of %q is invalid: %q", body, out)
 			}
 			want := r
-			want.Model = "other-name"
-			want.IncludeUsage = r.IncludeUsage || usage
+			want.Model = e.Model
+			want.IncludeUsage = r.IncludeUsage || e.IncludeUsage
+			if e.CacheSalt != "" {
+				want.CacheSalt = e.CacheSalt
+			}
 			var got Request
 			if err := got.Parse(out); err != nil {
 				t.Fatalf("Rewrite of %q to %q: %v", body, out, err)
@@ -315,8 +372,8 @@ func checkPrompt(t *testing.T, body, prompt []byte) {
 }
 
 // checkRestKept checks that out, a rewrite of body, holds body's members
-// byte for byte except model and stream_options, and stream_options'
-// members except include_usage.
+// byte for byte except model, stream_options and cache_salt, and
+// stream_options' members except include_usage.
 func checkRestKept(t *testing.T, body, out []byte) {
 	t.Helper()
 	rest := func(b []byte) (top, options map[string]json.RawMessage) {
@@ -328,6 +385,7 @@ func checkRestKept(t *testing.T, body, out []byte) {
 		}
 		delete(top, "model")
 		delete(top, "stream_options")
+		delete(top, "cache_salt")
 		delete(options, "include_usage")
 		return top, options
 	}

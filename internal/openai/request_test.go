@@ -21,10 +21,18 @@ func TestParseRequest(t *testing.T) {
 		{`{"model":"m","stream":true,"stream_options":{"include_usage":true}}`, Request{Model: "m", Stream: true, IncludeUsage: true}},
 		{`{"model":"m","stream_options":null,"stream":false}`, Request{Model: "m"}},
 		{`{"model":"m","stream_options":{"include_usage":null,"x":{"include_usage":true}}}`, Request{Model: "m"}},
-		{`{"model":"m","max_tokens":10,"max_completion_tokens":20}`, Request{Model: "m", MaxTokens: 20}},
-		{`{"model":"m","max_completion_tokens":20,"max_tokens":10}`, Request{Model: "m", MaxTokens: 20}},
+		{`{"model":"m","max_tokens":20,"max_completion_tokens":20}`, Request{Model: "m", MaxTokens: 20}},
+		{`{"model":"m","max_completion_tokens":20}`, Request{Model: "m", MaxTokens: 20}},
 		{`{"model":"m","max_completion_tokens":null,"max_tokens":10}`, Request{Model: "m", MaxTokens: 10}},
-		{`{"model":"m","max_completion_tokens":0,"max_tokens":10}`, Request{Model: "m", MaxTokens: 10}},
+		{`{"model":"m","max_completion_tokens":7,"max_tokens":null}`, Request{Model: "m", MaxTokens: 7}},
+		{`{"model":"m","max_completion_tokens":0,"max_tokens":-0}`, Request{Model: "m"}},
+		{`{"model":"m","n":4,"max_tokens":10}`, Request{Model: "m", MaxTokens: 10, Choices: 4}},
+		{`{"model":"m","n":2,"best_of":5}`, Request{Model: "m", Choices: 5}},
+		{`{"model":"m","best_of":1,"n":3}`, Request{Model: "m", Choices: 3}},
+		{`{"model":"m","n":null,"best_of":null}`, Request{Model: "m", Choices: 1}},
+		{`{"model":"m","n":128}`, Request{Model: "m", Choices: MaxChoices}},
+		{`{"model":"m","cache_salt":"team-a"}`, Request{Model: "m", CacheSalt: "team-a"}},
+		{`{"model":"m","cache_salt":null}`, Request{Model: "m"}},
 		{`{"model":"m","max_tokens":-0}`, Request{Model: "m"}},
 		{`{"model":"m","max_tokens":2147483647}`, Request{Model: "m", MaxTokens: MaxTokensLimit}},
 		{`{"model":"m","max_tokens":null,"stream":null,"user":"u-1"}`, Request{Model: "m", User: "u-1"}},
@@ -49,6 +57,9 @@ type parseCase struct {
 func checkParsed(t *testing.T, tests []parseCase) {
 	t.Helper()
 	for _, tt := range tests {
+		if tt.want.Choices == 0 {
+			tt.want.Choices = 1 // a body without n or best_of asks one answer
+		}
 		got, err := ParseRequest([]byte(tt.body))
 		if err != nil {
 			t.Errorf("ParseRequest(%s): %v", tt.body, err)
@@ -98,6 +109,24 @@ func TestParseRequestErrors(t *testing.T) {
 		{"empty model", `{"model":""}`, Error{Param: "model", Message: "You must provide a model parameter."}},
 		{"negative", `{"model":"m","max_tokens":-1}`, Error{Param: "max_tokens", Code: "integer_below_min_value",
 			Message: "Invalid 'max_tokens': integer below minimum value. Expected a value >= 0, but got -1 instead."}},
+		// Bounds that disagree: one backend heeds max_tokens, another
+		// max_completion_tokens, so neither can be what is reserved.
+		{"bounds disagree", `{"model":"m","max_completion_tokens":1,"max_tokens":1000000}`,
+			Error{Param: "max_completion_tokens", Message: "max_tokens (1000000) and max_completion_tokens (1) disagree"}},
+		{"bounds disagree, other order", `{"model":"m","max_tokens":10,"max_completion_tokens":20}`, Error{Param: "max_completion_tokens", Message: "disagree"}},
+		{"a zero bound disagrees", `{"model":"m","max_completion_tokens":0,"max_tokens":10}`, Error{Param: "max_completion_tokens", Message: "disagree"}},
+		{"no answers", `{"model":"m","n":0}`, Error{Param: "n", Code: "integer_below_min_value",
+			Message: "Invalid 'n': integer below minimum value. Expected a value >= 1, but got 0 instead."}},
+		{"minus zero answers", `{"model":"m","n":-0}`, Error{Param: "n", Code: "integer_below_min_value"}},
+		{"too many answers", `{"model":"m","n":129}`, Error{Param: "n", Code: "integer_above_max_value",
+			Message: "Invalid 'n': integer above maximum value. Expected a value <= 128, but got 129 instead."}},
+		{"best_of too many", `{"model":"m","best_of":1000}`, Error{Param: "best_of", Code: "integer_above_max_value"}},
+		{"n a string", `{"model":"m","n":"2"}`, Error{Param: "n", Code: "invalid_type"}},
+		{"n a decimal", `{"model":"m","n":2.0}`, Error{Param: "n", Code: "invalid_type"}},
+		{"n twice", `{"model":"m","n":1,"n":100}`, Error{Param: "n", Message: "Duplicate key 'n'"}},
+		{"n in another case", `{"model":"m","N":100}`, Error{Param: "n", Message: "differs from 'n' only in case"}},
+		{"cache_salt a number", `{"model":"m","cache_salt":5}`, Error{Param: "cache_salt", Code: "invalid_type"}},
+		{"cache_salt twice", `{"model":"m","cache_salt":"a","cache_salt":"b"}`, Error{Param: "cache_salt", Message: "Duplicate key"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -227,20 +256,32 @@ func TestRewrite(t *testing.T) {
 		name, body, model string
 		usage             bool
 		want              string
+		salt              string
 	}{
-		{"unchanged is the same bytes", `{"model":"m", "x":1}`, "m", false, `{"model":"m", "x":1}`},
-		{"rename", `{ "model" : "alias", "messages":[] }`, "upstream/8b", false, `{ "model" : "upstream/8b", "messages":[] }`},
-		{"rename quoted", `{"model":"a"}`, "b\"\x7f\u2028", false, `{"model":"b\"` + "\x7f" + `\u2028"}`},
-		{"usage added", `{"model":"m","stream":true}`, "m", true, `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`},
+		{"unchanged is the same bytes", `{"model":"m", "x":1}`, "m", false, `{"model":"m", "x":1}`, ""},
+		{"rename", `{ "model" : "alias", "messages":[] }`, "upstream/8b", false, `{ "model" : "upstream/8b", "messages":[] }`, ""},
+		{"rename quoted", `{"model":"a"}`, "b\"\x7f\u2028", false, `{"model":"b\"` + "\x7f" + `\u2028"}`, ""},
+		{"usage added", `{"model":"m","stream":true}`, "m", true, `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`, ""},
 		{"usage merged", `{"stream_options":{"continuous_usage_stats":false},"model":"a","stream":true}`, "b", true,
-			`{"stream_options":{"continuous_usage_stats":false,"include_usage":true},"model":"b","stream":true}`},
-		{"usage merged, spaced", `{"stream_options": { "x" : 1 } ,"model":"a"}`, "a", true, `{"stream_options": { "x" : 1 ,"include_usage":true} ,"model":"a"}`},
+			`{"stream_options":{"continuous_usage_stats":false,"include_usage":true},"model":"b","stream":true}`, ""},
+		{"usage merged, spaced", `{"stream_options": { "x" : 1 } ,"model":"a"}`, "a", true, `{"stream_options": { "x" : 1 ,"include_usage":true} ,"model":"a"}`, ""},
 		{"usage already asked", `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`, "m", true,
-			`{"model":"m","stream":true,"stream_options":{"include_usage":true}}`},
-		{"usage was false", `{"model":"m","stream_options":{"include_usage":false,"x":[]}}`, "m", true, `{"model":"m","stream_options":{"include_usage":true,"x":[]}}`},
-		{"usage was null", `{"model":"m","stream_options":{"include_usage" : null}}`, "n", true, `{"model":"n","stream_options":{"include_usage" : true}}`},
-		{"options were null", `{"stream_options":null,"model":"m"}`, "m", true, `{"stream_options":{"include_usage":true},"model":"m"}`},
-		{"rename after options", `{"stream_options":{ },"model":"a"}`, "bb", true, `{"stream_options":{ "include_usage":true},"model":"bb"}`},
+			`{"model":"m","stream":true,"stream_options":{"include_usage":true}}`, ""},
+		{"usage was false", `{"model":"m","stream_options":{"include_usage":false,"x":[]}}`, "m", true, `{"model":"m","stream_options":{"include_usage":true,"x":[]}}`, ""},
+		{"usage was null", `{"model":"m","stream_options":{"include_usage" : null}}`, "n", true, `{"model":"n","stream_options":{"include_usage" : true}}`, ""},
+		{"options were null", `{"stream_options":null,"model":"m"}`, "m", true, `{"stream_options":{"include_usage":true},"model":"m"}`, ""},
+		{"rename after options", `{"stream_options":{ },"model":"a"}`, "bb", true, `{"stream_options":{ "include_usage":true},"model":"bb"}`, ""},
+		{"salt added", `{"model":"m" }`, "m", false, `{"model":"m" ,"cache_salt":"s1"}`, "s1"},
+		{"salt replaced", `{"cache_salt" : "mine","model":"m"}`, "m", false, `{"cache_salt" : "s1","model":"m"}`, "s1"},
+		{"salt was null", `{"model":"m","cache_salt":null}`, "m", false, `{"model":"m","cache_salt":"s1"}`, "s1"},
+		{"salt kept", `{"model":"m","cache_salt":"s1"}`, "m", false, `{"model":"m","cache_salt":"s1"}`, "s1"},
+		{"salt quoted", `{"model":"m"}`, "m", false, `{"model":"m","cache_salt":"a\"b"}`, `a"b`},
+		{"all three", `{"cache_salt":"x","stream":true,"model":"a"}`, "b", true,
+			`{"cache_salt":"s1","stream":true,"model":"b","stream_options":{"include_usage":true}}`, "s1"},
+		{"all three, added at the end", `{"model":"a","stream":true}`, "b", true,
+			`{"model":"b","stream":true,"stream_options":{"include_usage":true},"cache_salt":"s1"}`, "s1"},
+		{"salt before the options", `{"stream_options":{},"cache_salt":"x","model":"a"}`, "b", true,
+			`{"stream_options":{"include_usage":true},"cache_salt":"s1","model":"b"}`, "s1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -248,7 +289,7 @@ func TestRewrite(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := r.Rewrite([]byte(tt.body), tt.model, tt.usage)
+			got := r.Rewrite([]byte(tt.body), Edits{Model: tt.model, IncludeUsage: tt.usage, CacheSalt: tt.salt})
 			if string(got) != tt.want {
 				t.Errorf("Rewrite = %s, want %s", got, tt.want)
 			}
@@ -328,7 +369,7 @@ func BenchmarkParseAndRewrite(b *testing.B) {
 				if err := r.Parse(body); err != nil {
 					b.Fatal(err)
 				}
-				r.Rewrite(body, "meta-llama/Llama-3.1-8B-Instruct", true)
+				r.Rewrite(body, Edits{Model: "meta-llama/Llama-3.1-8B-Instruct", IncludeUsage: true, CacheSalt: "3f9a0c1e5b7d2a4c6e8f0a1b3c5d7e9f"})
 			}
 		})
 	}
