@@ -4,6 +4,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,11 +23,12 @@ var _ Store = (*Memory)(nil)
 // Memory is a Store held in memory. Its zero value is not usable; call
 // NewMemory.
 type Memory struct {
-	mu     sync.Mutex                     // protects everything below
-	keys   map[string]tenant.Key          // key: key ID
-	order  []string                       // key IDs in the order created
-	limits map[string]tenant.TenantLimits // key: tenant path
-	usage  map[string]usage.Record        // key: record ID
+	mu      sync.Mutex                     // protects everything below
+	keys    map[string]tenant.Key          // key: key ID
+	order   []string                       // key IDs in the order created
+	limits  map[string]tenant.TenantLimits // key: tenant path
+	secrets map[string][]byte              // key: secret name
+	usage   map[string]usage.Record        // key: record ID
 	// recent holds the IDs in usage in the order written, as a ring whose
 	// next slot to overwrite is next, so the oldest record can be dropped.
 	recent []string
@@ -43,9 +45,10 @@ const MemoryUsageKept = 100_000
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
 	return &Memory{
-		keys:   map[string]tenant.Key{},
-		limits: map[string]tenant.TenantLimits{},
-		usage:  map[string]usage.Record{},
+		keys:    map[string]tenant.Key{},
+		limits:  map[string]tenant.TenantLimits{},
+		secrets: map[string][]byte{},
+		usage:   map[string]usage.Record{},
 	}
 }
 
@@ -260,3 +263,19 @@ func (m *Memory) Close() error {
 
 // errClosed is returned by a Memory store's methods after Close.
 var errClosed = errors.New("store is closed")
+
+// Secret is the secret named name, made on first use; it lives as long
+// as m, so gateways that share it are the goroutines of one process.
+func (m *Memory) Secret(ctx context.Context, name string) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return nil, err
+	}
+	v, ok := m.secrets[name]
+	if !ok {
+		v = newSecret()
+		m.secrets[name] = v
+	}
+	return bytes.Clone(v), nil
+}

@@ -261,3 +261,17 @@ func (s *Postgres) Close() error {
 	s.pool.Close()
 	return nil
 }
+
+// Secret is the secret named name: whichever process inserts first makes
+// it, and every one reads back the row that won.
+func (s *Postgres) Secret(ctx context.Context, name string) ([]byte, error) {
+	if _, err := s.pool.Exec(ctx, `INSERT INTO secrets (name, value, created) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING`,
+		name, newSecret(), time.Now()); err != nil {
+		return nil, fmt.Errorf("secret %q: %w", name, err)
+	}
+	var v []byte
+	if err := s.pool.QueryRow(ctx, `SELECT value FROM secrets WHERE name = $1`, name).Scan(&v); err != nil {
+		return nil, fmt.Errorf("secret %q: %w", name, err)
+	}
+	return v, nil
+}

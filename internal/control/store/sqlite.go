@@ -329,3 +329,17 @@ func checkKey(k tenant.Key) error {
 	}
 	return nil
 }
+
+// Secret is the secret named name: whichever process inserts first makes
+// it, and every one reads back the row that won.
+func (s *SQLite) Secret(ctx context.Context, name string) ([]byte, error) {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO secrets (name, value, created) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`,
+		name, newSecret(), time.Now().UnixNano()); err != nil {
+		return nil, fmt.Errorf("secret %q: %w", name, err)
+	}
+	var v []byte
+	if err := s.db.QueryRowContext(ctx, `SELECT value FROM secrets WHERE name = ?`, name).Scan(&v); err != nil {
+		return nil, fmt.Errorf("secret %q: %w", name, err)
+	}
+	return v, nil
+}

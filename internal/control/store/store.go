@@ -6,6 +6,7 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"time"
 
@@ -19,6 +20,17 @@ var ErrNotFound = errors.New("not found")
 // ErrExists is returned by CreateKey when a key with the same ID is
 // already stored.
 var ErrExists = errors.New("already exists")
+
+// SecretSize is the length of a Secret: 256 bits, what an HMAC-SHA256 key
+// needs.
+const SecretSize = 32
+
+// newSecret is SecretSize bytes from the system's random source.
+func newSecret() []byte {
+	b := make([]byte, SecretSize)
+	rand.Read(b) // never fails on the systems llmgw runs on
+	return b
+}
 
 // Store is the control plane's persistence. Every method is safe for
 // concurrent use.
@@ -43,6 +55,11 @@ type Store interface {
 	AddUsage(ctx context.Context, recs []usage.Record) error
 	// Usage sums the records q selects.
 	Usage(ctx context.Context, q usage.Query) ([]usage.Row, error)
+
+	// Secret is the secret named name: SecretSize random bytes made the
+	// first time any process sharing the store asks for it, and the same
+	// bytes ever after, to every one of them.
+	Secret(ctx context.Context, name string) ([]byte, error)
 
 	// Ping reports whether the store answers.
 	Ping(ctx context.Context) error

@@ -4,6 +4,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -116,6 +117,7 @@ func testStore(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("UsageIdempotent", func(t *testing.T) { testUsageIdempotent(t, open(t)) })
 	t.Run("UsageQuery", func(t *testing.T) { testUsageQuery(t, open(t)) })
 	t.Run("UsageConcurrent", func(t *testing.T) { testUsageConcurrent(t, open(t)) })
+	t.Run("Secret", func(t *testing.T) { testSecret(t, open(t)) })
 	t.Run("Ping", func(t *testing.T) {
 		if err := open(t).Ping(t.Context()); err != nil {
 			t.Fatalf("Ping: %v", err)
@@ -425,5 +427,50 @@ func TestMemoryKeepsTheLatestRecords(t *testing.T) {
 	rows, _ = m.Usage(ctx, usage.Query{Since: at.Add(time.Duration(total-1) * time.Second), Until: at.Add(time.Duration(total) * time.Second)})
 	if rows[0].Requests != 1 {
 		t.Errorf("the newest record is missing")
+	}
+}
+
+// testSecret asks for two secrets from many goroutines at once, as
+// gateways starting together on one store do: each name gets one secret,
+// the same to every asker.
+func testSecret(t *testing.T, s Store) {
+	const askers = 8
+	got := make([][2][]byte, askers)
+	errs := make(chan error, 2*askers)
+	var wg sync.WaitGroup
+	for i := range askers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j, name := range []string{"cache-salt", "other"} {
+				v, err := s.Secret(t.Context(), name)
+				if err != nil {
+					errs <- err
+				}
+				got[i][j] = v
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("Secret: %v", err)
+	}
+	for i := range got {
+		for j := range got[i] {
+			if len(got[i][j]) != SecretSize {
+				t.Fatalf("asker %d: secret %d is %d bytes, want %d", i, j, len(got[i][j]), SecretSize)
+			}
+			if !bytes.Equal(got[i][j], got[0][j]) {
+				t.Errorf("asker %d got another secret %d than asker 0", i, j)
+			}
+		}
+	}
+	if bytes.Equal(got[0][0], got[0][1]) {
+		t.Error("two names share a secret")
+	}
+	again, err := s.Secret(t.Context(), "cache-salt")
+	if err != nil || !bytes.Equal(again, got[0][0]) {
+		t.Errorf("asked again: %x, %v; want the first %x", again, err, got[0][0])
 	}
 }
