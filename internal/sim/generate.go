@@ -30,6 +30,9 @@ type commonFields struct {
 	IgnoreEOS bool   `json:"ignore_eos"`
 	Seed      *int64 `json:"seed"`
 	N         *int   `json:"n"`
+	// CacheSalt keeps the prompt's blocks apart from those of prompts
+	// with another salt, or none, as vLLM's does.
+	CacheSalt *string `json:"cache_salt"`
 }
 
 type chatRequest struct {
@@ -271,6 +274,13 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, ep endpoint, c
 	if c.N != nil && *c.N != 1 {
 		openai.WriteError(w, openai.BadRequest("n", "Only n=1 is served."))
 		return
+	}
+	if c.CacheSalt != nil {
+		if *c.CacheSalt == "" {
+			openai.WriteError(w, openai.BadRequest("cache_salt", "Parameter 'cache_salt' must be a non-empty string if provided."))
+			return
+		}
+		p = p.salted(*c.CacheSalt)
 	}
 	maxTokens, param := c.MaxCompletionTokens, "max_completion_tokens"
 	if maxTokens == nil {

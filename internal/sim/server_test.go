@@ -561,6 +561,40 @@ func TestPrefixCacheOverHTTP(t *testing.T) {
 	}
 }
 
+// A cache_salt keys a prompt's blocks, as vLLM's does: the same prompt
+// hits the cache under the salt it was first sent with, and under no
+// other, nor without one.
+func TestCacheSalt(t *testing.T) {
+	_, ts := newTestServer(t, fast)
+	prompt := strings.Repeat("A system prompt one tenant keeps to itself. ", 100)
+	url := ts.URL + "/v1/chat/completions"
+	cached := func(salt any) int {
+		extra := map[string]any{"max_tokens": 2}
+		if salt != nil {
+			extra["cache_salt"] = salt
+		}
+		return decode[answer](t, post(t, t.Context(), url, chatBody(prompt, extra)), 200).Usage.PromptTokensDetails.CachedTokens
+	}
+	if got := cached("tenant-a"); got != 0 {
+		t.Fatalf("first sight: %d cached tokens", got)
+	}
+	for _, salt := range []any{"tenant-b", nil, "tenant-a "} {
+		if got := cached(salt); got != 0 {
+			t.Errorf("salt %v: %d tokens cached from tenant-a's prompt, want 0", salt, got)
+		}
+	}
+	if got := cached("tenant-a"); got == 0 {
+		t.Error("the same salt again: nothing cached")
+	}
+	if got := cached(nil); got == 0 {
+		t.Error("unsalted, after an unsalted request: nothing cached")
+	}
+	resp := post(t, t.Context(), url, chatBody(prompt, map[string]any{"max_tokens": 2, "cache_salt": ""}))
+	if e := decode[errorBody](t, resp, 400); e.Error.Param != "cache_salt" {
+		t.Errorf("an empty cache_salt: %+v, want a 400 naming cache_salt", e)
+	}
+}
+
 func TestTimingOverHTTP(t *testing.T) {
 	// Batch timing at 4× speed: a 6,000-token prompt takes three 2,048-token
 	// prefill steps of ~40 ms; a short one and a cached repeat, one step of

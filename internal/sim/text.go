@@ -69,6 +69,23 @@ func (p *promptHasher) addTokenID(id int64) {
 	p.addToken(string(strconv.AppendInt(b[:0], id, 10)))
 }
 
+// salted is p with its blocks keyed by salt as well: a prompt salted
+// differently, or not at all, hits none of them, as vLLM keys a salted
+// prompt's first block, and so every block after it, by its salt.
+func (p promptInfo) salted(salt string) promptInfo {
+	h := uint64(fnvOffset)
+	for i := 0; i < len(salt); i++ {
+		h ^= uint64(salt[i])
+		h *= fnvPrime
+	}
+	hashes := make([]uint64, len(p.hashes))
+	for i, b := range p.hashes {
+		hashes[i] = mix(b ^ h)
+	}
+	p.hashes = hashes
+	return p
+}
+
 func (p *promptHasher) result() promptInfo {
 	p.info.digest = p.h
 	return p.info
