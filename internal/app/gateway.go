@@ -94,13 +94,21 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	}
 	g.ledger = ledger.New(g.store, ledger.Options{SpoolDir: spool, Logger: log, Registerer: g.reg})
 
+	// Cache salts are made under a secret every gateway on the store
+	// shares, so that a domain's prompts hit the same cached prefix
+	// whichever gateway sends them.
+	secret, err := g.store.Secret(ctx, cacheSaltSecret)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cache salt secret from the store: %w", err)
+	}
 	opts := router.Options{
-		Transport:  upstreamTransport(cfg.Server),
-		Server:     cfg.Server,
-		Router:     cfg.Router,
-		Recorder:   g.ledger,
-		Registerer: g.reg,
-		Logger:     log,
+		CacheSecret: secret,
+		Transport:   upstreamTransport(cfg.Server),
+		Server:      cfg.Server,
+		Router:      cfg.Router,
+		Recorder:    g.ledger,
+		Registerer:  g.reg,
+		Logger:      log,
 	}
 	if cfg.Router.Auth == "keys" {
 		g.keyring = keys.NewKeyring(g.store, keys.Options{ConfigTenants: cfg.Tenants, Logger: log})
@@ -145,6 +153,9 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	g.admin = &http.Server{Handler: g.adminMux(), ReadHeaderTimeout: 10 * time.Second}
 	return g, nil
 }
+
+// cacheSaltSecret names the store's secret cache salts are made under.
+const cacheSaltSecret = "cache-salt"
 
 // apiServer is the API listener's HTTP/1.1 server: llmgw's own or net/http's.
 type apiServer interface {

@@ -56,6 +56,9 @@ type Server struct {
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 }
 
+// CacheIsolationNone lets every tenant's prompts share the prefix cache.
+const CacheIsolationNone = "none"
+
 // Router holds authentication and how tenants are labelled.
 type Router struct {
 	// Auth is keys (every request needs an API key) or none.
@@ -82,6 +85,12 @@ type Router struct {
 	// alone, so two deployments on one Redis keep apart by their
 	// channels.
 	ShareChannel string `yaml:"share_channel,omitempty"`
+	// CacheIsolation is the tenant level, org, team or user, within which
+	// prompts may share a backend's prefix cache, or none: prompts of two
+	// tenants at that level never share a cached prefix, in the gateway's
+	// prefix index or, on pools whose servers take a cache_salt, on the
+	// servers.
+	CacheIsolation string `yaml:"cache_isolation"`
 }
 
 // Store says where keys, tenant limits and the ledger live.
@@ -152,7 +161,7 @@ func Default() Config {
 			Retries:           1,
 			ShutdownGrace:     DefaultShutdownGrace,
 		},
-		Router: Router{Auth: "keys", TenantLabel: tenant.LevelTeam, DefaultMaxTokens: DefaultMaxTokens, SharePrefixIndex: true, ShareLoad: true},
+		Router: Router{Auth: "keys", TenantLabel: tenant.LevelTeam, DefaultMaxTokens: DefaultMaxTokens, SharePrefixIndex: true, ShareLoad: true, CacheIsolation: tenant.LevelOrg},
 		Store:  Store{URL: DefaultStoreURL},
 		Limits: Limits{OnRedisError: "open"},
 	}

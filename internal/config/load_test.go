@@ -106,7 +106,7 @@ func TestFullExample(t *testing.T) {
 			ConnectTimeout: 5 * time.Second, FirstTokenTimeout: time.Minute, IdleTimeout: time.Minute,
 			RequestTimeout: 10 * time.Minute, KeepAlive: 15 * time.Second, Retries: 1, ShutdownGrace: 30 * time.Second,
 		},
-		Router: Router{Auth: "keys", TenantLabel: "team", DefaultMaxTokens: 1024, SharePrefixIndex: true, ShareLoad: true, ShareChannel: "llmgw:placements"},
+		Router: Router{Auth: "keys", TenantLabel: "team", DefaultMaxTokens: 1024, SharePrefixIndex: true, ShareLoad: true, ShareChannel: "llmgw:placements", CacheIsolation: "org"},
 		Store:  Store{URL: "sqlite:/var/lib/llmgw/llmgw.db", SpoolDir: "/var/lib/llmgw/spool"},
 		Limits: Limits{Redis: "redis://127.0.0.1:6379/0", OnRedisError: "open"},
 		Tenants: []tenant.TenantLimits{

@@ -179,6 +179,11 @@ func (r *Router) validate(ps *problems) {
 	if r.DefaultMaxTokens <= 0 {
 		ps.add("router.default_max_tokens", "must be positive, got %d", r.DefaultMaxTokens)
 	}
+	switch r.CacheIsolation {
+	case tenant.LevelOrg, tenant.LevelTeam, tenant.LevelUser, CacheIsolationNone:
+	default:
+		ps.add("router.cache_isolation", "must be org, team, user or none, got %q", r.CacheIsolation)
+	}
 }
 
 // storeForms are the store URL forms llmgw knows, as an operator reads them.

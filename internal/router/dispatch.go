@@ -58,7 +58,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 			}
 			call := proxy.Call{
 				Header:         p.header(req.Stream),
-				Body:           req.Rewrite(req.body, m.UpstreamName(), req.Stream),
+				Body:           req.Rewrite(req.body, openai.Edits{Model: m.UpstreamName(), IncludeUsage: req.Stream, CacheSalt: p.salt(req)}),
 				Stream:         req.Stream,
 				StripUsage:     req.Stream && !req.IncludeUsage,
 				Start:          req.start,
@@ -75,7 +75,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 				return dispatchResult{outcome: proxy.Outcome{Status: openai.AsError(err).Status, Err: err}, model: m}
 			}
 			now := time.Now()
-			rt.prepare(p, prompt, req.estimate, sloLeft(m.ClassSLO(req.class.String()).TTFTp99, req.start, now))
+			rt.prepare(p, prompt, req.salt.seed, req.estimate, sloLeft(m.ClassSLO(req.class.String()).TTFTp99, req.start, now))
 			if p.policy == catalog.PolicyAuto {
 				rt.stall = r.stallWeight(m, now)
 			}

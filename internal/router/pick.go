@@ -27,6 +27,7 @@ type pool struct {
 	next      atomic.Uint64
 	maxAge    time.Duration // a scrape older is unknown
 	provider  *provider     // a hosted provider's; nil for OpenAI-compatible kinds
+	takesSalt bool          // whether calls carry the request's cache_salt
 
 	// index maps prompt blocks to the endpoints that hold them. It is
 	// replaced, empty, when a scrape reports another KV-cache block size.
@@ -49,7 +50,7 @@ type pool struct {
 func newPool(p catalog.Pool, prev *pool, m *metrics) *pool {
 	np := &pool{
 		name: p.Name, policy: p.Policy, plain: poolHeaders(p, false), streamed: poolHeaders(p, true),
-		maxAge: p.Metrics.MaxAge, provider: newProvider(p),
+		maxAge: p.Metrics.MaxAge, provider: newProvider(p), takesSalt: takesSalt(p.Kind),
 	}
 	if np.policy == "" {
 		np.policy = catalog.PolicyAuto
@@ -158,8 +159,9 @@ func sloLeft(slo time.Duration, start, now time.Time) time.Duration {
 	return max(slo-now.Sub(start), time.Nanosecond)
 }
 
-// prepare hashes prompt for p's index, once per request and pool.
-func (rt *route) prepare(p *pool, prompt []byte, tokens int64, slo time.Duration) {
+// prepare hashes prompt for p's index, from the seed of the request's
+// isolation domain, once per request and pool.
+func (rt *route) prepare(p *pool, prompt []byte, seed uint64, tokens int64, slo time.Duration) {
 	rt.index = p.index.Load()
 	rt.promptBytes = len(prompt)
 	rt.prompt = tokens
@@ -168,7 +170,7 @@ func (rt *route) prepare(p *pool, prompt []byte, tokens int64, slo time.Duration
 	rt.hashes, rt.matched = nil, [64]int32{}
 	rt.indexed = p.indexed()
 	if n := min(len(prompt)/rt.index.block, maxPrefixBlocks); n > 0 && rt.indexed {
-		rt.hashes = hashBlocks(make([]uint64, 0, n), prompt, rt.index.block)
+		rt.hashes = hashBlocks(make([]uint64, 0, n), prompt, rt.index.block, seed)
 		rt.index.match(rt.hashes, &rt.matched)
 	}
 	rt.indexed = rt.indexed && len(rt.hashes) > 0

@@ -25,7 +25,7 @@ var benchIndex = sync.OnceValue(func() *prefixIndex {
 	for k := range 50_000 {
 		fam := k % len(benchSystems())
 		prompt := benchPromptOf(fam, uint64(k), 1<<10+r.IntN(2<<10))
-		hashes = hashBlocks(hashes[:0], prompt, x.block)
+		hashes = hashBlocks(hashes[:0], prompt, x.block, 0)
 		ep := fam % benchEndpoints
 		if r.IntN(4) == 0 {
 			ep = r.IntN(benchEndpoints)
@@ -84,7 +84,7 @@ func BenchmarkPick(b *testing.B) {
 		b.Run(policy, func(b *testing.B) {
 			p := benchPool(policy)
 			var rt route
-			rt.prepare(p, prompt, int64(len(prompt)/bytesPerToken), 500*time.Millisecond)
+			rt.prepare(p, prompt, 0, int64(len(prompt)/bytesPerToken), 500*time.Millisecond)
 			rt.spare = 0.05
 			c, now := all(p), time.Now()
 			b.ReportAllocs()
@@ -108,7 +108,7 @@ func BenchmarkPrepare(b *testing.B) {
 			b.SetBytes(int64(len(prompt)))
 			b.ReportAllocs()
 			for b.Loop() {
-				rt.prepare(p, prompt, int64(len(prompt)/bytesPerToken), 500*time.Millisecond)
+				rt.prepare(p, prompt, 0, int64(len(prompt)/bytesPerToken), 500*time.Millisecond)
 			}
 			if rt.matched == ([64]int32{}) {
 				b.Fatal("the prompt matched nothing")

@@ -55,8 +55,11 @@ func linkedGateways(t *testing.T, mutate func(*config.Config), upstreams ...http
 		}
 	}
 	ab, ba = &link{}, &link{}
-	a = newTestGatewayWith(t, Options{Placements: ab}, same)
-	b = newTestGatewayWith(t, Options{Placements: ba}, same)
+	// Gateways that share where prompts went share a store, and so the
+	// secret their isolation domains' seeds are made with.
+	secret := []byte("a secret both gateways read from their store")
+	a = newTestGatewayWith(t, Options{Placements: ab, CacheSecret: secret}, same)
+	b = newTestGatewayWith(t, Options{Placements: ba, CacheSecret: secret}, same)
 	ab.to, ba.to = b.r, a.r
 	return a, b, ab, ba
 }
@@ -71,14 +74,15 @@ func (g *testGateway) held(hashes []uint64) []int32 {
 }
 
 // promptHashes are the index's hashes of prefixRequest's prompt, its
-// messages as sent, as pool main of g hashes it.
+// messages as sent, as pool main of g hashes it for a request of no
+// tenant.
 func (g *testGateway) promptHashes(t *testing.T) []uint64 {
 	t.Helper()
 	var body map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(prefixRequest), &body); err != nil {
 		t.Fatal(err)
 	}
-	return hashBlocks(nil, body["messages"], g.r.snap.Load().pools["main"].index.Load().block)
+	return hashBlocks(nil, body["messages"], g.r.snap.Load().pools["main"].index.Load().block, g.r.iso.of("", "").seed)
 }
 
 // TestPlacementsReachTheOtherGateway: where one gateway sends a prompt,

@@ -38,7 +38,7 @@ func promptText(seed uint64, blocks int) []byte {
 // routeFor prepares prompt for p, at a token a bytesPerToken.
 func routeFor(p *pool, prompt []byte, slo time.Duration) *route {
 	var rt route
-	rt.prepare(p, prompt, int64(len(prompt)/bytesPerToken), slo)
+	rt.prepare(p, prompt, 0, int64(len(prompt)/bytesPerToken), slo)
 	return &rt
 }
 
@@ -46,7 +46,7 @@ func routeFor(p *pool, prompt []byte, slo time.Duration) *route {
 // prompt.
 func hold(p *pool, prompt []byte, blocks, i int) {
 	x := p.index.Load()
-	x.add(hashBlocks(nil, prompt, x.block)[:blocks], i)
+	x.add(hashBlocks(nil, prompt, x.block, 0)[:blocks], i)
 }
 
 func TestRoundRobinWeights(t *testing.T) {

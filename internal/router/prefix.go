@@ -47,10 +47,12 @@ func blockBytes(kvBlock int) int {
 }
 
 // hashBlocks appends to dst the chained hashes of prompt's whole blocks of
-// size bytes, at most maxPrefixBlocks of them. A partial last block is
+// size bytes, at most maxPrefixBlocks of them, the chain starting from
+// seed: prompts hashed from different seeds share no block, as prompts of
+// different cache salts share none on a server. A partial last block is
 // left out: no cache holds it as a block either.
-func hashBlocks(dst []uint64, prompt []byte, size int) []uint64 {
-	var h uint64
+func hashBlocks(dst []uint64, prompt []byte, size int, seed uint64) []uint64 {
+	h := seed
 	for i := 0; i+size <= len(prompt) && len(dst) < maxPrefixBlocks; i += size {
 		h = mix(h*0x9e3779b97f4a7c15 ^ xxhash.Sum64(prompt[i:i+size]))
 		dst = append(dst, h)

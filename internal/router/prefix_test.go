@@ -25,8 +25,8 @@ func TestHashBlocks(t *testing.T) {
 	base := text(1, 10*size)
 
 	t.Run("same prefix, same leading hashes", func(t *testing.T) {
-		a := hashBlocks(nil, base, size)
-		b := hashBlocks(nil, append(bytes.Clone(base[:6*size]), text(2, 4*size)...), size)
+		a := hashBlocks(nil, base, size, 0)
+		b := hashBlocks(nil, append(bytes.Clone(base[:6*size]), text(2, 4*size)...), size, 0)
 		if len(a) != 10 || len(b) != 10 {
 			t.Fatalf("got %d and %d hashes, want 10 each", len(a), len(b))
 		}
@@ -43,7 +43,7 @@ func TestHashBlocks(t *testing.T) {
 	t.Run("a differing block changes every later hash", func(t *testing.T) {
 		changed := bytes.Clone(base)
 		changed[3*size+17] ^= 1 // one byte of block 3
-		a, b := hashBlocks(nil, base, size), hashBlocks(nil, changed, size)
+		a, b := hashBlocks(nil, base, size, 0), hashBlocks(nil, changed, size, 0)
 		if diff := cmp.Diff(a[:3], b[:3]); diff != "" {
 			t.Errorf("blocks before the change hash differently:\n%s", diff)
 		}
@@ -56,24 +56,24 @@ func TestHashBlocks(t *testing.T) {
 	})
 
 	t.Run("a partial last block is left out", func(t *testing.T) {
-		whole := hashBlocks(nil, base[:3*size], size)
-		partial := hashBlocks(nil, base[:4*size-1], size)
+		whole := hashBlocks(nil, base[:3*size], size, 0)
+		partial := hashBlocks(nil, base[:4*size-1], size, 0)
 		if diff := cmp.Diff(whole, partial); diff != "" {
 			t.Errorf("a partial fourth block changed the hashes:\n%s", diff)
 		}
-		if got := hashBlocks(nil, base[:size-1], size); len(got) != 0 {
+		if got := hashBlocks(nil, base[:size-1], size, 0); len(got) != 0 {
 			t.Errorf("a prompt shorter than a block has %d hashes, want none", len(got))
 		}
 	})
 
 	t.Run("capped at maxPrefixBlocks", func(t *testing.T) {
 		long := text(3, (maxPrefixBlocks+40)*size)
-		got := hashBlocks(nil, long, size)
+		got := hashBlocks(nil, long, size, 0)
 		if len(got) != maxPrefixBlocks {
 			t.Errorf("%d hashes, want %d", len(got), maxPrefixBlocks)
 		}
 		// The cap counts what dst already holds.
-		if got := hashBlocks(make([]uint64, maxPrefixBlocks-2), long, size); len(got) != maxPrefixBlocks {
+		if got := hashBlocks(make([]uint64, maxPrefixBlocks-2), long, size, 0); len(got) != maxPrefixBlocks {
 			t.Errorf("appending to %d hashes gave %d, want %d", maxPrefixBlocks-2, len(got), maxPrefixBlocks)
 		}
 	})
@@ -93,8 +93,8 @@ func matchOf(x *prefixIndex, hashes []uint64) [64]int32 {
 
 func TestPrefixIndexMatch(t *testing.T) {
 	x := smallIndex(256, 1024)
-	chain := hashBlocks(nil, text(4, 8*256), 256)
-	other := hashBlocks(nil, text(5, 8*256), 256)
+	chain := hashBlocks(nil, text(4, 8*256), 256, 0)
+	other := hashBlocks(nil, text(5, 8*256), 256, 0)
 
 	x.add(chain, 0)      // all eight blocks
 	x.add(chain[:3], 5)  // the first three
@@ -113,10 +113,10 @@ func TestPrefixIndexMatch(t *testing.T) {
 	fork := append(bytes.Clone(text(4, 8*256)[:4*256]), text(6, 4*256)...)
 	want = [64]int32{}
 	want[0], want[5], want[63] = 4, 3, 4
-	if diff := cmp.Diff(want, matchOf(x, hashBlocks(nil, fork, 256))); diff != "" {
+	if diff := cmp.Diff(want, matchOf(x, hashBlocks(nil, fork, 256, 0))); diff != "" {
 		t.Errorf("match of a fork (-want +got):\n%s", diff)
 	}
-	if got := matchOf(x, hashBlocks(nil, text(7, 4*256), 256)); got != ([64]int32{}) {
+	if got := matchOf(x, hashBlocks(nil, text(7, 4*256), 256, 0)); got != ([64]int32{}) {
 		t.Errorf("a prompt never sent matches %v", got)
 	}
 
@@ -168,7 +168,7 @@ func TestPrefixIndexHeldStaysConsistent(t *testing.T) {
 		// Prompts share their first blocks with others of their family,
 		// so that blocks have several holders.
 		p := append(bytes.Clone(text(uint64(i%5), 4*4)), text(uint64(100+i), 4*(1+r.IntN(12)))...)
-		prompts[i] = hashBlocks(nil, p, x.block)
+		prompts[i] = hashBlocks(nil, p, x.block, 0)
 	}
 	for range 5000 {
 		p := prompts[r.IntN(len(prompts))]

@@ -60,6 +60,10 @@ type Options struct {
 	// other gateways in front of the same pools; what they send comes
 	// back through Place.
 	Placements Placements
+	// CacheSecret is the key cache salts are made with: the same for every
+	// gateway whose requests may reach the same servers. Nil means one of
+	// this process's alone.
+	CacheSecret []byte
 }
 
 // Placements takes this gateway's placements to the others. Publish must
@@ -86,6 +90,8 @@ type Router struct {
 	ids   requestIDs
 	// watch scrapes and probes every endpoint of the catalog in service.
 	watch *scrape.Watcher
+	// iso keeps isolation domains' prompts apart in the prefix caches.
+	iso *isolation
 }
 
 // New builds a Router and registers its metrics.
@@ -109,6 +115,7 @@ func New(opts Options) (*Router, error) {
 		proxy: proxy.New(opts.Server.ConnectTimeout, opts.Transport),
 		m:     newMetrics(opts.Router.TenantLabel),
 		ids:   newRequestIDs(),
+		iso:   newIsolation(opts.Router.CacheIsolation, opts.CacheSecret),
 	}
 	if opts.ProbeClient == nil {
 		// Probes have their own connections: a pool of streams busy to

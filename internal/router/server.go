@@ -20,9 +20,12 @@ import (
 
 // api is one endpoint the router serves.
 type api struct {
-	upstreamPath string   // appended to an endpoint's base URL
-	streams      bool     // whether it may be streamed
-	dialect      *dialect // nil: the body goes upstream as it came
+	upstreamPath string // appended to an endpoint's base URL
+	// generates reports whether its answers are generated tokens, which
+	// are reserved against token limits and may be streamed; embeddings
+	// are not.
+	generates bool
+	dialect   *dialect // nil: the body goes upstream as it came
 }
 
 var apis = map[string]api{
@@ -44,10 +47,11 @@ type parsedRequest struct {
 	key      *tenant.Key    // nil without authentication
 	estimate int64          // prompt tokens, estimated from the body
 	reserve  limits.Reservation
-	reserved bool    // whether reserve holds a reservation to settle
-	class    class   // its priority class
-	tenant   string  // the tenant admission shares the queue by; empty for none
-	ticket   *ticket // its hold on its pool's gate; nil without admission
+	reserved bool       // whether reserve holds a reservation to settle
+	class    class      // its priority class
+	tenant   string     // the tenant admission shares the queue by; empty for none
+	salt     domainSalt // what keeps its prompt in its isolation domain
+	ticket   *ticket    // its hold on its pool's gate; nil without admission
 
 	// answer makes the translator of a translated API's answer, given
 	// the model; nil for chat, completions and embeddings.
@@ -174,7 +178,7 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 	if req.answer != nil {
 		req.translator = req.answer(m.Name)
 	}
-	if req.Stream && !a.streams {
+	if req.Stream && !a.generates {
 		r.refuse(w, req, "", openai.BadRequest("stream", "This endpoint cannot be streamed."))
 		return
 	}
@@ -183,6 +187,9 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 		return
 	}
 	req.tenant = requestTenant(hr, req.key)
+	if a.generates {
+		req.salt = r.iso.of(req.tenant, req.CacheSalt)
+	}
 
 	label := m.Name
 	inflight := r.m.inflight.WithLabelValues(label)
