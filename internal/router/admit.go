@@ -2,8 +2,9 @@ package router
 
 // Admission: a request takes its share of every limit on its path — its
 // key's and each tenant level's — or is refused with 429 before any
-// upstream sees it. Tokens are reserved at the estimate here and settled
-// at the real figure once the answer is done.
+// upstream sees it. Tokens are reserved here for the prompt, as estimated,
+// and every answer the request may generate at its output bound (n or
+// best_of of them), and settled at the real figure once the answer is done.
 
 import (
 	"context"
@@ -39,11 +40,8 @@ func (r *Router) admit(ctx context.Context, w http.ResponseWriter, req *parsedRe
 	if len(scopes) == 0 {
 		return nil
 	}
-	maxTokens := req.MaxTokens
-	if maxTokens == 0 {
-		maxTokens = r.opts.Router.DefaultMaxTokens
-	}
-	d, err := r.opts.Limits.Admit(ctx, limits.Request{Scopes: scopes, Tokens: addTokens(req.estimate, maxTokens), Now: time.Now()})
+	tokens := addTokens(req.estimate, mulTokens(req.outputBound(r.opts.Router.DefaultMaxTokens), req.Choices))
+	d, err := r.opts.Limits.Admit(ctx, limits.Request{Scopes: scopes, Tokens: tokens, Now: time.Now()})
 	if err != nil {
 		return openai.Unavailable("Rate limits cannot be checked right now; try again shortly.", err)
 	}
@@ -54,6 +52,28 @@ func (r *Router) admit(ctx context.Context, w http.ResponseWriter, req *parsedRe
 	req.reserve = d.Reservation
 	req.reserved = true
 	return nil
+}
+
+// outputBound is the most tokens one of req's answers may take, and what
+// a translation to a provider that needs a bound sends: the request's own,
+// or def when it names none; zero for an API that generates nothing.
+func (req *parsedRequest) outputBound(def int64) int64 {
+	switch {
+	case !req.api.generates:
+		return 0
+	case req.MaxTokens > 0:
+		return req.MaxTokens
+	}
+	return def
+}
+
+// mulTokens is a × b for counts that are never negative, held at
+// math.MaxInt64 rather than wrapping.
+func mulTokens(a, b int64) int64 {
+	if b != 0 && a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
 }
 
 // addTokens is a + b for counts that are never negative, held at

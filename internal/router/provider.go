@@ -108,6 +108,9 @@ func (p *pool) prepare(c *proxy.Call, req *parsedRequest, defaultMaxTokens int64
 	if path := req.api.upstreamPath; path != "/chat/completions" {
 		return openai.BadRequest("model", "The model is served by Anthropic's Messages API, which has no %s.", strings.TrimPrefix(path, "/"))
 	}
+	if req.Choices > 1 {
+		return openai.BadRequest("n", "The model is served by Anthropic's Messages API, which gives one answer a request: n must be 1.")
+	}
 	body, err := translate.ChatToAnthropicBody(c.Body, defaultMaxTokens)
 	if err != nil {
 		return err
