@@ -18,12 +18,14 @@ bench:
 lint:
 	gofmt -l . && go vet ./...
 
-# The differential fuzz targets and the API translations' round trips,
-# each for FUZZTIME (default 10m); see docs/SECURITY.md.
+# The differential fuzz targets, the API translations' round trips and
+# the redaction of upstreams' errors, each for FUZZTIME (default 10m);
+# see docs/SECURITY.md.
 FUZZTIME ?= 10m
 fuzz:
 	go test -run '^$$' -fuzz '^FuzzServerMatchesNetHTTP$$' -fuzztime $(FUZZTIME) ./internal/h1
 	go test -run '^$$' -fuzz '^FuzzTransportMatchesNetHTTP$$' -fuzztime $(FUZZTIME) ./internal/router/proxy
+	go test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) ./internal/router/proxy
 	go test -run '^$$' -fuzz '^FuzzRequestMatchesEncodingJSON$$' -fuzztime $(FUZZTIME) ./internal/openai
 	go test -run '^$$' -fuzz '^FuzzScanMatchesJSONValid$$' -fuzztime $(FUZZTIME) ./internal/openai
 	go test -run '^$$' -fuzz '^FuzzRenameModel$$' -fuzztime $(FUZZTIME) ./internal/openai

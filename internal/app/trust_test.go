@@ -28,11 +28,17 @@ var httpImpls = []string{config.HTTPLlmgw, config.HTTPNetHTTP}
 // test ends.
 func startConfigured(t *testing.T, cfg *config.Config) *Gateway {
 	t.Helper()
+	return startLogged(t, cfg, slog.New(slog.DiscardHandler))
+}
+
+// startLogged is startConfigured logging to log.
+func startLogged(t *testing.T, cfg *config.Config, log *slog.Logger) *Gateway {
+	t.Helper()
 	cfg.Server.Listen, cfg.Server.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	g, err := newGateway(t.Context(), cfg, "", slog.New(slog.DiscardHandler))
+	g, err := newGateway(t.Context(), cfg, "", log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,6 +111,13 @@ func BadGateway(cause error) *Error {
 	return &Error{Status: http.StatusBadGateway, Type: "upstream_error", Code: "bad_gateway", Message: "The model's backend failed to answer.", Err: cause}
 }
 
+// UpstreamAuth is the 502 for an upstream that refused the gateway's own
+// credentials (its 401 or 403): the operator's to fix, not the client's,
+// whose own key is not in question.
+func UpstreamAuth(cause error) *Error {
+	return &Error{Status: http.StatusBadGateway, Type: "upstream_error", Code: "bad_gateway", Message: "The model's provider refused the gateway's credentials.", Err: cause}
+}
+
 func Unavailable(msg string, cause error) *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Type: "upstream_error", Code: "service_unavailable", Message: msg, Err: cause}
 }

@@ -157,7 +157,8 @@ func (r *Router) settle(req *parsedRequest, p *pool, ep *endpoint, o proxy.Outco
 }
 
 // countsAgainst reports whether a failure is the endpoint's: a connect
-// error, a 5xx, a timeout or a broken stream. A 429 is the server
+// error, a 5xx or other status not relayed, its refusing the gateway's
+// credentials, a timeout or a broken stream. A 429 is the server
 // protecting itself, and the next request may well be served.
 func countsAgainst(o proxy.Outcome) bool {
 	return o.Reason != "" && o.Reason != "status_429"

@@ -72,7 +72,7 @@ func newMetrics(tenantLevel string) *metrics {
 		}, []string{"model"}),
 		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmgw_upstream_errors_total",
-			Help: "Upstream calls that failed, by pool and reason: connect, first_byte_timeout, idle_timeout, status_429, status_5xx, stream_broken, stream_error.",
+			Help: "Upstream calls that failed, by pool and reason: connect, first_byte_timeout, idle_timeout, status_429, status_auth, status_5xx, status_other, stream_broken, stream_error, bad_answer.",
 		}, []string{"pool", "reason"}),
 		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "llmgw_config_last_reload_successful",

@@ -195,6 +195,44 @@ func TestFallbackModel(t *testing.T) {
 	}
 }
 
+// TestRefusedCredentialsTryElsewhere: an endpoint that refuses the
+// gateway's credentials failed as a 5xx fails: another endpoint of the
+// pool, or the model's fallback, answers before the client has seen a
+// byte.
+func TestRefusedCredentialsTryElsewhere(t *testing.T) {
+	for _, status := range []int{401, 403} {
+		t.Run(fmt.Sprintf("%d, another endpoint", status), func(t *testing.T) {
+			bad, good := &upstream{status: status}, &upstream{tokens: 2}
+			g := newTestGateway(t, nil, bad, good)
+			for i := range 4 {
+				resp, body := g.post(t, "/v1/chat/completions", `{"model":"m","stream":true}`)
+				if resp.StatusCode != 200 || !strings.Contains(body, "[DONE]") {
+					t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+				}
+			}
+			if bad.hits.Load() != 1 || good.hits.Load() != 4 {
+				t.Errorf("bad saw %d, good %d; want 1 and 4", bad.hits.Load(), good.hits.Load())
+			}
+			if got := testutil.ToFloat64(g.r.m.upstreamErrors.WithLabelValues("main", "status_auth")); got != 1 {
+				t.Errorf("llmgw_upstream_errors_total{reason=status_auth} = %v, want 1", got)
+			}
+		})
+		t.Run(fmt.Sprintf("%d, the fallback", status), func(t *testing.T) {
+			spare := httptest.NewServer(&upstream{tokens: 3})
+			t.Cleanup(spare.Close)
+			g := newTestGateway(t, func(c *config.Config) {
+				c.Pools[1].Endpoints = []catalog.Endpoint{{URL: spare.URL + "/v1"}}
+				c.Models[0].Fallbacks = []string{"fb"}
+				c.Models = append(c.Models, catalog.Model{Name: "fb", Pool: "spare"})
+			}, &upstream{status: status})
+			resp, body := g.post(t, "/v1/chat/completions", `{"model":"m"}`)
+			if resp.StatusCode != 200 || !strings.Contains(body, `"completion_tokens":3`) {
+				t.Fatalf("%d %q", resp.StatusCode, body)
+			}
+		})
+	}
+}
+
 func TestAllEndpointsDown(t *testing.T) {
 	g := newTestGateway(t, nil, &upstream{status: 500}, &upstream{status: 500})
 	resp, body := g.post(t, "/v1/chat/completions", `{"model":"m"}`)

@@ -42,9 +42,12 @@ type Outcome struct {
 	// nothing may be tried again elsewhere.
 	Wrote bool
 	// Reason names the upstream's fault for llmgw_upstream_errors_total:
-	// connect, first_byte_timeout, idle_timeout, status_429, status_5xx,
-	// stream_broken, stream_error, bad_answer (a plain answer that is no
-	// chat completion, found when translating it). Empty when the upstream did its part.
+	// connect, first_byte_timeout, idle_timeout, status_429, status_auth
+	// (a 401 or 403: the gateway's own credentials refused), status_5xx,
+	// status_other (any other status not relayed), stream_broken,
+	// stream_error, bad_answer (a plain answer that is no chat
+	// completion, found when translating it). Empty when the upstream did
+	// its part.
 	Reason string
 	// Err is the failure for the log and, while nothing was written, for
 	// the client (an *openai.Error). Nil on success.
@@ -377,32 +380,63 @@ func cancelled(ctx context.Context) (Outcome, bool) {
 	return Outcome{Status: openai.StatusClientClosed, Err: cause}, true
 }
 
-// upstreamError handles a non-200 answer. A 4xx other than 429 is the
-// client's own mistake, relayed as it came; 429 and 5xx are the upstream's
-// trouble and left for the caller to retry or report.
+// relayedStatus reports whether an upstream's error status is about the
+// client's own request, and so relayed to it: a malformed request (400),
+// an unknown model or path (404), a body too large (413), or one that does
+// not validate (422). Any other status is the upstream's trouble or the
+// gateway's, never the client's.
+func relayedStatus(code int) bool {
+	switch code {
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+		return true
+	}
+	return false
+}
+
+// upstreamError handles a non-200 answer. One about the client's request
+// (relayedStatus) is relayed with its secrets redacted, a body that is no
+// JSON replaced by the gateway's own words. Every other is the upstream's
+// fault, left for the caller to retry or report in the gateway's own
+// words, the upstream's body given to the log alone, redacted: a 429 as
+// the backend's being full, a 401 or 403 as its refusing the gateway's
+// credentials, the rest as its failing.
 func (p *Proxy) upstreamError(ctx context.Context, w http.ResponseWriter, c *Call, resp *http.Response) Outcome {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return failed(ctx, "stream_broken", err)
 	}
-	if c.Provider != nil {
-		body = c.Provider.Error(resp.StatusCode, body)
-	}
 	ttft := time.Since(c.Start)
-	switch code := resp.StatusCode; {
-	case code == http.StatusTooManyRequests:
+	code := resp.StatusCode
+	if code == http.StatusTooManyRequests {
 		return Outcome{Status: code, TTFT: ttft, Reason: "status_429",
 			Err: openai.Overloaded("The model's backends are at capacity; try again shortly.", 1)}
-	case code >= 500 || code < 400:
-		return Outcome{Status: http.StatusBadGateway, TTFT: ttft, Reason: "status_5xx",
-			Err: openai.BadGateway(fmt.Errorf("upstream answered %d: %.200s", code, body))}
 	}
-	o := Outcome{Status: resp.StatusCode, TTFT: ttft, Wrote: true}
-	contentType := resp.Header.Get("Content-Type")
+	keys := sentKeys(c.Header)
+	if !relayedStatus(code) {
+		o := Outcome{Status: http.StatusBadGateway, TTFT: ttft}
+		cause := fmt.Errorf("upstream answered %d: %s", code, loggedBody(body, keys))
+		switch {
+		case code == http.StatusUnauthorized || code == http.StatusForbidden:
+			o.Reason, o.Err = "status_auth", openai.UpstreamAuth(cause)
+		case code >= 500:
+			o.Reason, o.Err = "status_5xx", openai.BadGateway(cause)
+		default:
+			o.Reason, o.Err = "status_other", openai.BadGateway(cause)
+		}
+		return o
+	}
+	if c.Provider != nil {
+		body = c.Provider.Error(code, body)
+	}
+	body, ok := redact(body, keys)
+	if !ok {
+		body = upstreamErrorOf(code, nil).Body()
+	}
+	o := Outcome{Status: code, TTFT: ttft, Wrote: true}
 	if c.Translate != nil {
-		body, contentType = c.Translate.ErrorBody(upstreamErrorOf(resp.StatusCode, body)), "application/json"
+		body = c.Translate.ErrorBody(upstreamErrorOf(code, body))
 	}
-	if err := writeAnswer(w, c.Idle, resp.StatusCode, contentType, body); err != nil {
+	if err := writeAnswer(w, c.Idle, code, "application/json", body); err != nil {
 		o.Status, o.Err = openai.StatusClientClosed, err
 	}
 	return o

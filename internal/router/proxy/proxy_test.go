@@ -74,7 +74,10 @@ func relayTo(t *testing.T, rt http.RoundTripper, url string, c Call) (string, Ou
 	defer p.CloseIdle()
 	outcomes := make(chan Outcome, 1)
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c.URL, c.Header, c.Start = mustURL(t, url), Headers("", c.Stream), time.Now()
+		c.URL, c.Start = mustURL(t, url), time.Now()
+		if c.Header == nil {
+			c.Header = Headers("", c.Stream)
+		}
 		if c.Body == nil {
 			c.Body = []byte(`{"model":"m","stream":true}`)
 		}
@@ -352,7 +355,17 @@ func TestUpstreamStatuses(t *testing.T) {
 		{500, true, "status_5xx", 502},
 		{503, true, "status_5xx", 502},
 		{429, true, "status_429", 429},
+		{401, true, "status_auth", 502},
+		{403, true, "status_auth", 502},
+		{402, true, "status_other", 502},
+		{405, true, "status_other", 502},
+		{408, true, "status_other", 502},
+		{409, true, "status_other", 502},
+		{302, true, "status_other", 502},
 		{400, false, "", 400},
+		{404, false, "", 404},
+		{413, false, "", 413},
+		{422, false, "", 422},
 	}
 	for _, tt := range tests {
 		up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -364,8 +377,8 @@ func TestUpstreamStatuses(t *testing.T) {
 		if o.Retryable() != tt.retryable || o.Reason != tt.reason || o.Status != tt.client {
 			t.Errorf("upstream %d: outcome %+v", tt.status, o)
 		}
-		if tt.status == 400 && !strings.Contains(got, "upstream says no") {
-			t.Errorf("a 400 was not relayed as it came: %q", got)
+		if relayed := tt.reason == ""; strings.Contains(got, "upstream says no") != relayed {
+			t.Errorf("upstream %d: client read %q; the upstream's words relayed: want %v", tt.status, got, relayed)
 		}
 	}
 }
@@ -571,7 +584,7 @@ func TestProxyWithEitherTransport(t *testing.T) {
 		{"101", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n", true, 502, "connect", ""},
 		{"400", "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(refusal)) + "\r\n\r\n" + refusal, false, 400, "", refusal},
 		{"503", "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n", true, 502, "status_5xx", ""},
-		{"204", "HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n", false, 502, "status_5xx", ""},
+		{"204", "HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n", false, 502, "status_other", ""},
 	} {
 		for _, std := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s, net/http %v", tt.name, std), func(t *testing.T) {

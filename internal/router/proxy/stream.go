@@ -313,9 +313,16 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 				}
 				last = now
 				events++
-			case isErrorEvent(data) && o.Reason == "":
-				o.Reason = "stream_error"
-				o.Err = openai.BadGateway(errors.New("upstream sent an error event"))
+			case isErrorEvent(data):
+				// The upstream's own words reach the client: without
+				// a secret in them.
+				data, _ = redact(data, sentKeys(c.Header))
+				if o.Reason == "" {
+					o.Reason = "stream_error"
+					o.Err = openai.BadGateway(errors.New("upstream sent an error event"))
+				}
+			case isErrorObject(data):
+				data, _ = redact(data, sentKeys(c.Header))
 			}
 			if !sawFinish && openai.HasFinish(data) {
 				sawFinish = true
@@ -404,6 +411,19 @@ func cutLine(piece *[]byte) ([]byte, bool) {
 	return line, true
 }
 
+// isErrorEvent reports whether a chunk is an error as OpenAI streams one:
+// {"error":{...}}.
 func isErrorEvent(data []byte) bool {
 	return bytes.HasPrefix(bytes.TrimLeft(data, " "), []byte(`{"error"`))
+}
+
+// isErrorObject reports whether a chunk is an error as SGLang (and vLLM
+// before it took OpenAI's shape) streams one: {"object": "error", ...}.
+func isErrorObject(data []byte) bool {
+	rest, ok := bytes.CutPrefix(bytes.TrimLeft(data, " "), []byte(`{"object"`))
+	if !ok {
+		return false
+	}
+	rest, ok = bytes.CutPrefix(bytes.TrimLeft(rest, " "), []byte(":"))
+	return ok && bytes.HasPrefix(bytes.TrimLeft(rest, " "), []byte(`"error"`))
 }
