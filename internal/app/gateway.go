@@ -30,6 +30,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/h1"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/limits"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
@@ -59,6 +60,10 @@ type Gateway struct {
 	admin          *http.Server
 	ready          atomic.Bool // serving, and not draining
 	tempSpool      string      // a spool directory to remove on close
+
+	// adminToken is what the admin listener's guarded paths ask for:
+	// admin.token, else LLMGW_ADMIN_TOKEN; empty refuses them all.
+	adminToken string
 }
 
 // newGateway builds a gateway from cfg and opens its listeners; Run serves.
@@ -141,6 +146,10 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	if g.adminLn, err = net.Listen("tcp", cfg.Server.AdminListen); err != nil {
 		return nil, fmt.Errorf("admin listener: %w", err)
 	}
+	g.adminToken = cfg.Admin.Token
+	if g.adminToken == "" {
+		g.adminToken = os.Getenv("LLMGW_ADMIN_TOKEN")
+	}
 	g.api = newAPIServer(cfg.Server, g.router, log)
 	g.admin = &http.Server{Handler: g.adminMux(), ReadHeaderTimeout: 10 * time.Second}
 	return g, nil
@@ -219,7 +228,28 @@ func (g *Gateway) newLimiter(ctx context.Context) (limits.Limiter, error) {
 	return l, nil
 }
 
+// adminMux serves the admin listener. /metrics, /healthz and /readyz
+// answer anyone; every other path, the admin API and profiles among them,
+// is behind the admin token's guard.
 func (g *Gateway) adminMux() http.Handler {
+	guarded := http.NewServeMux()
+	guarded.Handle("/admin/", admin.New(g.store, g.keyring, admin.Options{Token: g.adminToken, Logger: g.log}))
+	if g.cfg.Admin.PProf {
+		// Profiles, for finding where a gateway spends its CPU.
+		guarded.HandleFunc("GET /debug/pprof/", pprof.Index)
+		guarded.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		guarded.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	} else {
+		guarded.HandleFunc("/debug/pprof/", func(w http.ResponseWriter, _ *http.Request) {
+			openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url", Message: "Profiles are off: set admin.pprof: true in the config to serve them."})
+		})
+	}
+	// Any other path is unknown, and not repeated: a key pasted into a URL
+	// must not come back in the body.
+	guarded.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url", Message: "Unknown admin listener URL."})
+	})
+
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
@@ -232,16 +262,7 @@ func (g *Gateway) adminMux() http.Handler {
 		}
 		w.Write([]byte("ready\n"))
 	})
-	// Profiles, for finding where a gateway spends its CPU; on the admin
-	// listener, which is loopback unless the operator says otherwise.
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	token := g.cfg.Admin.Token
-	if token == "" {
-		token = os.Getenv("LLMGW_ADMIN_TOKEN")
-	}
-	mux.Handle("/admin/", admin.New(g.store, g.keyring, admin.Options{Token: token, Logger: g.log}))
+	mux.Handle("/", admin.NewGuard(g.adminToken).Wrap(guarded))
 	return mux
 }
 
