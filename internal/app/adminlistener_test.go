@@ -1,12 +1,15 @@
 package app
 
 // The admin listener over real sockets: which paths answer whom, under each
-// way the admin token and profiles can be configured.
+// way the admin token and profiles can be configured, and the warning when
+// the listener is reachable from beyond this host.
 
 import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -238,6 +241,115 @@ func TestAdminListenerGuardsEveryOtherPath(t *testing.T) {
 		}
 		if r.want != 200 {
 			onlyAnError(t, b)
+		}
+	}
+}
+
+// TestAdminListenerWarnsOffLoopback starts a gateway on each admin address
+// and counts the warnings that it is not on loopback.
+func TestAdminListenerWarnsOffLoopback(t *testing.T) {
+	tests := []struct {
+		addr string
+		warn bool
+	}{
+		{"127.0.0.1:0", false},
+		{"127.0.0.2:0", false},
+		{"localhost:0", false},
+		{"[::1]:0", false},
+		{":0", true},
+		{"0.0.0.0:0", true},
+		{"[::]:0", true},
+	}
+	if ip := nonLoopbackIP(); ip != "" {
+		tests = append(tests, struct {
+			addr string
+			warn bool
+		}{net.JoinHostPort(ip, "0"), true})
+	} else {
+		t.Log("no address but loopback on this host; a specific outward address goes untried")
+	}
+	for _, tt := range tests {
+		t.Run(tt.addr, func(t *testing.T) {
+			if ln, err := net.Listen("tcp", tt.addr); err != nil {
+				t.Skipf("this host cannot listen on %s: %v", tt.addr, err)
+			} else {
+				ln.Close()
+			}
+			t.Setenv("LLMGW_ADMIN_TOKEN", "")
+			cfg := upstreamConfig("chat", catalog.KindOpenAI, []string{"http://127.0.0.1:1/v1"})
+			cfg.Server.Listen, cfg.Server.AdminListen = "127.0.0.1:0", tt.addr
+			cfg.Admin.Token = adminTestToken
+			logs := &syncWriter{w: new(strings.Builder)}
+			g, err := newGateway(t.Context(), cfg, "", slog.New(slog.NewTextHandler(logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.close()
+			var warnings []string
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, "level=WARN") && strings.Contains(l, "not on loopback") {
+					warnings = append(warnings, l)
+				}
+			}
+			want := 0
+			if tt.warn {
+				want = 1
+			}
+			if len(warnings) != want {
+				t.Fatalf("%d warnings, want %d; logs:\n%s", len(warnings), want, logs)
+			}
+			if want == 1 {
+				w := warnings[0]
+				for _, s := range []string{"anyone who can reach it reads /metrics, /healthz and /readyz", "admin token", "/admin/", "addr="} {
+					if !strings.Contains(w, s) {
+						t.Errorf("warning does not say %q: %s", s, w)
+					}
+				}
+				if strings.Contains(w, adminTestToken) {
+					t.Errorf("warning holds the token: %s", w)
+				}
+			}
+		})
+	}
+}
+
+// nonLoopbackIP is an address of one of this host's interfaces that is
+// not loopback, or "" when it has none.
+func nonLoopbackIP() string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return ""
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	return ""
+}
+
+func TestOnLoopback(t *testing.T) {
+	for _, tt := range []struct {
+		addr string
+		want bool
+	}{
+		{"127.0.0.1:8081", true},
+		{"127.3.4.5:8081", true},
+		{"[::1]:8081", true},
+		{"[::ffff:127.0.0.1]:8081", true},
+		{"localhost:8081", true},
+		{"LOCALHOST:8081", true},
+		{":8081", false},
+		{"0.0.0.0:8081", false},
+		{"[::]:8081", false},
+		{"10.0.0.7:8081", false},
+		{"[fe80::1%eth0]:8081", false},
+		{"[2001:db8::1]:8081", false},
+		{"example.com:8081", false},
+		{"8081", false},
+	} {
+		if got := onLoopback(tt.addr); got != tt.want {
+			t.Errorf("onLoopback(%q) = %v, want %v", tt.addr, got, tt.want)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -152,6 +153,7 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	}
 	g.api = newAPIServer(cfg.Server, g.router, log)
 	g.admin = &http.Server{Handler: g.adminMux(), ReadHeaderTimeout: 10 * time.Second}
+	g.warnAdminExposed()
 	return g, nil
 }
 
@@ -264,6 +266,44 @@ func (g *Gateway) adminMux() http.Handler {
 	})
 	mux.Handle("/", admin.NewGuard(g.adminToken).Wrap(guarded))
 	return mux
+}
+
+// warnAdminExposed logs a warning when the admin listener is reachable
+// from beyond this host, saying what anyone who reaches it can read, and
+// another when profiles are on with no token to open them.
+func (g *Gateway) warnAdminExposed() {
+	addr := g.adminLn.Addr().String()
+	tokenSet := admin.NewGuard(g.adminToken).Configured()
+	if g.cfg.Admin.PProf && !tokenSet {
+		g.log.Warn("admin.pprof is on but no admin token is configured: /debug/pprof/ is refused until LLMGW_ADMIN_TOKEN or admin.token is set")
+	}
+	if onLoopback(addr) {
+		return
+	}
+	guarded := "/admin/ and /debug/ are refused until an admin token is set"
+	if tokenSet {
+		guarded = "whoever sends the admin token also manages keys and tenant limits and reads usage at /admin/"
+		if g.cfg.Admin.PProf {
+			guarded += ", and reads Go's profiles at /debug/pprof/"
+		}
+	}
+	g.log.Warn("the admin listener is not on loopback: anyone who can reach it reads /metrics, /healthz and /readyz; "+guarded, "addr", addr)
+}
+
+// onLoopback reports whether addr, a host:port a listener has bound,
+// is reachable from this host alone: localhost, 127.0.0.0/8 or ::1 (also
+// as ::ffff:127.x). A wildcard host (":8081", "0.0.0.0", "[::]") and any
+// other address are not.
+func onLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // URL is the base URL of the OpenAI API, ending in /v1.
