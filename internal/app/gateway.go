@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -30,6 +31,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/h1"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/limits"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
@@ -59,6 +61,10 @@ type Gateway struct {
 	admin          *http.Server
 	ready          atomic.Bool // serving, and not draining
 	tempSpool      string      // a spool directory to remove on close
+
+	// adminToken is what the admin listener's guarded paths ask for:
+	// admin.token, else LLMGW_ADMIN_TOKEN; empty refuses them all.
+	adminToken string
 }
 
 // newGateway builds a gateway from cfg and opens its listeners; Run serves.
@@ -149,8 +155,13 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	if g.adminLn, err = net.Listen("tcp", cfg.Server.AdminListen); err != nil {
 		return nil, fmt.Errorf("admin listener: %w", err)
 	}
+	g.adminToken = cfg.Admin.Token
+	if g.adminToken == "" {
+		g.adminToken = os.Getenv("LLMGW_ADMIN_TOKEN")
+	}
 	g.api = newAPIServer(cfg.Server, g.router, log)
 	g.admin = &http.Server{Handler: g.adminMux(), ReadHeaderTimeout: 10 * time.Second}
+	g.warnAdminExposed()
 	return g, nil
 }
 
@@ -230,7 +241,28 @@ func (g *Gateway) newLimiter(ctx context.Context) (limits.Limiter, error) {
 	return l, nil
 }
 
+// adminMux serves the admin listener. /metrics, /healthz and /readyz
+// answer anyone; every other path, the admin API and profiles among them,
+// is behind the admin token's guard.
 func (g *Gateway) adminMux() http.Handler {
+	guarded := http.NewServeMux()
+	guarded.Handle("/admin/", admin.New(g.store, g.keyring, admin.Options{Token: g.adminToken, Logger: g.log}))
+	if g.cfg.Admin.PProf {
+		// Profiles, for finding where a gateway spends its CPU.
+		guarded.HandleFunc("GET /debug/pprof/", pprof.Index)
+		guarded.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		guarded.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	} else {
+		guarded.HandleFunc("/debug/pprof/", func(w http.ResponseWriter, _ *http.Request) {
+			openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url", Message: "Profiles are off: set admin.pprof: true in the config to serve them."})
+		})
+	}
+	// Any other path is unknown, and not repeated: a key pasted into a URL
+	// must not come back in the body.
+	guarded.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url", Message: "Unknown admin listener URL."})
+	})
+
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
@@ -243,17 +275,46 @@ func (g *Gateway) adminMux() http.Handler {
 		}
 		w.Write([]byte("ready\n"))
 	})
-	// Profiles, for finding where a gateway spends its CPU; on the admin
-	// listener, which is loopback unless the operator says otherwise.
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	token := g.cfg.Admin.Token
-	if token == "" {
-		token = os.Getenv("LLMGW_ADMIN_TOKEN")
-	}
-	mux.Handle("/admin/", admin.New(g.store, g.keyring, admin.Options{Token: token, Logger: g.log}))
+	mux.Handle("/", admin.NewGuard(g.adminToken).Wrap(guarded))
 	return mux
+}
+
+// warnAdminExposed logs a warning when the admin listener is reachable
+// from beyond this host, saying what anyone who reaches it can read, and
+// another when profiles are on with no token to open them.
+func (g *Gateway) warnAdminExposed() {
+	addr := g.adminLn.Addr().String()
+	tokenSet := admin.NewGuard(g.adminToken).Configured()
+	if g.cfg.Admin.PProf && !tokenSet {
+		g.log.Warn("admin.pprof is on but no admin token is configured: /debug/pprof/ is refused until LLMGW_ADMIN_TOKEN or admin.token is set")
+	}
+	if onLoopback(addr) {
+		return
+	}
+	guarded := "/admin/ and /debug/ are refused until an admin token is set"
+	if tokenSet {
+		guarded = "whoever sends the admin token also manages keys and tenant limits and reads usage at /admin/"
+		if g.cfg.Admin.PProf {
+			guarded += ", and reads Go's profiles at /debug/pprof/"
+		}
+	}
+	g.log.Warn("the admin listener is not on loopback: anyone who can reach it reads /metrics, /healthz and /readyz; "+guarded, "addr", addr)
+}
+
+// onLoopback reports whether addr, a host:port a listener has bound,
+// is reachable from this host alone: localhost, 127.0.0.0/8 or ::1 (also
+// as ::ffff:127.x). A wildcard host (":8081", "0.0.0.0", "[::]") and any
+// other address are not.
+func onLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // URL is the base URL of the OpenAI API, ending in /v1.

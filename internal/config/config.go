@@ -113,12 +113,16 @@ type Limits struct {
 	OnRedisError string `yaml:"on_redis_error"`
 }
 
-// Admin guards the admin API.
+// Admin guards the admin listener: every path on it but /metrics,
+// /healthz and /readyz asks for the token.
 type Admin struct {
-	// Token is the bearer token the admin write API demands. Empty means
-	// the LLMGW_ADMIN_TOKEN environment variable, and without that the
-	// write API is refused.
+	// Token is the bearer token the admin API and profiles demand. Empty
+	// means the LLMGW_ADMIN_TOKEN environment variable, and without that
+	// every path but /metrics, /healthz and /readyz is refused.
 	Token string `yaml:"token,omitempty"`
+	// PProf serves Go's profiles at /debug/pprof/, behind the token. Off,
+	// /debug/pprof/ answers 404 to whoever holds the token.
+	PProf bool `yaml:"pprof"`
 }
 
 // Defaults. Timeouts are generous enough for a long reasoning answer from a

@@ -3,12 +3,10 @@
 // all over the store. It also holds Self, what a key may read about itself.
 package admin
 
-// The handler: routes, the admin token check, and the JSON helpers every
-// route shares. Errors are OpenAI-style bodies, as on the API listener.
+// The handler: routes behind the admin token's guard, and the JSON helpers
+// every route shares. Errors are OpenAI-style bodies, as on the API listener.
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,8 +24,8 @@ import (
 // Options configure the admin API.
 type Options struct {
 	// Token is the bearer token every admin route demands. Empty means
-	// reads are open (the admin listener is on loopback by default) and
-	// writes are refused.
+	// every route is refused with 403 and noTokenMessage, reads as well as
+	// writes.
 	Token string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -40,30 +38,19 @@ type Options struct {
 // limits is a few hundred bytes.
 const maxBodyBytes = 64 << 10
 
-// noTokenMessage is the refusal of a write when no admin token is set.
-const noTokenMessage = "The admin write API is disabled because no admin token is configured: set LLMGW_ADMIN_TOKEN or admin.token in the config."
-
 type api struct {
-	st    store.Store
-	ring  *keys.Keyring // may be nil; told of revocations and tenant changes
-	token [sha256.Size]byte
-	open  bool // no token configured
-	now   func() time.Time
-	log   *slog.Logger
-	mux   *http.ServeMux
+	st   store.Store
+	ring *keys.Keyring // may be nil; told of revocations and tenant changes
+	now  func() time.Time
+	log  *slog.Logger
 }
 
-// New returns the admin API's handler, serving paths under /admin/. ring,
-// when not nil, is told of each revocation and tenant change so this
-// replica applies them at once; the others see them within the ring's
-// MaxAge.
+// New returns the admin API's handler, serving paths under /admin/ behind
+// the guard of opts.Token. ring, when not nil, is told of each revocation
+// and tenant change so this replica applies them at once; the others see
+// them within the ring's MaxAge.
 func New(st store.Store, ring *keys.Keyring, opts Options) http.Handler {
-	a := &api{st: st, ring: ring, now: opts.Now, log: opts.Logger, mux: http.NewServeMux()}
-	if opts.Token == "" {
-		a.open = true
-	} else {
-		a.token = sha256.Sum256([]byte(opts.Token))
-	}
+	a := &api{st: st, ring: ring, now: opts.Now, log: opts.Logger}
 	if a.now == nil {
 		a.now = time.Now
 	}
@@ -71,7 +58,7 @@ func New(st store.Store, ring *keys.Keyring, opts Options) http.Handler {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 
-	m := a.mux
+	m := http.NewServeMux()
 	m.HandleFunc("POST /admin/keys", a.createKey)
 	m.HandleFunc("GET /admin/keys", a.listKeys)
 	m.HandleFunc("DELETE /admin/keys/{id}", a.revokeKey)
@@ -84,33 +71,7 @@ func New(st store.Store, ring *keys.Keyring, opts Options) http.Handler {
 		m.HandleFunc(p, methodNotAllowed)
 	}
 	m.HandleFunc("/", notFound)
-	return a
-}
-
-func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	write := r.Method != http.MethodGet && r.Method != http.MethodHead
-	switch {
-	case a.open && write:
-		openai.WriteError(w, openai.Forbidden(noTokenMessage))
-		return
-	case !a.open && !a.authorized(r):
-		openai.WriteError(w, openai.Unauthorized("The admin API needs the admin token: send Authorization: Bearer <token>."))
-		return
-	}
-	a.mux.ServeHTTP(w, r)
-}
-
-// authorized reports whether r carries the admin token as a bearer token
-// (the scheme in any case). Both sides are
-// hashed first so the comparison takes the same time whatever the length
-// of what was sent.
-func (a *api) authorized(r *http.Request) bool {
-	h := r.Header.Get("Authorization")
-	if len(h) < len("Bearer ") || !strings.EqualFold(h[:len("Bearer ")], "Bearer ") {
-		return false
-	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(h[len("Bearer "):])))
-	return subtle.ConstantTimeCompare(sum[:], a.token[:]) == 1
+	return NewGuard(opts.Token).Wrap(m)
 }
 
 func methodNotAllowed(w http.ResponseWriter, r *http.Request) {

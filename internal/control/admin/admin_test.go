@@ -153,6 +153,9 @@ func TestAuthWithToken(t *testing.T) {
 			if resp.StatusCode != tt.want {
 				t.Fatalf("status = %d, want %d; body %s", resp.StatusCode, tt.want, b)
 			}
+			if got := resp.Header.Get("WWW-Authenticate"); (tt.want == 401) != (got == "Bearer") {
+				t.Errorf("WWW-Authenticate = %q on a %d, want Bearer on a 401 alone", got, tt.want)
+			}
 			if tt.want >= 400 {
 				e := parseError(t, b)
 				if tt.want == 401 && (e.Type != "invalid_request_error" || str(e.Code) != "invalid_api_key") {
@@ -166,37 +169,58 @@ func TestAuthWithToken(t *testing.T) {
 	}
 }
 
-func TestNoTokenRefusesWrites(t *testing.T) {
+// TestNoTokenRefusesEverything: with no admin token configured, every
+// route, read or write, known or not, with a bearer token or without, is
+// refused with a 403 saying how to set one, and shows nothing the store
+// holds.
+func TestNoTokenRefusesEverything(t *testing.T) {
 	f := newFixture(t, "")
+	ctx := context.Background()
+	_, k, err := keys.Create(ctx, f.st, keys.Spec{Tenant: "secretorg/team", Name: "listed"}, now0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.SetTenantLimits(ctx, tenant.TenantLimits{Path: "secretorg", Limits: tenant.Limits{RPM: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.AddUsage(ctx, []usage.Record{{ID: "r1", Time: now0.Add(-time.Hour), KeyID: k.ID, Tenant: "secretorg/team", Model: "m", PromptTokens: 987654, Status: 200}}); err != nil {
+		t.Fatal(err)
+	}
 	for _, r := range []struct{ method, path, body string }{
+		{"GET", "/admin/keys", ""},
+		{"GET", "/admin/tenants", ""},
+		{"GET", "/admin/usage", ""},
+		{"GET", "/admin/usage?by=tenant", ""},
+		{"HEAD", "/admin/keys", ""},
+		{"GET", "/admin/nothing", ""},
 		{"POST", "/admin/keys", `{"tenant":"acme"}`},
-		{"DELETE", "/admin/keys/key_abcdefghijkl", ""},
-		{"POST", "/admin/keys/key_abcdefghijkl/revoke", ""},
+		{"DELETE", "/admin/keys/" + k.ID, ""},
+		{"POST", "/admin/keys/" + k.ID + "/revoke", ""},
 		{"PUT", "/admin/tenants/acme", `{"rpm":1}`},
 	} {
-		status, b := f.do(t, r.method, r.path, "", r.body)
-		if status != http.StatusForbidden {
-			t.Errorf("%s %s without a configured token: status %d, want 403", r.method, r.path, status)
-			continue
-		}
-		e := parseError(t, b)
-		if !strings.Contains(e.Message, "set LLMGW_ADMIN_TOKEN or admin.token in the config") || e.Type != "permission_error" {
-			t.Errorf("%s %s refusal = %+v, want a permission_error saying how to set a token", r.method, r.path, e)
+		for _, tok := range []string{"", "anything"} {
+			status, b := f.do(t, r.method, r.path, tok, r.body)
+			if status != http.StatusForbidden {
+				t.Errorf("%s %s without a configured token (bearer %q): status %d, want 403; %s", r.method, r.path, tok, status, b)
+				continue
+			}
+			if r.method == "HEAD" {
+				continue
+			}
+			e := parseError(t, b)
+			if !strings.Contains(e.Message, "set LLMGW_ADMIN_TOKEN or admin.token in the config") || e.Type != "permission_error" {
+				t.Errorf("%s %s refusal = %+v, want a permission_error saying how to set a token", r.method, r.path, e)
+			}
+			for _, leak := range []string{k.ID, "secretorg", "987654"} {
+				if strings.Contains(string(b), leak) {
+					t.Errorf("%s %s refusal holds %q: %s", r.method, r.path, leak, b)
+				}
+			}
 		}
 	}
-	// Even a bearer token does not open writes when none is configured.
-	if status, _ := f.do(t, "POST", "/admin/keys", "anything", `{"tenant":"acme"}`); status != http.StatusForbidden {
-		t.Errorf("POST with an unconfigured token: status %d, want 403", status)
-	}
-	// Reads are open.
-	for _, p := range []string{"/admin/keys", "/admin/tenants", "/admin/usage"} {
-		if status, b := f.do(t, "GET", p, "", ""); status != http.StatusOK {
-			t.Errorf("GET %s without a configured token: status %d, want 200; %s", p, status, b)
-		}
-	}
-	ks, _ := f.st.Keys(context.Background())
-	if len(ks) != 0 {
-		t.Errorf("a refused write created %d keys", len(ks))
+	ks, _ := f.st.Keys(ctx)
+	if len(ks) != 1 || !ks[0].Revoked.IsZero() {
+		t.Errorf("refused writes changed the keys: %+v", ks)
 	}
 }
 
