@@ -124,7 +124,7 @@ func TestKeysCommandErrors(t *testing.T) {
 		{"no tenant", []string{"create", "--store", storeURL}, "--tenant"},
 		{"bad priority", []string{"create", "--store", storeURL, "--tenant", "acme", "--priority", "vip"}, "--priority"},
 		{"bad budget", []string{"create", "--store", storeURL, "--tenant", "acme", "--budget-tokens", "-1"}, "--budget-tokens"},
-		{"bad glob", []string{"create", "--store", storeURL, "--tenant", "acme", "--models", "ok,[x"}, "--models"},
+		{"glob holding a key", []string{"create", "--store", storeURL, "--tenant", "acme", "--models", "ok,sk-llmgw-aaaaaaaaaaaa-bbbb"}, "--models"},
 		{"bad expiry", []string{"create", "--store", storeURL, "--tenant", "acme", "--expires", "later"}, "--expires"},
 		{"not a number", []string{"create", "--store", storeURL, "--tenant", "acme", "--rpm", "lots"}, "invalid value"},
 		{"stray argument", []string{"create", "--store", storeURL, "--tenant", "acme", "extra"}, `unexpected argument "extra"`},
