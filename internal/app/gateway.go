@@ -6,6 +6,7 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -100,12 +101,9 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	}
 	g.ledger = ledger.New(g.store, ledger.Options{SpoolDir: spool, Logger: log, Registerer: g.reg})
 
-	// Cache salts are made under a secret every gateway on the store
-	// shares, so that a domain's prompts hit the same cached prefix
-	// whichever gateway sends them.
-	secret, err := g.store.Secret(ctx, cacheSaltSecret)
+	secret, err := cacheSecret(ctx, cfg.Router.CacheSecret, g.store)
 	if err != nil {
-		return nil, fmt.Errorf("reading the cache salt secret from the store: %w", err)
+		return nil, err
 	}
 	opts := router.Options{
 		CacheSecret: secret,
@@ -167,6 +165,29 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 
 // cacheSaltSecret names the store's secret cache salts are made under.
 const cacheSaltSecret = "cache-salt"
+
+// cacheSecret is the key cache salts are made under, which every gateway
+// sending to the same servers must share, so that a domain's prompts hit
+// the same cached prefix whichever gateway sends them: router.cache_secret
+// or LLMGW_CACHE_SECRET, hashed, else the secret the store makes once for
+// every gateway on it.
+func cacheSecret(ctx context.Context, configured string, st store.Store) ([]byte, error) {
+	if configured == "" {
+		configured = os.Getenv("LLMGW_CACHE_SECRET")
+		if n := len(configured); n > 0 && n < config.MinCacheSecret {
+			return nil, fmt.Errorf("LLMGW_CACHE_SECRET: must be at least %d characters, got %d", config.MinCacheSecret, n)
+		}
+	}
+	if configured != "" {
+		sum := sha256.Sum256([]byte(configured))
+		return sum[:], nil
+	}
+	secret, err := st.Secret(ctx, cacheSaltSecret)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cache salt secret from the store: %w", err)
+	}
+	return secret, nil
+}
 
 // apiServer is the API listener's HTTP/1.1 server: llmgw's own or net/http's.
 type apiServer interface {

@@ -48,6 +48,10 @@ type GatewayOptions struct {
 	// HTTP is server.http: llmgw's own HTTP/1.1 server and upstream
 	// client, or net/http's; empty means the default.
 	HTTP string
+	// CacheSecret is router.cache_secret: gateways in front of the same
+	// upstreams share one, or their requests share no cached prefix.
+	// Empty means a secret of this gateway's own.
+	CacheSecret string
 }
 
 // InProcess is a gateway running inside the calling program.
@@ -79,6 +83,7 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*InProcess, error) {
 	cfg.Limits.Redis = o.Redis
 	cfg.Router.ShareLoad = !o.NoShareLoad
 	cfg.Router.ShareChannel = o.Channel
+	cfg.Router.CacheSecret = o.CacheSecret
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Server.AdminListen = "127.0.0.1:0"
 	if o.HTTP != "" {

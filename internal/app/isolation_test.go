@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/sim"
 )
 
@@ -117,5 +119,32 @@ models:
 				t.Error("globex's own prompt again: nothing cached")
 			}
 		})
+	}
+}
+
+// The cache secret is the configured one, else LLMGW_CACHE_SECRET, else
+// the store's: the same for every gateway on the store, so that gateways
+// sending to the same servers make the same salts.
+func TestCacheSecret(t *testing.T) {
+	ctx := t.Context()
+	st := store.NewMemory()
+	fromStore, err := cacheSecret(ctx, "", st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := cacheSecret(ctx, "", st); !bytes.Equal(again, fromStore) {
+		t.Error("two gateways on one store made different secrets")
+	}
+	configured, err := cacheSecret(ctx, "a secret of sixteen or more", st)
+	if err != nil || bytes.Equal(configured, fromStore) || len(configured) != 32 {
+		t.Errorf("configured: %x, %v; want 32 bytes of its own", configured, err)
+	}
+	t.Setenv("LLMGW_CACHE_SECRET", "a secret of sixteen or more")
+	if env, err := cacheSecret(ctx, "", st); err != nil || !bytes.Equal(env, configured) {
+		t.Errorf("from the environment: %x, %v; want what the same configured secret gives", env, err)
+	}
+	t.Setenv("LLMGW_CACHE_SECRET", "short")
+	if _, err := cacheSecret(ctx, "", st); err == nil || strings.Contains(err.Error(), "short") {
+		t.Errorf("a short LLMGW_CACHE_SECRET: %v; want refused without being echoed", err)
 	}
 }

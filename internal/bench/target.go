@@ -6,6 +6,7 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -181,10 +182,13 @@ func spawnSim(ctx context.Context, o *options, stderr io.Writer) (*target, error
 	// another run, or a gateway in production, on the same Redis would
 	// otherwise be counted among their peers.
 	channel := fmt.Sprintf("llmgw-bench:%d:%d", os.Getpid(), time.Now().UnixNano())
+	// They send to the same replicas, as an operator's do, and so share
+	// the secret their cache salts are made from.
+	secret := rand.Text()
 	for i := range max(o.gateways, 1) {
 		gw, err := app.StartGateway(ctx, app.GatewayOptions{
 			Model: o.model, Kind: catalog.KindVLLM, Upstreams: upstreams, Policy: o.policy, SLO: slo, Admission: o.admission == "on",
-			HedgeAfter: o.hedge, Redis: o.redisURL, Channel: channel, NoShareLoad: !o.shareLoad, Logger: log.With("gateway", i),
+			HedgeAfter: o.hedge, Redis: o.redisURL, Channel: channel, NoShareLoad: !o.shareLoad, CacheSecret: secret, Logger: log.With("gateway", i),
 		})
 		if err != nil {
 			stop()

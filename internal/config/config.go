@@ -59,6 +59,10 @@ type Server struct {
 // CacheIsolationNone lets every tenant's prompts share the prefix cache.
 const CacheIsolationNone = "none"
 
+// MinCacheSecret is the shortest router.cache_secret taken: a secret that
+// could be guessed would let a client make another domain's salt.
+const MinCacheSecret = 16
+
 // Router holds authentication and how tenants are labelled.
 type Router struct {
 	// Auth is keys (every request needs an API key) or none.
@@ -91,6 +95,11 @@ type Router struct {
 	// prefix index or, on pools whose servers take a cache_salt, on the
 	// servers.
 	CacheIsolation string `yaml:"cache_isolation"`
+	// CacheSecret is what cache salts are made from: gateways that send
+	// to the same servers must share it, or a domain's prompts sent by
+	// two of them share no cache. Empty means LLMGW_CACHE_SECRET, else a
+	// secret the store makes once and every gateway on it reads.
+	CacheSecret string `yaml:"cache_secret,omitempty"`
 }
 
 // Store says where keys, tenant limits and the ledger live.

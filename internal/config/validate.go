@@ -184,6 +184,10 @@ func (r *Router) validate(ps *problems) {
 	default:
 		ps.add("router.cache_isolation", "must be org, team, user or none, got %q", r.CacheIsolation)
 	}
+	if n := len(r.CacheSecret); n > 0 && n < MinCacheSecret {
+		// Not echoed: it is a secret.
+		ps.add("router.cache_secret", "must be at least %d characters, got %d", MinCacheSecret, n)
+	}
 }
 
 // storeForms are the store URL forms llmgw knows, as an operator reads them.
