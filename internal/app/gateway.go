@@ -68,10 +68,11 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	if err != nil {
 		return nil, err
 	}
-	g = &Gateway{cfg: cfg, configPath: configPath, log: log, reg: prometheus.NewRegistry()}
+	gw := &Gateway{cfg: cfg, configPath: configPath, log: log, reg: prometheus.NewRegistry()}
+	g = gw
 	defer func() {
 		if err != nil {
-			g.close()
+			gw.close() // g is nil by now
 		}
 	}()
 	g.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
