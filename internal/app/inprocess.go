@@ -48,6 +48,8 @@ type GatewayOptions struct {
 	// HTTP is server.http: llmgw's own HTTP/1.1 server and upstream
 	// client, or net/http's; empty means the default.
 	HTTP string
+	// MaxBodyBytes is server.max_body_bytes; zero means the default.
+	MaxBodyBytes int64
 }
 
 // InProcess is a gateway running inside the calling program.
@@ -83,6 +85,9 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*InProcess, error) {
 	cfg.Server.AdminListen = "127.0.0.1:0"
 	if o.HTTP != "" {
 		cfg.Server.HTTP = o.HTTP
+	}
+	if o.MaxBodyBytes != 0 {
+		cfg.Server.MaxBodyBytes = o.MaxBodyBytes
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

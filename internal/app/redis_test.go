@@ -2,9 +2,10 @@ package app
 
 // Redis as llmgw reaches it, on the Redis of LLMGW_TEST_REDIS and, where
 // redis-server is installed, on a private one speaking TLS: limits and
-// the bus through an ACL user and through rediss://, and a configuration
-// Redis refuses failing at start with no password in the error or the
-// log.
+// the bus through an ACL user and through rediss://, a configuration Redis
+// refuses failing at start with no password in the error or the log, and
+// what is written on the load channel believed only as far as one real
+// gateway could have it.
 
 import (
 	"bytes"
@@ -21,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/big"
 	"net"
 	"net/http"
@@ -30,9 +32,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
@@ -91,6 +95,110 @@ func counter(t *testing.T, g *Gateway, name, label, value string) float64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestForgedPeerLoadsCannotShutAdmission: whatever can publish on the
+// load channel writes, for as long as it writes, that some gateway has
+// 2^31-1 requests in flight and owes 2^31-1 prompt tokens at the one
+// endpoint of a model with admission, and that another has as many in
+// flight and pending there as one gateway can hold, each owing the
+// largest prompt. The gateway believes no more than one real gateway
+// could have there, 8 prompts of 512 tokens (a pool of one endpoint
+// behind admission, server.max_body_bytes 2 KiB), so it still predicts a
+// first token within the SLO and admits every request; and it counts
+// what it refused.
+func TestForgedPeerLoadsCannotShutAdmission(t *testing.T) {
+	redisURL := testRedisURL(t)
+	ctx := t.Context()
+	rep, err := sim.Start(ctx, sim.Config{Model: "sim", FixedTiming: true, TTFT: 5 * time.Millisecond, TPOT: time.Millisecond}, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rep.Close)
+	channel := "llmgw-test-forged-" + randomName(t)
+	g, err := StartGateway(ctx, GatewayOptions{Model: "sim", Upstreams: []string{rep.URL()}, Admission: true,
+		Redis: redisURL, Channel: channel, MaxBodyBytes: 2 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	endpoint := g.router.Catalog().Pools()[0].Endpoints[0].Name
+
+	o, err := redis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forger := redis.NewClient(o)
+	t.Cleanup(func() { forger.Close() })
+	huge := loadMessage(0xa11ce, placement.Load{Pool: "upstream", Endpoint: endpoint,
+		Inflight: math.MaxInt32, Pending: math.MaxInt32, Owed: math.MaxInt32})
+	full := loadMessage(0xb0b,
+		placement.Load{Pool: "upstream", Endpoint: endpoint, Inflight: 65535, Pending: 65535, Owed: 65535 * 512},
+		placement.Load{Pool: "upstream", Endpoint: "forged", Inflight: 1})
+	var heard [2]int64 // messages Redis gave the gateway: huge, full
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	stopForging := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	t.Cleanup(stopForging) // before the forger's client closes
+	wg.Go(func() {
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			for i, msg := range [][]byte{huge, full} {
+				n, err := forger.Publish(ctx, channel+":load", msg).Result()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				heard[i] += n
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	waitUntil(t, "the gateway to hear the forged loads", func() bool {
+		return counter(t, g.Gateway, "llmgw_peer_load_messages_total", "outcome", "received") >= 2
+	})
+
+	body := `{"model":"sim","max_tokens":4,"messages":[{"role":"user","content":"hello there"}]}`
+	for i := range 20 {
+		resp, err := http.Post(g.URL()+"/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d, with forged loads on the bus: %d %s", i, resp.StatusCode, answer)
+		}
+	}
+	stopForging()
+
+	// Every message Redis took for the gateway, the gateway has read.
+	waitUntil(t, "the gateway to read every forged message", func() bool {
+		return counter(t, g.Gateway, "llmgw_peer_load_messages_total", "outcome", "received") == float64(heard[0]+heard[1])
+	})
+	// Each huge message is refused; each full one is believed up to what
+	// one gateway could have (the sum cut), and its made-up endpoint
+	// refused.
+	want := fmt.Sprintf(`
+# HELP llmgw_peer_loads_refused_total Other gateways' loads at an endpoint refused as more than one gateway could have, by reason: too_large (a message longer than any gateway sends, counted once, unread), unknown_endpoint, duplicate, inflight (more than a gateway can hold), counts (pending and critical above in flight), owed (more prefill than its pending prompts could carry), peers (from a gateway past the most kept), sum (the gateways' sum at an endpoint past what one gateway could have there, counted for each message that leaves it cut).
+# TYPE llmgw_peer_loads_refused_total counter
+llmgw_peer_loads_refused_total{reason="counts"} 0
+llmgw_peer_loads_refused_total{reason="duplicate"} 0
+llmgw_peer_loads_refused_total{reason="inflight"} %d
+llmgw_peer_loads_refused_total{reason="owed"} 0
+llmgw_peer_loads_refused_total{reason="peers"} 0
+llmgw_peer_loads_refused_total{reason="sum"} %d
+llmgw_peer_loads_refused_total{reason="too_large"} 0
+llmgw_peer_loads_refused_total{reason="unknown_endpoint"} %d
+`, heard[0], heard[1], heard[1])
+	if err := testutil.GatherAndCompare(g.reg, strings.NewReader(want), "llmgw_peer_loads_refused_total"); err != nil {
+		t.Error(err)
+	}
 }
 
 // redisGateway starts a gateway with keys in front of a simulated
