@@ -234,11 +234,12 @@ func redisGateway(t *testing.T, limits, channel string) (*keyedGateway, error) {
 
 // limitsAndBusWork shows g's limits and bus at work on its Redis: a key of
 // 2 requests a minute is refused its third, Redis having answered every
-// admission; a placement goes out on channel; and a load message that
-// other, a client of the same Redis, publishes on it comes in.
+// admission, and what its answers used is settled there; a placement goes
+// out on channel; and a load message that other, a client of the same
+// Redis, publishes on it comes in.
 func limitsAndBusWork(t *testing.T, g *keyedGateway, channel string, other *redis.Client) {
 	t.Helper()
-	limited, _ := g.newKey(t, keys.Spec{Tenant: "redis/" + randomName(t), RPM: 2})
+	limited, id := g.newKey(t, keys.Spec{Tenant: "redis/" + randomName(t), RPM: 2})
 	for i, want := range []int{200, 200, 429} {
 		if resp, body := g.call(t, limited, "chat", 2); resp.StatusCode != want {
 			t.Errorf("request %d of a key of 2 a minute: %d %s, want %d", i+1, resp.StatusCode, body, want)
@@ -246,6 +247,15 @@ func limitsAndBusWork(t *testing.T, g *keyedGateway, channel string, other *redi
 	}
 	if n := counter(t, g.Gateway, "llmgw_limits_redis_errors_total", "", ""); n != 0 {
 		t.Errorf("%v admissions Redis did not answer", n)
+	}
+	// What the answers used is settled off the request path, by a script
+	// of its own.
+	waitUntil(t, "the settlements to reach Redis", func() bool {
+		budget, err := other.Keys(t.Context(), "{llmgw-limits}:budget:key:"+id+":*").Result()
+		return err == nil && len(budget) > 0
+	})
+	if n := counter(t, g.Gateway, "llmgw_limits_settle_dropped_total", "", ""); n != 0 {
+		t.Errorf("%v settlements did not reach Redis", n)
 	}
 
 	free, _ := g.newKey(t, keys.Spec{Tenant: "redis/" + randomName(t)})
@@ -286,6 +296,10 @@ func noSecret(t *testing.T, secret string, err error, logs string) {
 	}
 }
 
+// leastCommands are the commands a gateway sends Redis: PING at start,
+// the limit scripts and the commands they run, and the bus's.
+const leastCommands = "ping evalsha eval hmget hset hincrby hincrbyfloat pexpire publish subscribe unsubscribe"
+
 // TestRedisACLUser: with limits.redis naming a Redis ACL user and its
 // password, the limits and both ways of the bus work as that user; a
 // wrong password fails the start, and neither the error nor the log holds
@@ -320,6 +334,29 @@ func TestRedisACLUser(t *testing.T) {
 		}
 		limitsAndBusWork(t, g, channel, admin)
 		noSecret(t, password, nil, g.logs.String())
+	})
+	t.Run("the least a gateway needs", func(t *testing.T) {
+		channel := "llmgw-test-acl-" + randomName(t)
+		least, password := "llmgw-test-least-"+randomName(t), "pw-"+randomName(t)
+		rules := []any{"ACL", "SETUSER", least, "on", ">" + password, "resetkeys", "~{llmgw-limits}:*",
+			"resetchannels", "&" + channel, "&" + channel + ":load", "-@all"}
+		for _, c := range strings.Fields(leastCommands) {
+			rules = append(rules, "+"+c)
+		}
+		if err := admin.Do(t.Context(), rules...).Err(); err != nil {
+			t.Fatalf("ACL SETUSER: %v", err)
+		}
+		t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", least) })
+		u, _ := url.Parse(base)
+		u.User = url.UserPassword(least, password)
+		g, err := redisGateway(t, fmt.Sprintf("  redis: %q\n", u.String()), channel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		limitsAndBusWork(t, g, channel, admin)
+		if logs := g.logs.String(); strings.Contains(logs, "NOPERM") {
+			t.Errorf("a command was refused:\n%s", logs)
+		}
 	})
 	t.Run("a wrong password", func(t *testing.T) {
 		wrong := "wrong-" + randomName(t)
