@@ -50,6 +50,8 @@ type Gateway struct {
 	ledger  *ledger.Ledger
 	keyring *keys.Keyring // nil without authentication
 	redis   *limits.Redis // nil with process-local limits
+	// limitsClient is redis's client; nil without it.
+	limitsClient *redis.Client
 	// placements shares the prefix index and the loads with the other
 	// gateways on limits.redis; nil when it is not set or both
 	// router.share_prefix_index and router.share_load are off.
@@ -75,10 +77,11 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	if err != nil {
 		return nil, err
 	}
-	g = &Gateway{cfg: cfg, configPath: configPath, log: log, reg: prometheus.NewRegistry()}
+	gw := &Gateway{cfg: cfg, configPath: configPath, log: log, reg: prometheus.NewRegistry()}
+	g = gw
 	defer func() {
 		if err != nil {
-			g.close()
+			gw.close() // g is nil by now
 		}
 	}()
 	g.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -128,11 +131,12 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 		opts.Self = selfUsage{admin.NewSelf(g.store)}
 	}
 	if u := cfg.Limits.Redis; u != "" && (cfg.Router.SharePrefixIndex || cfg.Router.ShareLoad) {
-		o, err := redis.ParseURL(u)
-		if err != nil {
-			return nil, fmt.Errorf("limits.redis: %w", err)
+		if g.bus, err = newRedisClient(cfg.Limits, nil); err != nil {
+			return nil, err
 		}
-		g.bus = redis.NewClient(o)
+		if err := checkRedis(ctx, g.bus, cfg.Limits, log); err != nil {
+			return nil, err
+		}
 		g.placements = placement.NewRedis(g.bus, placement.Options{
 			Channel:    cfg.Router.ShareChannel,
 			Placements: cfg.Router.SharePrefixIndex, Loads: cfg.Router.ShareLoad,
@@ -239,16 +243,19 @@ func upstreamTransport(s config.Server) http.RoundTripper {
 // newLimiter is a Redis limiter when limits.redis is set, else a
 // process-local one seeded with this period's spend from the ledger.
 func (g *Gateway) newLimiter(ctx context.Context) (limits.Limiter, error) {
-	if u := g.cfg.Limits.Redis; u != "" {
-		o, err := redis.ParseURL(u)
-		if err != nil {
-			return nil, fmt.Errorf("limits.redis: %w", err)
-		}
+	if g.cfg.Limits.Redis != "" {
 		// Admission waits on Redis: a failed call must fail fast, to be let
 		// through or refused as limits.on_redis_error says, not be retried
 		// behind the client's back.
-		o.MaxRetries, o.DialerRetries = -1, 1
-		g.redis = limits.NewRedis(redis.NewClient(o), limits.RedisOptions{
+		c, err := newRedisClient(g.cfg.Limits, func(o *redis.Options) { o.MaxRetries, o.DialerRetries = -1, 1 })
+		if err != nil {
+			return nil, err
+		}
+		g.limitsClient = c
+		if err := checkRedis(ctx, c, g.cfg.Limits, g.log); err != nil {
+			return nil, err
+		}
+		g.redis = limits.NewRedis(c, limits.RedisOptions{
 			FailOpen:   g.cfg.Limits.OnRedisError == "open",
 			Registerer: g.reg,
 			Logger:     g.log,
@@ -424,8 +431,10 @@ func (g *Gateway) close() {
 	if g.store != nil {
 		g.store.Close()
 	}
-	if g.bus != nil {
-		g.bus.Close()
+	for _, c := range []*redis.Client{g.bus, g.limitsClient} {
+		if c != nil {
+			c.Close()
+		}
 	}
 	if g.tempSpool != "" {
 		os.RemoveAll(g.tempSpool)

@@ -52,6 +52,8 @@ type GatewayOptions struct {
 	// upstreams share one, or their requests share no cached prefix.
 	// Empty means a secret of this gateway's own.
 	CacheSecret string
+	// MaxBodyBytes is server.max_body_bytes; zero means the default.
+	MaxBodyBytes int64
 }
 
 // InProcess is a gateway running inside the calling program.
@@ -88,6 +90,9 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*InProcess, error) {
 	cfg.Server.AdminListen = "127.0.0.1:0"
 	if o.HTTP != "" {
 		cfg.Server.HTTP = o.HTTP
+	}
+	if o.MaxBodyBytes != 0 {
+		cfg.Server.MaxBodyBytes = o.MaxBodyBytes
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

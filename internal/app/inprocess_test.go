@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -123,5 +125,26 @@ func TestGatewaysShareThePrefixIndex(t *testing.T) {
 	}
 	if n, _ := gws[1].CounterSum("llmgw_prefix_predicted_hits_total", "", ""); n == 0 {
 		t.Error("the second gateway predicted no cached prefix for a prompt the first had sent")
+	}
+}
+
+// TestFailedStartClosesWhatItOpened: a gateway that cannot take its API
+// port fails with the listener's error, having closed its store and the
+// listeners it had opened, and does not panic.
+func TestFailedStartClosesWhatItOpened(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfg := upstreamConfig("sim", catalog.KindOpenAI, []string{"http://127.0.0.1:9/v1"})
+	cfg.Server.Listen, cfg.Server.AdminListen = taken.Addr().String(), "127.0.0.1:0"
+	g, err := newGateway(t.Context(), cfg, "", slog.New(slog.DiscardHandler))
+	if err == nil {
+		g.close()
+		t.Fatal("the gateway started on a port already taken")
+	}
+	if !strings.HasPrefix(err.Error(), "API listener: ") {
+		t.Errorf("error %q; want the API listener's", err)
 	}
 }

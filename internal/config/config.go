@@ -115,8 +115,19 @@ type Limits struct {
 	// Redis, when set (redis://host:port/db), shares counters among every
 	// replica, where each prompt was sent (router.share_prefix_index) and
 	// what each has in flight (router.share_load); without it each
-	// process counts for itself alone.
+	// process counts for itself alone. A user and password
+	// (redis://user:password@host:port/db, or redis://:password@... for
+	// the default user) are sent to Redis as AUTH; rediss:// speaks TLS.
 	Redis string `yaml:"redis,omitempty"`
+	// RedisCAFile, with a rediss:// URL, is a PEM file of the certificate
+	// authorities that sign Redis's certificate, in place of the
+	// system's; empty means the system's.
+	RedisCAFile string `yaml:"redis_ca_file,omitempty"`
+	// RedisCertFile and RedisKeyFile, with a rediss:// URL, are a PEM
+	// client certificate and its key, for a Redis that asks for one
+	// (tls-auth-clients); both or neither.
+	RedisCertFile string `yaml:"redis_cert_file,omitempty"`
+	RedisKeyFile  string `yaml:"redis_key_file,omitempty"`
 	// OnRedisError is open (let requests through) or closed (refuse them)
 	// while Redis does not answer.
 	OnRedisError string `yaml:"on_redis_error"`

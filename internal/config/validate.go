@@ -218,17 +218,38 @@ func (s *Store) validate(ps *problems) {
 	}
 }
 
+// The URL of limits.redis may hold a password, so no problem echoes it.
 func (l *Limits) validate(ps *problems) {
+	tls := false
 	if l.Redis != "" {
 		u, err := url.Parse(l.Redis)
 		switch {
 		case err != nil:
 			ps.add("limits.redis", "is not a valid URL")
+		case u.Scheme != "redis" && u.Scheme != "rediss" && strings.Contains(l.Redis, "@"):
+			// What reads as a scheme may be the start of a password.
+			ps.add("limits.redis", "must be a redis:// or rediss:// URL")
 		case u.Scheme != "redis" && u.Scheme != "rediss":
 			ps.add("limits.redis", "must be a redis:// or rediss:// URL, got scheme %q", u.Scheme)
 		case u.Host == "":
 			ps.add("limits.redis", "must name a host, such as redis://127.0.0.1:6379/0")
 		}
+		tls = err == nil && u.Scheme == "rediss"
+	}
+	for _, f := range []struct{ path, file string }{
+		{"limits.redis_ca_file", l.RedisCAFile},
+		{"limits.redis_cert_file", l.RedisCertFile},
+		{"limits.redis_key_file", l.RedisKeyFile},
+	} {
+		if f.file != "" && !tls {
+			ps.add(f.path, "is for a rediss:// limits.redis alone, which speaks TLS")
+		}
+	}
+	switch {
+	case l.RedisCertFile != "" && l.RedisKeyFile == "":
+		ps.add("limits.redis_key_file", "must be set with limits.redis_cert_file: the client certificate's key")
+	case l.RedisKeyFile != "" && l.RedisCertFile == "":
+		ps.add("limits.redis_cert_file", "must be set with limits.redis_key_file: the client certificate")
 	}
 	if l.OnRedisError != "open" && l.OnRedisError != "closed" {
 		ps.add("limits.on_redis_error", "must be open or closed, got %q", l.OnRedisError)

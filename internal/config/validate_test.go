@@ -60,6 +60,16 @@ func TestValidate(t *testing.T) {
 		{"redis error mode", func(c *Config) { c.Limits.OnRedisError = "" },
 			[]string{`limits.on_redis_error: must be open or closed, got ""`}},
 		{"redis url ok", func(c *Config) { c.Limits.Redis = "rediss://cache:6380/1" }, nil},
+		{"redis acl user over tls", func(c *Config) {
+			c.Limits.Redis = "rediss://llmgw:s3cret@cache:6380/1"
+			c.Limits.RedisCAFile, c.Limits.RedisCertFile, c.Limits.RedisKeyFile = "ca.pem", "client.pem", "client.key"
+		}, nil},
+		{"redis url without its scheme", func(c *Config) { c.Limits.Redis = "llmgw:s3cret@cache:6380/1" },
+			[]string{"limits.redis: must be a redis:// or rediss:// URL"}},
+		{"redis url not a url", func(c *Config) { c.Limits.Redis = "redis://llmgw:s3%zzcret@cache:6380/1" },
+			[]string{"limits.redis: is not a valid URL"}},
+		{"redis client key alone", func(c *Config) { c.Limits.Redis, c.Limits.RedisKeyFile = "rediss://cache:6380/1", "client.key" },
+			[]string{"limits.redis_cert_file: must be set with limits.redis_key_file: the client certificate"}},
 		{"tenant period", func(c *Config) { c.Tenants[0].Period = "year" },
 			[]string{`tenants[0].period: must be day or month, got "year"`}},
 		{"tenant path", func(c *Config) { c.Tenants[0].Path = "acme/sea rch" },

@@ -8,19 +8,53 @@ package router
 // them, up to a scrape interval late and without their sizes: two
 // gateways then send long prompts to the same endpoint between scrapes,
 // and charge a prompt the stall of half the streams it holds up.
+//
+// Whatever can publish on the Redis channel can say anything, so a
+// gateway believes of the others no more than one real, fully loaded
+// gateway could have at an endpoint (peerCap): a record past what any one
+// gateway could send is refused, and the sum over the gateways is cut to
+// what one could have. What is not believed is counted as the scrape
+// shows it, as the load of a gateway that has fallen silent is.
 
 import (
+	"math"
 	"sync"
 	"time"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
 )
 
-// peerMaxAge is how long what another gateway said of its load stands
-// without a word since. A gateway sends every 10 ms while it has
-// requests in flight; a silence this long means it has stopped, or the
-// bus has, and its requests are then counted as the scrape shows them.
-const peerMaxAge = 250 * time.Millisecond
+const (
+	// peerMaxAge is how long what another gateway said of its load
+	// stands without a word since. A gateway sends every 10 ms while it
+	// has requests in flight; a silence this long means it has stopped,
+	// or the bus has, and its requests are then counted as the scrape
+	// shows them. A message carries no time of its own: it is stamped
+	// when it arrives, so no sender's clock can make it stand longer.
+	peerMaxAge = 250 * time.Millisecond
+
+	// peerMaxInflight is the most requests one gateway can have in flight
+	// at one endpoint: each has a connection to it of its own (upstream
+	// calls are HTTP/1.1, one request at a time on a connection), and one
+	// gateway's connections to one address differ by their source port
+	// alone, of which there are 65,535 (28,232 in Linux's default
+	// ephemeral range).
+	peerMaxInflight = 1<<16 - 1
+
+	// maxPeers is the most other gateways whose loads are kept at once.
+	// A message from one more, while that many have spoken within
+	// peerMaxAge, is refused, and its gateway's requests are counted as
+	// the scrape shows them. It bounds the book's memory, and the work of
+	// each message, which looks over every gateway kept for those fallen
+	// silent: at 128 gateways sending every 10 ms, 12,800 messages a
+	// second of 128 looks each, a few percent of a core.
+	maxPeers = 128
+
+	// callsPerRequest is the most calls one request has waiting for a
+	// first token at once: its own, and a hedge.
+	callsPerRequest = 2
+)
 
 // peerLoad is what the other gateways have in flight at one endpoint,
 // summed, as last heard at at (Unix nanoseconds).
@@ -52,9 +86,9 @@ type loadCounts struct{ inflight, pending, owed, critical int64 }
 // peerBook is what every other gateway last said of its load, and the sum
 // of it per endpoint. Only the bus's receiver writes it.
 type peerBook struct {
-	mu   sync.Mutex
-	from map[uint64]*peerSaid
-	sum  map[loadKey]loadCounts
+	mu   sync.Mutex             // protects from and sum
+	from map[uint64]*peerSaid   // key: the gateway's id; at most maxPeers
+	sum  map[loadKey]loadCounts // key: an endpoint of the catalog when it was said
 }
 
 type peerSaid struct {
@@ -62,26 +96,98 @@ type peerSaid struct {
 	loads map[loadKey]loadCounts
 }
 
+// maxPrompt is the most prompt tokens one request can owe an endpoint: the
+// estimate of the largest body server.max_body_bytes lets in
+// (estimatePrompt). A translated request's chat body can be longer than
+// the client's (its JSON escapes are not tokens); what Loads says of its
+// prefill is cut to this.
+func (r *Router) maxPrompt() int64 {
+	b := max(r.opts.Server.MaxBodyBytes, 0)
+	return b/bytesPerToken + min(b%bytesPerToken, 1)
+}
+
+// mulCap is a×b, or MaxInt64 where that would overflow; a and b are not
+// negative.
+func mulCap(a, b int64) int64 {
+	if a != 0 && b > math.MaxInt64/a {
+		return math.MaxInt64
+	}
+	return a * b
+}
+
+// setPeerCaps sets each pool's peerCap: the most one gateway can have at
+// one of its endpoints, its requests at most maxPrompt tokens each.
+//
+// In flight: peerMaxInflight. Owed: maxPrompt for each pending request.
+// Pending: as many as in flight, unless every request that can reach the
+// pool has passed an admission gate — every model on the pool, and every
+// model with a fallback on it, enables admission, as do all their
+// fallbacks. A gate lets admitPendingPerEndpoint requests for each
+// endpoint of its pool start at once, each with at most callsPerRequest
+// calls waiting for a first token; so a gateway has at most that, over
+// the endpoints of every gate whose requests can reach the pool, pending
+// there. (A gate whose endpoints are all out lets requests through, to
+// be tried anyway; then a real gateway can have more, and the scrape
+// counts what the cut sum leaves out.)
+func (s *snapshot) setPeerCaps(maxPrompt int64) {
+	gated := make(map[string]bool, len(s.pools))            // key: pool; whether every request reaching it passed a gate
+	gates := make(map[string]map[string]bool, len(s.pools)) // key: pool; value: the pools whose gates let in what can reach it
+	for i := range s.cat.Models() {
+		m := &s.cat.Models()[i]
+		chain := []*catalog.Model{m}
+		for _, name := range m.Fallbacks {
+			if f, ok := s.cat.Resolve(name); ok {
+				chain = append(chain, f)
+			}
+		}
+		all := true
+		for _, c := range chain {
+			all = all && c.Admission.Enabled
+		}
+		for _, c := range chain {
+			if _, seen := gated[c.Pool]; !seen {
+				gated[c.Pool] = true
+				gates[c.Pool] = make(map[string]bool)
+			}
+			gated[c.Pool] = gated[c.Pool] && all
+			for _, d := range chain {
+				gates[c.Pool][d.Pool] = true
+			}
+		}
+	}
+	for name, p := range s.pools {
+		pending := int64(peerMaxInflight)
+		if gated[name] {
+			n := 0
+			for g := range gates[name] {
+				if q := s.pools[g]; q != nil {
+					n += len(q.endpoints)
+				}
+			}
+			pending = min(pending, int64(callsPerRequest*admitPendingPerEndpoint*n))
+		}
+		p.peerCap = loadCounts{inflight: peerMaxInflight, pending: pending, owed: mulCap(pending, maxPrompt), critical: peerMaxInflight}
+	}
+}
+
 // Loads appends this gateway's load at every endpoint where it has a
-// request in flight.
+// request in flight, within what checkLoad believes of a gateway.
 func (r *Router) Loads(buf []placement.Load) []placement.Load {
 	s := r.snap.Load()
 	if s == nil {
 		return buf
 	}
+	maxPrompt := r.maxPrompt()
 	for _, p := range s.pools {
 		for _, e := range p.endpoints {
-			inflight := e.inflight.Load()
+			inflight := min(e.inflight.Load(), peerMaxInflight)
 			if inflight <= 0 {
 				continue
 			}
 			// The counts are read one after another while requests come
 			// and go; keep them consistent with each other.
 			pending := min(max(e.pending.Load(), 0), inflight)
-			owed := max(e.owed.Load(), 0)
-			if pending == 0 {
-				owed = 0
-			}
+			owed := min(max(e.owed.Load(), 0), mulCap(pending, maxPrompt))
 			critical := min(max(e.critical.Load(), 0), inflight-pending)
 			buf = append(buf, placement.Load{
 				Pool: p.name, Endpoint: e.name, Inflight: inflight, Pending: pending, Owed: owed, Critical: critical,
@@ -94,12 +200,22 @@ func (r *Router) Loads(buf []placement.Load) []placement.Load {
 // PeerLoads takes the whole load of the gateway whose id is from, in place
 // of what it said before, and forgets gateways silent for longer than
 // peerMaxAge. Each endpoint whose sum changed, or that from still loads,
-// gets the new sum, stamped now.
-func (r *Router) PeerLoads(from uint64, loads []placement.Load) {
-	r.peerLoads(from, loads, time.Now())
+// gets the new sum, stamped now and cut to the pool's peerCap.
+//
+// A record that no one gateway could send (checkLoad) is refused alone,
+// and counts as nothing of from's in flight there: the others of its
+// message stand, so that a gateway whose catalog or max_body_bytes is not
+// quite this one's, as during a rolling change, is still heard at the
+// endpoints where it is. A message from a gateway past maxPeers is
+// refused whole.
+func (r *Router) PeerLoads(from uint64, loads []placement.Load) placement.Refusals {
+	return r.peerLoads(from, loads, time.Now())
 }
 
-func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) {
+func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) placement.Refusals {
+	var refused placement.Refusals
+	snap := r.snap.Load()
+	maxPrompt := r.maxPrompt()
 	b := &r.peers
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -108,31 +224,48 @@ func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) {
 		b.sum = make(map[loadKey]loadCounts)
 	}
 	touched := make(map[loadKey]bool, len(loads))
-	said := b.from[from]
-	if said == nil {
-		said = &peerSaid{}
-		b.from[from] = said
-	}
-	b.forget(said, touched)
-	said.at = now
-	said.loads = make(map[loadKey]loadCounts, len(loads))
-	for _, l := range loads {
-		k := loadKey{l.Pool, l.Endpoint}
-		add := loadCounts{l.Inflight, l.Pending, l.Owed, l.Critical}
-		said.loads[k] = said.loads[k].plus(add)
-		b.sum[k] = b.sum[k].plus(add)
-		touched[k] = true
-	}
+	// The silent go first, so that their places are free.
 	for id, q := range b.from {
 		if now.Sub(q.at) > peerMaxAge {
 			b.forget(q, touched)
 			delete(b.from, id)
 		}
 	}
+	said := b.from[from]
+	switch {
+	case said != nil:
+		b.forget(said, touched)
+	case len(b.from) >= maxPeers:
+		refused.Add(placement.RefusedPeers, len(loads))
+	default:
+		said = &peerSaid{}
+		b.from[from] = said
+	}
+	if said != nil {
+		said.at = now
+		said.loads = make(map[loadKey]loadCounts, len(loads))
+		for _, l := range loads {
+			k := loadKey{l.Pool, l.Endpoint}
+			var p *pool
+			if snap != nil {
+				p = snap.pools[l.Pool]
+			}
+			c, why, ok := checkLoad(p, l, maxPrompt)
+			if _, dup := said.loads[k]; ok && dup {
+				why, ok = placement.RefusedDuplicate, false
+			}
+			if !ok {
+				refused.Add(why, 1)
+				continue
+			}
+			said.loads[k] = c
+			b.sum[k] = b.sum[k].plus(c)
+			touched[k] = true
+		}
+	}
 
-	snap := r.snap.Load()
 	if snap == nil {
-		return
+		return refused
 	}
 	for k := range touched {
 		s, ok := b.sum[k]
@@ -152,8 +285,30 @@ func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) {
 			p.endpoints[i].peers.Store(nil)
 			continue
 		}
+		if c := s.within(p.peerCap); c != s {
+			refused.Add(placement.RefusedSum, 1)
+			s = c
+		}
 		p.endpoints[i].peers.Store(&peerLoad{loadCounts: s, at: now.UnixNano()})
 	}
+	return refused
+}
+
+// checkLoad is l's counts if one gateway could have sent them for an
+// endpoint of p, with requests of at most maxPrompt tokens; else why not.
+// Loads never sends counts it would refuse.
+func checkLoad(p *pool, l placement.Load, maxPrompt int64) (loadCounts, placement.Refusal, bool) {
+	switch {
+	case p == nil || p.endpointNamed(l.Endpoint) < 0:
+		return loadCounts{}, placement.RefusedUnknown, false
+	case l.Inflight > peerMaxInflight:
+		return loadCounts{}, placement.RefusedInflight, false
+	case l.Pending < 0 || l.Critical < 0 || l.Pending > l.Inflight || l.Critical > l.Inflight-l.Pending:
+		return loadCounts{}, placement.RefusedCounts, false
+	case l.Owed < 0 || l.Owed > mulCap(l.Pending, maxPrompt):
+		return loadCounts{}, placement.RefusedOwed, false
+	}
+	return loadCounts{l.Inflight, l.Pending, l.Owed, l.Critical}, 0, true
 }
 
 // forget takes what q said out of the sums, and marks the endpoints it
@@ -168,4 +323,9 @@ func (b *peerBook) forget(q *peerSaid, touched map[loadKey]bool) {
 
 func (c loadCounts) plus(o loadCounts) loadCounts {
 	return loadCounts{c.inflight + o.inflight, c.pending + o.pending, c.owed + o.owed, c.critical + o.critical}
+}
+
+// within is c with each count cut to limit's.
+func (c loadCounts) within(limit loadCounts) loadCounts {
+	return loadCounts{min(c.inflight, limit.inflight), min(c.pending, limit.pending), min(c.owed, limit.owed), min(c.critical, limit.critical)}
 }

@@ -34,7 +34,7 @@ func (g *testGateway) peersAt(now time.Time) []loadCounts {
 // TestPeerLoadsSumTheOtherGateways: each gateway's message replaces what
 // it said before, the endpoints get the sum over the gateways, a gateway
 // silent past peerMaxAge is forgotten, and what names no endpoint of
-// this gateway's is passed over.
+// this gateway's is refused and kept nowhere.
 func TestPeerLoadsSumTheOtherGateways(t *testing.T) {
 	g := twoEndpoints(t)
 	e0, e1 := g.endpointName("main", 0), g.endpointName("main", 1)
@@ -47,8 +47,8 @@ func TestPeerLoadsSumTheOtherGateways(t *testing.T) {
 		want  []loadCounts
 	}{{
 		"one gateway", 1, t0,
-		[]placement.Load{{Pool: "main", Endpoint: e0, Inflight: 3, Pending: 1, Owed: 500, Critical: 1}},
-		[]loadCounts{{inflight: 3, pending: 1, owed: 500, critical: 1}, {}},
+		[]placement.Load{{Pool: "main", Endpoint: e0, Inflight: 3, Pending: 2, Owed: 500, Critical: 1}},
+		[]loadCounts{{inflight: 3, pending: 2, owed: 500, critical: 1}, {}},
 	}, {
 		"a second, and an endpoint and a pool this gateway lacks", 2, t0,
 		[]placement.Load{
@@ -57,7 +57,7 @@ func TestPeerLoadsSumTheOtherGateways(t *testing.T) {
 			{Pool: "main", Endpoint: "gpu-9", Inflight: 7},
 			{Pool: "elsewhere", Endpoint: e0, Inflight: 7},
 		},
-		[]loadCounts{{inflight: 5, pending: 3, owed: 800, critical: 1}, {inflight: 1}},
+		[]loadCounts{{inflight: 5, pending: 4, owed: 800, critical: 1}, {inflight: 1}},
 	}, {
 		"the first again, with nothing in flight", 1, t0.Add(10 * time.Millisecond),
 		nil,
@@ -173,5 +173,259 @@ func TestAutoReadsThePeers(t *testing.T) {
 				t.Errorf("picked %d (%s), want %d (%s)", i, reason, tc.want, tc.reason)
 			}
 		})
+	}
+}
+
+// TestCheckLoad: a record is believed when one gateway could have sent it
+// for an endpoint of this gateway's catalog, with requests of at most
+// maxPrompt tokens (256 here: max_body_bytes 1,024); else it is refused,
+// and why.
+func TestCheckLoad(t *testing.T) {
+	g := twoEndpoints(t)
+	p := g.r.snap.Load().pools["main"]
+	e0 := g.endpointName("main", 0)
+	if got := g.r.maxPrompt(); got != 256 {
+		t.Fatalf("maxPrompt %d, want 256", got)
+	}
+	for _, tc := range []struct {
+		name string
+		pool *pool
+		load placement.Load
+		why  placement.Refusal // when refused
+		ok   bool
+	}{
+		{"what a gateway sends", p, placement.Load{Endpoint: e0, Inflight: 3, Pending: 2, Owed: 512, Critical: 1}, 0, true},
+		{"nothing pending", p, placement.Load{Endpoint: e0, Inflight: 3, Critical: 3}, 0, true},
+		{"as many in flight as a gateway can hold", p, placement.Load{Endpoint: e0, Inflight: 65535, Pending: 65535, Owed: 65535 * 256}, 0, true},
+		{"a pool this gateway lacks", nil, placement.Load{Endpoint: e0, Inflight: 1}, placement.RefusedUnknown, false},
+		{"an endpoint this gateway lacks", p, placement.Load{Endpoint: "gpu-9", Inflight: 1}, placement.RefusedUnknown, false},
+		{"one more in flight than a gateway can hold", p, placement.Load{Endpoint: e0, Inflight: 65536}, placement.RefusedInflight, false},
+		{"2^31-1 of everything", p, placement.Load{Endpoint: e0, Inflight: math.MaxInt32, Pending: math.MaxInt32, Owed: math.MaxInt32, Critical: math.MaxInt32}, placement.RefusedInflight, false},
+		{"more pending than in flight", p, placement.Load{Endpoint: e0, Inflight: 3, Pending: 4}, placement.RefusedCounts, false},
+		{"pending and critical past in flight", p, placement.Load{Endpoint: e0, Inflight: 3, Pending: 1, Critical: 3}, placement.RefusedCounts, false},
+		{"a count below zero", p, placement.Load{Endpoint: e0, Inflight: 3, Pending: -1}, placement.RefusedCounts, false},
+		{"in flight below zero", p, placement.Load{Endpoint: e0, Inflight: -1}, placement.RefusedCounts, false},
+		{"owed past the largest prompt", p, placement.Load{Endpoint: e0, Inflight: 1, Pending: 1, Owed: 257}, placement.RefusedOwed, false},
+		{"owed with nothing pending", p, placement.Load{Endpoint: e0, Inflight: 1, Owed: 1}, placement.RefusedOwed, false},
+		{"owed below zero", p, placement.Load{Endpoint: e0, Inflight: 1, Pending: 1, Owed: -1}, placement.RefusedOwed, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, why, ok := checkLoad(tc.pool, tc.load, 256)
+			if ok != tc.ok || !ok && why != tc.why {
+				t.Fatalf("ok %v (%s), want %v (%s)", ok, why, tc.ok, tc.why)
+			}
+			want := loadCounts{tc.load.Inflight, tc.load.Pending, tc.load.Owed, tc.load.Critical}
+			if ok && c != want {
+				t.Errorf("believed %+v, want %+v", c, want)
+			}
+		})
+	}
+}
+
+// refusals is a Refusals with the given counts.
+func refusals(counts map[placement.Refusal]int) placement.Refusals {
+	var r placement.Refusals
+	for why, n := range counts {
+		r.Add(why, n)
+	}
+	return r
+}
+
+// TestPeerLoadsRefuseRecordsAlone: of a message, the records no gateway
+// could send are refused and counted, and the rest stand; a second record
+// for one endpoint is refused, not added.
+func TestPeerLoadsRefuseRecordsAlone(t *testing.T) {
+	g := twoEndpoints(t)
+	e0, e1 := g.endpointName("main", 0), g.endpointName("main", 1)
+	t0 := time.Unix(1000, 0)
+	got := g.r.peerLoads(1, []placement.Load{
+		{Pool: "main", Endpoint: e0, Inflight: 2, Pending: 1, Owed: 200},
+		{Pool: "main", Endpoint: e0, Inflight: 9, Pending: 9, Owed: 9},
+		{Pool: "main", Endpoint: e1, Inflight: math.MaxInt32, Pending: math.MaxInt32, Owed: math.MaxInt32},
+		{Pool: "main", Endpoint: "gpu-9", Inflight: 1},
+		{Pool: "main", Endpoint: "gpu-10", Inflight: 1, Pending: 1, Owed: 1 << 20},
+	}, t0)
+	want := refusals(map[placement.Refusal]int{placement.RefusedDuplicate: 1, placement.RefusedInflight: 1, placement.RefusedUnknown: 2})
+	if got != want {
+		t.Errorf("refused %v, want %v", got, want)
+	}
+	if diff := cmp.Diff([]loadCounts{{inflight: 2, pending: 1, owed: 200}, {}}, g.peersAt(t0), cmp.AllowUnexported(loadCounts{})); diff != "" {
+		t.Errorf("peers' load by endpoint (-want +got):\n%s", diff)
+	}
+	if n := len(g.r.peers.sum); n != 1 {
+		t.Errorf("%d sums kept, want 1: a refused record is kept nowhere", n)
+	}
+}
+
+// TestPeerLoadsKeepAtMostMaxPeers: the loads of maxPeers gateways are
+// kept; a message from one more is refused whole while they speak, and
+// taken once one has fallen silent.
+func TestPeerLoadsKeepAtMostMaxPeers(t *testing.T) {
+	g := twoEndpoints(t)
+	e0 := g.endpointName("main", 0)
+	one := []placement.Load{{Pool: "main", Endpoint: e0, Inflight: 1}}
+	t0 := time.Unix(1000, 0)
+	for id := range uint64(maxPeers) {
+		if got := g.r.peerLoads(id+1, one, t0); got != (placement.Refusals{}) {
+			t.Fatalf("gateway %d: refused %v", id+1, got)
+		}
+	}
+	two := append(one, placement.Load{Pool: "main", Endpoint: e0, Inflight: 1})
+	if got, want := g.r.peerLoads(maxPeers+1, two, t0), refusals(map[placement.Refusal]int{placement.RefusedPeers: 2}); got != want {
+		t.Errorf("one gateway more: refused %v, want %v", got, want)
+	}
+	if got := g.peersAt(t0)[0].inflight; got != maxPeers {
+		t.Errorf("%d in flight believed, want %d", got, maxPeers)
+	}
+	// The first speaks again; the others fall silent.
+	later := t0.Add(peerMaxAge)
+	g.r.peerLoads(1, one, later)
+	later = later.Add(time.Millisecond)
+	if got := g.r.peerLoads(maxPeers+1, one, later); got != (placement.Refusals{}) {
+		t.Errorf("once the others are silent: refused %v", got)
+	}
+	if got := g.peersAt(later)[0].inflight; got != 2 {
+		t.Errorf("%d in flight believed, want 2", got)
+	}
+	if n := len(g.r.peers.from); n != 2 {
+		t.Errorf("%d gateways kept, want 2", n)
+	}
+}
+
+// TestPeerSumCutToOneGateway: however many gateways speak, an endpoint
+// is believed to have from them together no more than one gateway could
+// have there. With admission on the pool's one model and two endpoints,
+// a gateway has at most 2 calls × 4 × 2 endpoints = 16 requests pending,
+// owing 16 × 256 tokens.
+func TestPeerSumCutToOneGateway(t *testing.T) {
+	g := newTestGatewayWith(t, Options{}, func(c *config.Config) {
+		c.Pools[0].Endpoints = []catalog.Endpoint{{URL: "http://10.0.0.1:8000/v1"}, {URL: "http://10.0.0.2:8000/v1"}}
+		c.Models[0].Admission = catalog.Admission{Enabled: true}
+	})
+	e0 := g.endpointName("main", 0)
+	t0 := time.Unix(1000, 0)
+	var refused placement.Refusals
+	for id := range uint64(20) {
+		r := g.r.peerLoads(id+1, []placement.Load{{Pool: "main", Endpoint: e0, Inflight: 3, Pending: 3, Owed: 3 * 256}}, t0)
+		for why, n := range r {
+			refused.Add(placement.Refusal(why), n)
+		}
+	}
+	want := []loadCounts{{inflight: 60, pending: 16, owed: 16 * 256}, {}}
+	if diff := cmp.Diff(want, g.peersAt(t0), cmp.AllowUnexported(loadCounts{})); diff != "" {
+		t.Errorf("peers' load by endpoint (-want +got):\n%s", diff)
+	}
+	// The sixth gateway's 18 pending are past 16: it and the fourteen
+	// after it each leave the sum cut.
+	if want := refusals(map[placement.Refusal]int{placement.RefusedSum: 15}); refused != want {
+		t.Errorf("refused %v, want %v", refused, want)
+	}
+}
+
+// TestSetPeerCaps: what one gateway can have pending at an endpoint of a
+// pool: as many as in flight, unless every request that can reach the
+// pool passes a gate, and then callsPerRequest × admitPendingPerEndpoint
+// for each endpoint of the gates they pass. Pool main has two endpoints,
+// spare one.
+func TestSetPeerCaps(t *testing.T) {
+	on := catalog.Admission{Enabled: true}
+	for _, tc := range []struct {
+		name        string
+		models      []catalog.Model
+		main, spare int64 // pending
+	}{
+		{"no admission", []catalog.Model{{Name: "m", Pool: "main"}}, 65535, 65535},
+		{"admission", []catalog.Model{{Name: "m", Pool: "main", Admission: on}}, 16, 65535},
+		{"a model without admission beside", []catalog.Model{{Name: "m", Pool: "main", Admission: on}, {Name: "n", Pool: "main"}}, 65535, 65535},
+		{"a fallback with admission", []catalog.Model{
+			{Name: "m", Pool: "main", Admission: on, Fallbacks: []string{"fb"}},
+			{Name: "fb", Pool: "spare", Admission: on}}, 24, 24},
+		{"a fallback without admission", []catalog.Model{
+			{Name: "m", Pool: "main", Admission: on, Fallbacks: []string{"fb"}},
+			{Name: "fb", Pool: "spare"}}, 65535, 65535},
+		{"falling back to a pool that admits its own alone", []catalog.Model{
+			{Name: "m", Pool: "main", Fallbacks: []string{"fb"}},
+			{Name: "fb", Pool: "spare", Admission: on}}, 65535, 65535},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newTestGatewayWith(t, Options{}, func(c *config.Config) {
+				c.Pools[0].Endpoints = []catalog.Endpoint{{URL: "http://10.0.0.1:8000/v1"}, {URL: "http://10.0.0.2:8000/v1"}}
+				c.Pools[1].Endpoints = []catalog.Endpoint{{URL: "http://10.0.1.1:8000/v1"}}
+				c.Models = tc.models
+			})
+			s := g.r.snap.Load()
+			for pool, pending := range map[string]int64{"main": tc.main, "spare": tc.spare} {
+				want := loadCounts{inflight: 65535, pending: pending, owed: pending * 256, critical: 65535}
+				if got := s.pools[pool].peerCap; got != want {
+					t.Errorf("%s: %+v, want %+v", pool, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestLoadsSaysNoMoreThanIsBelieved: what a gateway tells the others
+// passes checkLoad: a prompt whose estimate is past maxPrompt (a
+// translated body longer than the client's) owes maxPrompt, as far as
+// the others hear.
+func TestLoadsSaysNoMoreThanIsBelieved(t *testing.T) {
+	g := twoEndpoints(t)
+	p := g.r.snap.Load().pools["main"]
+	e := p.endpoints[0]
+	e.inflight.Store(1 << 20)
+	e.pending.Store(2)
+	e.owed.Store(1000)
+	want := []placement.Load{{Pool: "main", Endpoint: e.name, Inflight: 65535, Pending: 2, Owed: 512}}
+	got := g.r.Loads(nil)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("loads (-want +got):\n%s", diff)
+	}
+	for _, l := range got {
+		if _, why, ok := checkLoad(p, l, g.r.maxPrompt()); !ok {
+			t.Errorf("%+v is refused: %s", l, why)
+		}
+	}
+}
+
+// TestForgedLoadsLeaveRoutingAlone: counts no gateway could send, from
+// however many made-up gateways, leave auto's pick where it was.
+func TestForgedLoadsLeaveRoutingAlone(t *testing.T) {
+	g := newTestGatewayWith(t, Options{}, func(c *config.Config) {
+		c.Pools[0].Endpoints = []catalog.Endpoint{{URL: "http://10.0.0.1:8000/v1"}, {URL: "http://10.0.0.2:8000/v1"}}
+		c.Pools[0].Policy = catalog.PolicyAuto
+	})
+	p := g.r.snap.Load().pools["main"]
+	p.endpoints[1].owed.Store(500) // endpoint 0 is the faster, by 50 ms
+	p.endpoints[1].pending.Store(1)
+	p.endpoints[1].inflight.Store(1)
+	now := time.Now()
+	pick := func() (int, string) {
+		rt := routeFor(p, promptText(13, 32), 0)
+		rt.stall = 1
+		return p.pick(rt, all(p), now)
+	}
+	wantI, wantReason := pick()
+	forged := []placement.Load{{Pool: "main", Endpoint: p.endpoints[wantI].name,
+		Inflight: math.MaxInt32, Pending: math.MaxInt32, Owed: math.MaxInt32, Critical: math.MaxInt32}}
+	var refused placement.Refusals
+	for id := range uint64(1000) {
+		r := g.r.peerLoads(id+1, forged, now)
+		for why, n := range r {
+			refused.Add(placement.Refusal(why), n)
+		}
+	}
+	if i, reason := pick(); i != wantI || reason != wantReason {
+		t.Errorf("picked %d (%s) with forged loads, want %d (%s) as without", i, reason, wantI, wantReason)
+	}
+	if want := refusals(map[placement.Refusal]int{placement.RefusedInflight: maxPeers, placement.RefusedPeers: 1000 - maxPeers}); refused != want {
+		t.Errorf("refused %v, want %v", refused, want)
+	}
+}
+
+// TestPlacementsCarryAllTheIndexReads: a placement of every block the
+// index reads of a prompt is one the bus takes.
+func TestPlacementsCarryAllTheIndexReads(t *testing.T) {
+	if maxPrefixBlocks > placement.MaxHashes {
+		t.Errorf("the index reads %d blocks of a prompt, and the bus carries placements of %d", maxPrefixBlocks, placement.MaxHashes)
 	}
 }

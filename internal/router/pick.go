@@ -42,6 +42,11 @@ type pool struct {
 	budget retryBudget
 	hedge  catalog.Hedge // when a request is also sent to a second endpoint; After zero: never
 	m      poolMetrics
+
+	// peerCap is the most one gateway can have in flight at one endpoint
+	// of the pool: what the other gateways' loads are believed up to,
+	// summed (peers.go).
+	peerCap loadCounts
 }
 
 // newPool builds a pool from its catalog entry, keeping prev's endpoint

@@ -155,6 +155,7 @@ func (r *Router) SetCatalog(c *catalog.Catalog) {
 		}
 		s.pools[p.Name] = newPool(p, prev, r.m)
 	}
+	s.setPeerCaps(r.maxPrompt())
 	s.models = renderModels(c, nil)
 	s.tokens = make(map[string]*modelTokens, len(c.Models()))
 	for _, m := range c.Models() {

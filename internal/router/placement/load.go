@@ -37,9 +37,10 @@ func appendLoad(b []byte, l Load) []byte {
 }
 
 // decodeLoads appends the records of a load message to loads and returns
-// them with the sender's id; a message from self, or of another version,
-// gives none and ok true. A malformed message gives ok false and no
-// records.
+// them with the sender's id; a message from self gives none and ok true.
+// A malformed message, or one of another version, gives ok false and no
+// records. It reads the wire alone: whether the counts are ones a gateway
+// could have is for the receiving gateway to judge (Gateway.PeerLoads).
 func decodeLoads(msg []byte, self uint64, loads []Load) (sender uint64, out []Load, ok bool) {
 	if len(msg) < headerLen || msg[0] != version {
 		return 0, loads, false
@@ -57,7 +58,7 @@ func decodeLoads(msg []byte, self uint64, loads []Load) (sender uint64, out []Lo
 		var c [4]int64
 		c, okCounts = counts(&b)
 		l.Inflight, l.Pending, l.Owed, l.Critical = c[0], c[1], c[2], c[3]
-		if !okPool || !okEndpoint || !okCounts || l.Pending+l.Critical > l.Inflight {
+		if !okPool || !okEndpoint || !okCounts {
 			return sender, loads[:n], false
 		}
 		loads = append(loads, l)

@@ -45,7 +45,10 @@ const headerLen = 1 + 8
 
 const flagDrop = 1
 
-var errMalformed = errors.New("placement: malformed message")
+var (
+	errMalformed = errors.New("placement: malformed message")
+	errTooLarge  = errors.New("placement: message longer than any gateway sends")
+)
 
 // appendHeader starts a message from sender.
 func appendHeader(b []byte, sender uint64) []byte {

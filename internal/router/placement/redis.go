@@ -31,8 +31,18 @@ const (
 
 	// maxMessage is about the most bytes one message carries: 64
 	// placements of a 32k-token prompt (512 hashes each), so that one
-	// PUBLISH stays well under a millisecond of the server's time.
+	// PUBLISH stays well under a millisecond of the server's time. A
+	// gateway sends no longer message: one placement is at most 4 KiB
+	// and two names, and a load message about 170 bytes an endpoint with
+	// something in flight, over a thousand endpoints in 256 KiB. A longer
+	// message that arrives is refused unread, so that what is decoded
+	// from the bus, and held while it is, stays within a few times this.
 	maxMessage = 256 << 10
+
+	// MaxHashes is the most hashes one placement carries: a gateway
+	// hashes at most the first 512 blocks of a prompt (the router's
+	// maxPrefixBlocks). A placement with more is refused.
+	MaxHashes = 512
 
 	// queueLen is how many placements may wait to be sent: 400 ms at
 	// 10,000 requests a second. Past it they are dropped and counted
@@ -87,10 +97,68 @@ type Redis struct {
 }
 
 // busMetrics counts placements, and load messages, by what became of
-// them.
+// them, and what was refused of what the other gateways sent, by why.
 type busMetrics struct {
 	placements, loads outcomes
+	// placementsRefused counts placements (a too-large message once);
+	// loadsRefused counts load records, one gateway's counts at one
+	// endpoint (a too-large message once; an endpoint's sum cut, once for
+	// each message that leaves it cut). Indexed by Refusal.
+	placementsRefused, loadsRefused [numRefusals]prometheus.Counter
 }
+
+// Refusal is why something another gateway sent was not believed: the
+// reason label of llmgw_peer_loads_refused_total and
+// llmgw_prefix_placements_refused_total. Nothing on the bus is
+// authenticated beyond Redis's own AUTH, so whatever could write to
+// Redis could write it; a gateway believes of it no more than one real,
+// fully loaded gateway could have sent.
+type Refusal uint8
+
+const (
+	// RefusedTooLarge: a message longer than any gateway sends
+	// (maxMessage), refused unread.
+	RefusedTooLarge Refusal = iota
+	// RefusedHashes: a placement of more blocks than a gateway hashes of
+	// a prompt (MaxHashes).
+	RefusedHashes
+	// RefusedUnknown: a load at a pool and endpoint this gateway's
+	// catalog does not have, which it could not use.
+	RefusedUnknown
+	// RefusedDuplicate: a second load for one endpoint in one message.
+	RefusedDuplicate
+	// RefusedInflight: more requests in flight at one endpoint than one
+	// gateway can hold.
+	RefusedInflight
+	// RefusedCounts: more requests pending and critical together than in
+	// flight, or a count below zero.
+	RefusedCounts
+	// RefusedOwed: more prefill owed than the pending requests could
+	// carry, each at most the largest body the gateway takes.
+	RefusedOwed
+	// RefusedPeers: a load from a gateway past the most whose loads are
+	// kept at once.
+	RefusedPeers
+	// RefusedSum: the gateways' loads at an endpoint summed past what one
+	// gateway could have there; the excess is not believed.
+	RefusedSum
+	numRefusals
+)
+
+var refusalNames = [numRefusals]string{
+	RefusedTooLarge: "too_large", RefusedHashes: "hashes", RefusedUnknown: "unknown_endpoint",
+	RefusedDuplicate: "duplicate", RefusedInflight: "inflight", RefusedCounts: "counts",
+	RefusedOwed: "owed", RefusedPeers: "peers", RefusedSum: "sum",
+}
+
+// String is the refusal's reason label.
+func (r Refusal) String() string { return refusalNames[r] }
+
+// Refusals counts, by why, what a gateway refused of one message.
+type Refusals [numRefusals]int
+
+// Add counts n refused for why.
+func (rs *Refusals) Add(why Refusal, n int) { rs[why] += n }
 
 type outcomes struct {
 	sent, dropped, received, ignored prometheus.Counter
@@ -110,12 +178,29 @@ func newBusMetrics(reg prometheus.Registerer) busMetrics {
 	}, []string{"outcome"})
 	l := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "llmgw_peer_load_messages_total",
-		Help: "Messages of what each gateway has in flight at each endpoint, shared with the other gateways: sent; dropped unsent (Redis did not answer); received and applied; received and ignored (not understood).",
+		Help: "Messages of what each gateway has in flight at each endpoint, shared with the other gateways: sent; dropped unsent (Redis did not answer, or the message would be longer than any gateway takes); received and applied; received and ignored (not understood).",
 	}, []string{"outcome"})
+	pr := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "llmgw_prefix_placements_refused_total",
+		Help: "Placements other gateways sent that were refused as more than a gateway sends, by reason: too_large (a message longer than any gateway sends, counted once, unread), hashes (more blocks than a gateway hashes of a prompt).",
+	}, []string{"reason"})
+	lr := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "llmgw_peer_loads_refused_total",
+		Help: "Other gateways' loads at an endpoint refused as more than one gateway could have, by reason: too_large (a message longer than any gateway sends, counted once, unread), unknown_endpoint, duplicate, inflight (more than a gateway can hold), counts (pending and critical above in flight), owed (more prefill than its pending prompts could carry), peers (from a gateway past the most kept), sum (the gateways' sum at an endpoint past what one gateway could have there, counted for each message that leaves it cut).",
+	}, []string{"reason"})
 	if reg != nil {
-		reg.MustRegister(v, l)
+		reg.MustRegister(v, l, pr, lr)
 	}
-	return busMetrics{placements: newOutcomes(v), loads: newOutcomes(l)}
+	m := busMetrics{placements: newOutcomes(v), loads: newOutcomes(l)}
+	for _, why := range []Refusal{RefusedTooLarge, RefusedHashes} {
+		m.placementsRefused[why] = pr.WithLabelValues(why.String())
+	}
+	for why := RefusedTooLarge; why < numRefusals; why++ {
+		if why != RefusedHashes {
+			m.loadsRefused[why] = lr.WithLabelValues(why.String())
+		}
+	}
+	return m
 }
 
 // NewRedis returns a bus on client. It starts nothing; call Run.
@@ -161,9 +246,9 @@ type Gateway interface {
 	// something in flight to buf.
 	Loads(buf []Load) []Load
 	// PeerLoads takes the whole load of the gateway whose id is from, in
-	// place of what it sent before. Its argument is valid only during
-	// the call.
-	PeerLoads(from uint64, loads []Load)
+	// place of what it sent before, and returns what it refused of it.
+	// Its argument is valid only during the call.
+	PeerLoads(from uint64, loads []Load) Refusals
 }
 
 // Run sends what Publish queues and, every loadEvery while it has
@@ -274,6 +359,13 @@ func (r *Redis) sendLoads(ctx context.Context, g Gateway) {
 		for _, l := range loads {
 			msg = appendLoad(msg, l)
 		}
+		if len(msg) > maxMessage {
+			// The others would refuse it unread; they count this
+			// gateway's requests as the scrapes show them.
+			r.m.loads.dropped.Inc()
+			r.warn("loads were not shared: more endpoints have requests in flight than one message holds", errTooLarge)
+			continue
+		}
 		cctx, cancel := context.WithTimeout(ctx, publishTimeout)
 		err := r.client.Publish(cctx, r.loadChannel, msg).Err()
 		cancel()
@@ -286,12 +378,18 @@ func (r *Redis) sendLoads(ctx context.Context, g Gateway) {
 	}
 }
 
-// receive gives g each message of ch until it is closed.
+// receive gives g each message of ch until it is closed. A message longer
+// than maxMessage is refused unread: no gateway sends one.
 func (r *Redis) receive(ch <-chan *redis.Message, g Gateway) {
 	var scratch []uint64
 	var loads []Load
 	for m := range ch {
 		if m.Channel == r.loadChannel {
+			if len(m.Payload) > maxMessage {
+				r.m.loadsRefused[RefusedTooLarge].Inc()
+				r.warn("a load message longer than any gateway sends was refused", errTooLarge)
+				continue
+			}
 			var from uint64
 			var ok bool
 			if from, loads, ok = decodeLoads([]byte(m.Payload), r.id, loads[:0]); !ok {
@@ -300,16 +398,29 @@ func (r *Redis) receive(ch <-chan *redis.Message, g Gateway) {
 				continue
 			}
 			if from != r.id {
-				g.PeerLoads(from, loads)
+				refused := g.PeerLoads(from, loads)
 				r.m.loads.received.Inc()
+				for why, n := range refused {
+					if n > 0 && r.m.loadsRefused[why] != nil {
+						r.m.loadsRefused[why].Add(float64(n))
+					}
+				}
 			}
+			continue
+		}
+		if len(m.Payload) > maxMessage {
+			r.m.placementsRefused[RefusedTooLarge].Inc()
+			r.warn("a placement message longer than any gateway sends was refused", errTooLarge)
 			continue
 		}
 		var err error
 		scratch, err = decode([]byte(m.Payload), r.id, scratch, func(p Placement) {
-			if g.Place(p) {
+			switch {
+			case len(p.Hashes) > MaxHashes:
+				r.m.placementsRefused[RefusedHashes].Inc()
+			case g.Place(p):
 				r.m.placements.received.Inc()
-			} else {
+			default:
 				r.m.placements.ignored.Inc()
 			}
 		})

@@ -3,6 +3,7 @@ package placement
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -50,10 +51,19 @@ func (a *applied) Loads(buf []Load) []Load {
 	return append(buf, a.own...)
 }
 
-func (a *applied) PeerLoads(from uint64, loads []Load) {
+// PeerLoads keeps loads, and refuses as unknown those at endpoints named
+// "forged".
+func (a *applied) PeerLoads(from uint64, loads []Load) Refusals {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.peers, a.from = append(a.peers, slices.Clone(loads)), from
+	var refused Refusals
+	for _, l := range loads {
+		if l.Endpoint == "forged" {
+			refused.Add(RefusedUnknown, 1)
+		}
+	}
+	return refused
 }
 
 func (a *applied) setOwn(loads ...Load) {
@@ -248,5 +258,69 @@ func BenchmarkPublish(b *testing.B) {
 	}
 	if d := testutil.ToFloat64(bus.m.placements.dropped); d != 0 {
 		b.Fatalf("%v placements dropped", d)
+	}
+}
+
+// TestRedisRefusesWhatNoGatewaySends: messages written to the channels by
+// something other than a gateway are refused, and counted by why: one
+// longer than any gateway sends, unread; a placement of more blocks than
+// a prompt gives, while the others of its message are applied; and a load
+// the gateway refuses (here, one at an endpoint named "forged").
+func TestRedisRefusesWhatNoGatewaySends(t *testing.T) {
+	channel := fmt.Sprintf("llmgw-test-refused-%d-%d", os.Getpid(), time.Now().UnixNano())
+	bus := NewRedis(newRedisClient(t), Options{Channel: channel, Placements: true, Loads: true})
+	at := &applied{known: "main"}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { bus.Run(ctx, at) })
+	defer func() { cancel(); wg.Wait() }()
+
+	forger := newRedisClient(t)
+	publish := func(ch string, msg []byte) int64 {
+		t.Helper()
+		n, err := forger.Publish(t.Context(), ch, msg).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// Publish/subscribe keeps nothing for a subscriber not yet there:
+	// an empty load message until the bus has subscribed to both.
+	deadline := time.Now().Add(10 * time.Second)
+	for publish(channel+loadSuffix, loadMessage(9)) == 0 || publish(channel, message(9)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the bus never subscribed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	huge := make([]byte, maxMessage+1)
+	huge[0] = version
+	publish(channel, huge)
+	publish(channel+loadSuffix, huge)
+	kept := Placement{Pool: "main", Endpoint: "gpu-0", Block: 256, Hashes: make([]uint64, MaxHashes)}
+	publish(channel, message(9, Placement{Pool: "main", Endpoint: "gpu-1", Block: 256, Hashes: make([]uint64, MaxHashes+1)}, kept))
+	publish(channel+loadSuffix, loadMessage(9,
+		Load{Pool: "main", Endpoint: "forged", Inflight: math.MaxInt32, Pending: math.MaxInt32, Owed: math.MaxInt32},
+		Load{Pool: "main", Endpoint: "gpu-0", Inflight: 1}))
+
+	reach(t, "placements received", bus.m.placements.received, 1, deadline)
+	reach(t, "load records refused as unknown", bus.m.loadsRefused[RefusedUnknown], 1, deadline)
+	for _, c := range []struct {
+		name string
+		c    prometheus.Counter
+		want float64
+	}{
+		{"placement messages too large", bus.m.placementsRefused[RefusedTooLarge], 1},
+		{"placements of too many blocks", bus.m.placementsRefused[RefusedHashes], 1},
+		{"placements received", bus.m.placements.received, 1},
+		{"load messages too large", bus.m.loadsRefused[RefusedTooLarge], 1},
+		{"load records refused as unknown", bus.m.loadsRefused[RefusedUnknown], 1},
+	} {
+		if got := testutil.ToFloat64(c.c); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	if got := at.placements(); len(got) != 1 || len(got[0].Hashes) != MaxHashes {
+		t.Errorf("applied %d placements, want the one of %d blocks", len(got), MaxHashes)
 	}
 }
