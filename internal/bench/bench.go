@@ -293,13 +293,11 @@ func runOnce(ctx context.Context, o *options, texts *Texts, spec Spec, label str
 		}
 	}
 	if o.redisURL != "" {
-		if run.placements, err = tgt.placements(); err != nil {
+		if run.placements, run.loadMessages, err = tgt.quietShares(ctx); err != nil {
 			return oneRun{}, err
 		}
-		if o.shareLoad {
-			if run.loadMessages, err = tgt.loadMessages(); err != nil {
-				return oneRun{}, err
-			}
+		if !o.shareLoad {
+			run.loadMessages = Shared{}
 		}
 	}
 	return run, nil

@@ -262,6 +262,9 @@ func (d *Driver) do(ctx context.Context, url string, r *Request, res *Result, ru
 	resp, err := d.Client.Do(hreq)
 	if err != nil {
 		res.Outcome, res.Err, res.E2E = OutcomeError, transportError(err), time.Since(t0)
+		if ctx.Err() != nil {
+			res.Err = "cut at the end of the drain: " + res.Err
+		}
 		return
 	}
 	defer resp.Body.Close()

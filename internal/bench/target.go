@@ -74,6 +74,45 @@ func (t *target) loadMessages() (Shared, error) {
 	return t.shared("llmgw_peer_load_messages_total")
 }
 
+// quietShares is what the gateways counted of the placements and load
+// messages they shared, once the bus has gone quiet: a message is counted
+// received by one gateway before its sender hears from Redis that it was
+// sent, and a gateway tells the others once more when its last request
+// ends, so counts read at once may have a message received and not yet
+// sent. It reads them until two readings a settling time apart agree, for
+// at most quietWait.
+func (t *target) quietShares(ctx context.Context) (placements, loads Shared, err error) {
+	const settle, quietWait = 50 * time.Millisecond, 3 * time.Second
+	read := func() (Shared, Shared, error) {
+		p, err := t.placements()
+		if err != nil {
+			return p, Shared{}, err
+		}
+		l, err := t.loadMessages()
+		return p, l, err
+	}
+	if placements, loads, err = read(); err != nil {
+		return placements, loads, err
+	}
+	deadline := time.Now().Add(quietWait)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return placements, loads, nil
+		case <-time.After(settle):
+		}
+		p, l, err := read()
+		if err != nil {
+			return p, l, err
+		}
+		if p == placements && l == loads {
+			break
+		}
+		placements, loads = p, l
+	}
+	return placements, loads, nil
+}
+
 // shared sums the gateways' counter name by outcome.
 func (t *target) shared(name string) (Shared, error) {
 	var pl Shared
