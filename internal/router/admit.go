@@ -43,7 +43,11 @@ func (r *Router) admit(ctx context.Context, w http.ResponseWriter, req *parsedRe
 	if maxTokens == 0 {
 		maxTokens = r.opts.Router.DefaultMaxTokens
 	}
-	d, err := r.opts.Limits.Admit(ctx, limits.Request{Scopes: scopes, Tokens: addTokens(req.estimate, maxTokens), Now: time.Now()})
+	tokens := addTokens(req.estimate, maxTokens)
+	if req.api.counts {
+		tokens = 0 // a count runs no model: it takes a request, and no tokens
+	}
+	d, err := r.opts.Limits.Admit(ctx, limits.Request{Scopes: scopes, Tokens: tokens, Now: time.Now()})
 	if err != nil {
 		return openai.Unavailable("Rate limits cannot be checked right now; try again shortly.", err)
 	}

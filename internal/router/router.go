@@ -86,6 +86,9 @@ type Router struct {
 	ids   requestIDs
 	// watch scrapes and probes every endpoint of the catalog in service.
 	watch *scrape.Watcher
+	// wrapWork, set by tests alone, wraps the context a request's
+	// translation runs under, to watch it look and to end it on cue.
+	wrapWork func(context.Context) context.Context
 }
 
 // New builds a Router and registers its metrics.
