@@ -209,6 +209,44 @@ tenants:
 	}
 }
 
+// TestCountTokensIsMetered: the Messages API's count takes a request from
+// the key's request limit, as any request does, and answers in
+// Anthropic's shape past it; it honours the key's models too.
+func TestCountTokensIsMetered(t *testing.T) {
+	g := startKeyed(t, "")
+	key, _ := g.newKey(t, keys.Spec{Tenant: "acme/search", RPM: 2, Models: []string{"ch*"}})
+	count := func(model string) (*http.Response, string) {
+		t.Helper()
+		body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hello there"}]}`, model)
+		req, _ := http.NewRequest(http.MethodPost, g.URL()+"/messages/count_tokens", strings.NewReader(body))
+		req.Header.Set("x-api-key", key)
+		req.Header.Set("anthropic-version", "2023-06-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	if resp, body := count("secret"); resp.StatusCode != 404 || !strings.Contains(body, `"type":"not_found_error"`) {
+		t.Errorf("a model outside the key's globs: %d %s", resp.StatusCode, body)
+	}
+	for i, wantRemaining := range []string{"1", "0"} {
+		resp, body := count("chat")
+		if resp.StatusCode != 200 || body != `{"input_tokens":8}` || resp.Header.Get("x-ratelimit-remaining-requests") != wantRemaining {
+			t.Fatalf("count %d: %d %s %v", i, resp.StatusCode, body, resp.Header)
+		}
+	}
+	resp, body := count("chat")
+	if resp.StatusCode != 429 || !strings.HasPrefix(body, `{"type":"error","error":{"type":"rate_limit_error"`) || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("the third count of a key with rpm 2: %d %s %v", resp.StatusCode, body, resp.Header)
+	}
+	if resp, body := g.call(t, key, "chat", 4); resp.StatusCode != 429 {
+		t.Errorf("a chat request after two counts of a key with rpm 2: %d %s", resp.StatusCode, body)
+	}
+}
+
 func TestBudget(t *testing.T) {
 	g := startKeyed(t, "")
 	// chat costs $1000 per million prompt tokens: a handful of tokens spend

@@ -178,36 +178,39 @@ func TestBackendCannotShiftAnswers(t *testing.T) {
 }
 
 // TestSlowBodyTimesOut: a client that sends its headers and then its body
-// a byte at a time is answered 408 once server.body_timeout passes.
+// a byte at a time is answered 408 once server.body_timeout passes, on
+// every route that reads a body.
 func TestSlowBodyTimesOut(t *testing.T) {
 	for _, impl := range httpImpls {
-		t.Run(impl, func(t *testing.T) {
-			t.Parallel()
-			g := echoGateway(t, impl, func(s *config.Server) { s.BodyTimeout = 300 * time.Millisecond })
-			c, err := net.Dial("tcp", g.apiLn.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: llmgw\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
-			go func() { // a byte a while, never the whole body
-				for range 40 {
-					time.Sleep(100 * time.Millisecond)
-					if _, err := io.WriteString(c, " "); err != nil {
-						return
-					}
+		for _, path := range []string{"/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/responses"} {
+			t.Run(impl+path, func(t *testing.T) {
+				t.Parallel()
+				g := echoGateway(t, impl, func(s *config.Server) { s.BodyTimeout = 300 * time.Millisecond })
+				c, err := net.Dial("tcp", g.apiLn.Addr().String())
+				if err != nil {
+					t.Fatal(err)
 				}
-			}()
-			c.SetReadDeadline(time.Now().Add(3 * time.Second))
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				t.Fatalf("no answer to a body that never arrives: %v", err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "request_timeout") {
-				t.Errorf("%d %s; want 408 request_timeout", resp.StatusCode, b)
-			}
-		})
+				defer c.Close()
+				io.WriteString(c, "POST "+path+" HTTP/1.1\r\nHost: llmgw\r\nContent-Type: application/json\r\nAnthropic-Version: 2023-06-01\r\nContent-Length: 1000\r\n\r\n{")
+				go func() { // a byte a while, never the whole body
+					for range 40 {
+						time.Sleep(100 * time.Millisecond)
+						if _, err := io.WriteString(c, " "); err != nil {
+							return
+						}
+					}
+				}()
+				c.SetReadDeadline(time.Now().Add(3 * time.Second))
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err != nil {
+					t.Fatalf("no answer to a body that never arrives: %v", err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "did not arrive in time") {
+					t.Errorf("%d %s; want 408, the body did not arrive in time", resp.StatusCode, b)
+				}
+			})
+		}
 	}
 }
 

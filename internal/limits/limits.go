@@ -69,7 +69,10 @@ type Request struct {
 	Scopes []Scope
 	// Tokens is what to reserve now in each scope with a TPM limit: the
 	// prompt estimate plus max tokens (or the configured default). Negative
-	// counts as zero.
+	// counts as zero. A request of zero tokens, such as a count of a
+	// prompt's tokens, takes a request from each RPM and nothing from any
+	// TPM, but is still refused by a TPM already past its limit or a spent
+	// budget, as a key out of tokens is refused everything.
 	Tokens int64
 	// Now is when the request arrived; it must be set.
 	Now time.Time
@@ -166,6 +169,13 @@ func newReservation(r Request, tokens int64) Reservation {
 		}
 	}
 	return res
+}
+
+// nothingToSettle reports whether settling res changes no counter: it
+// took nothing (no scopes), or it reserved no tokens, as a count of a
+// prompt's tokens does, and nothing was used.
+func nothingToSettle(res Reservation, usedTokens int64, costUSD float64) bool {
+	return len(res.scopes) == 0 || res.tokens == 0 && usedTokens <= 0 && costUSD == 0
 }
 
 // reqTokens is r.Tokens with negatives as zero.

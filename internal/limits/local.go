@@ -183,7 +183,7 @@ func (l *Local) Admit(_ context.Context, r Request) (Decision, error) {
 
 // Settle reconciles res with what was used. It only touches memory.
 func (l *Local) Settle(_ context.Context, res Reservation, usedTokens int64, costUSD float64) {
-	if len(res.scopes) == 0 {
+	if nothingToSettle(res, usedTokens, costUSD) {
 		return
 	}
 	usedTokens = max(usedTokens, 0)

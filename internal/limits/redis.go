@@ -260,7 +260,7 @@ func (r *Redis) warn(msg string, err error) {
 // Settle queues the reconciliation of res; Run sends it within flushEvery.
 // When too many are already waiting it is dropped and counted.
 func (r *Redis) Settle(_ context.Context, res Reservation, usedTokens int64, costUSD float64) {
-	if len(res.scopes) == 0 {
+	if nothingToSettle(res, usedTokens, costUSD) {
 		return
 	}
 	r.mu.Lock()

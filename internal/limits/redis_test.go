@@ -224,6 +224,29 @@ llmgw_limits_settle_dropped_total 3
 	}
 }
 
+// TestRedisSettlesNothingForNothing: a reservation of no tokens settled
+// with nothing used, a count of a prompt's tokens, sends nothing to Redis.
+func TestRedisSettlesNothingForNothing(t *testing.T) {
+	r := NewRedis(unreachableClient(t), RedisOptions{})
+	var sent []settlement
+	r.send = func(_ context.Context, batch []settlement) error {
+		sent = append(sent, batch...)
+		return nil
+	}
+	scopes := []Scope{{Name: "key:k1", Limits: tenant.Limits{RPM: 10, TPM: 100, BudgetTokens: 1000}}}
+	none := newReservation(Request{Scopes: scopes, Now: base}, 0)
+	some := newReservation(Request{Scopes: scopes, Tokens: 5, Now: base}, 5)
+	r.Settle(t.Context(), none, 0, 0)
+	r.Settle(t.Context(), none, 3, 0) // used what it did not reserve: settled
+	r.Settle(t.Context(), some, 0, 0) // gives its tokens back: settled
+	if err := r.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(sent) != 2 || sent[0].used != 3 || sent[1].res.tokens != 5 {
+		t.Errorf("sent %+v; want the two settlements that change a counter", sent)
+	}
+}
+
 func TestRedisMetricsLint(t *testing.T) {
 	_, reg := unreachable(t, true)
 	mfs, err := reg.Gather()

@@ -145,6 +145,15 @@ func runSuite(t *testing.T, newLimiter newLimiterFunc) {
 			},
 		},
 		{
+			name:   "a request of no tokens takes a request and no tokens",
+			scopes: []Scope{key(tenant.Limits{RPM: 2, TPM: 1000})},
+			steps: []step{
+				{settle: &use{}, want: outcome{Allowed: true, Requests: Header{2, 1, 30 * time.Second}, Tokens: Header{1000, 1000, 0}}},
+				{tokens: 1000, want: outcome{Allowed: true, Requests: Header{2, 0, time.Minute}, Tokens: Header{1000, 0, time.Minute}}},
+				{want: outcome{Code: CodeRateLimited, Kind: KindRequests, Scope: "key:k1", RetryAfter: 30 * time.Second, Requests: Header{2, 0, time.Minute}, Tokens: Header{1000, 0, time.Minute}}},
+			},
+		},
+		{
 			name:   "a request larger than the tpm can never pass",
 			scopes: []Scope{key(tenant.Limits{TPM: 1000})},
 			steps: []step{

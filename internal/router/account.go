@@ -53,7 +53,7 @@ func (r *Router) account(req *parsedRequest, res dispatchResult) {
 	if req.model == nil {
 		return // refused before it was known what it asked for: nothing to bill
 	}
-	if req.model.Admission.Enabled && o.Status != openai.StatusClientClosed {
+	if req.model.Admission.Enabled && o.Status != openai.StatusClientClosed && !req.api.counts {
 		r.goodput.add(goodputKey{req.model.Name, req.class}, r.metSLO(req, o))
 		if tpot, _, ok := tokenTiming(req.Stream, o, 0); ok && tpot > 0 && res.pool != "" {
 			if g := r.existingGate(res.pool); g != nil {

@@ -41,6 +41,9 @@ func (r *Router) admit(ctx context.Context, w http.ResponseWriter, req *parsedRe
 		return nil
 	}
 	tokens := addTokens(req.estimate, mulTokens(req.outputBound(r.opts.Router.DefaultMaxTokens), req.Choices))
+	if req.api.counts {
+		tokens = 0 // a count runs no model: it takes a request, and no tokens
+	}
 	d, err := r.opts.Limits.Admit(ctx, limits.Request{Scopes: scopes, Tokens: tokens, Now: time.Now()})
 	if err != nil {
 		return openai.Unavailable("Rate limits cannot be checked right now; try again shortly.", err)

@@ -71,7 +71,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 				Model:          m.Name,
 				Translate:      req.translator,
 			}
-			if err := p.prepare(&call, req, r.opts.Router.DefaultMaxTokens); err != nil {
+			if err := p.prepare(ctx, &call, req, r.opts.Router.DefaultMaxTokens); err != nil {
 				return dispatchResult{outcome: proxy.Outcome{Status: openai.AsError(err).Status, Err: err}, model: m}
 			}
 			now := time.Now()

@@ -6,6 +6,7 @@ package router
 // proxy.Provider). Every other kind is called as OpenAI-compatible.
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
@@ -97,11 +98,12 @@ func (p *pool) target(ep *endpoint, path, model string) *url.URL {
 }
 
 // prepare makes c, a call for req with a chat body, the call p's
-// provider takes: for anthropic, a Messages API body, the version an
+// provider takes: for anthropic, a Messages API body asking for req's
+// max tokens (defaultMaxTokens when it names none), the version an
 // Anthropic client asked for unless the pool sets one, and a Provider that
 // reads the answer back as chat. An API the provider has no counterpart
-// of is a 400.
-func (p *pool) prepare(c *proxy.Call, req *parsedRequest, defaultMaxTokens int64) error {
+// of is a 400. The translation stops when ctx ends or c's deadline passes.
+func (p *pool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequest, defaultMaxTokens int64) error {
 	if p.provider == nil || p.provider.kind != catalog.KindAnthropic {
 		return nil
 	}
@@ -111,9 +113,11 @@ func (p *pool) prepare(c *proxy.Call, req *parsedRequest, defaultMaxTokens int64
 	if req.Choices > 1 {
 		return openai.BadRequest("n", "The model is served by Anthropic's Messages API, which gives one answer a request: n must be 1.")
 	}
-	body, err := translate.ChatToAnthropicBody(c.Body, defaultMaxTokens)
+	ctx, cancel := workContext(ctx, c.Deadline)
+	defer cancel()
+	body, err := translate.ChatToAnthropicBody(ctx, c.Body, req.outputBound(defaultMaxTokens))
 	if err != nil {
-		return err
+		return stopped(ctx, err)
 	}
 	c.Body, c.Provider = body, translate.AnthropicUpstream{}
 	if v := req.anthropicVersion; v != "" && !p.provider.setVersion && v != p.provider.apiVersion {

@@ -92,6 +92,9 @@ type Router struct {
 	watch *scrape.Watcher
 	// iso keeps isolation domains' prompts apart in the prefix caches.
 	iso *isolation
+	// wrapWork, set by tests alone, wraps the context a request's
+	// translation runs under, to watch it look and to end it on cue.
+	wrapWork func(context.Context) context.Context
 }
 
 // New builds a Router and registers its metrics.

@@ -3,12 +3,15 @@ package router
 // The handler, in the order a request lives: route, read and parse the
 // body (translating it to chat completions for the Messages and Responses
 // APIs), find the model, authenticate, admit, dispatch, account. Each step
-// past parsing has its own file.
+// past parsing has its own file. A count of a prompt's tokens takes every
+// step but dispatch, and is answered by the gateway itself.
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
@@ -26,14 +29,20 @@ type api struct {
 	// are not.
 	generates bool
 	dialect   *dialect // nil: the body goes upstream as it came
+	// counts reports whether the gateway answers it itself with the
+	// prompt's size in tokens, as the Messages API's count_tokens does:
+	// it is read, resolved and admitted as any request, taking a request
+	// and no tokens from its limits, and never dispatched.
+	counts bool
 }
 
 var apis = map[string]api{
-	"/v1/chat/completions": {"/chat/completions", true, nil},
-	"/v1/completions":      {"/completions", true, nil},
-	"/v1/embeddings":       {"/embeddings", false, nil},
-	"/v1/messages":         {"/chat/completions", true, anthropicMessages},
-	"/v1/responses":        {"/chat/completions", true, openaiResponses},
+	"/v1/chat/completions":      {upstreamPath: "/chat/completions", generates: true},
+	"/v1/completions":           {upstreamPath: "/completions", generates: true},
+	"/v1/embeddings":            {upstreamPath: "/embeddings"},
+	"/v1/messages":              {upstreamPath: "/chat/completions", generates: true, dialect: anthropicMessages},
+	"/v1/messages/count_tokens": {dialect: anthropicCount, counts: true},
+	"/v1/responses":             {upstreamPath: "/chat/completions", generates: true, dialect: openaiResponses},
 }
 
 // parsedRequest is a request on its way through the router.
@@ -55,8 +64,9 @@ type parsedRequest struct {
 
 	// answer makes the translator of a translated API's answer, given
 	// the model; nil for chat, completions and embeddings.
-	answer     func(model string) proxy.Translator
-	translator proxy.Translator // answer's, once the model is known
+	answer      func(model string) proxy.Translator
+	inputTokens int64            // a count's answer: the prompt's size in tokens
+	translator  proxy.Translator // answer's, once the model is known
 	// anthropicVersion is an Anthropic client's anthropic-version header.
 	anthropicVersion string
 }
@@ -82,9 +92,6 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 		return
 	case "/v1/llmgw/usage":
 		r.serveSelfUsage(w, hr)
-		return
-	case "/v1/messages/count_tokens":
-		r.serveCountTokens(w, hr)
 		return
 	}
 	a, ok := apis[path]
@@ -151,7 +158,7 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 		}
 		req.anthropicVersion = hr.Header.Get("anthropic-version")
 	}
-	err := r.parse(w, hr, req)
+	err := r.parse(hr.Context(), w, hr, req)
 	if timed {
 		rc.SetReadDeadline(time.Time{})
 	}
@@ -180,6 +187,16 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 	}
 	if req.Stream && !a.generates {
 		r.refuse(w, req, "", openai.BadRequest("stream", "This endpoint cannot be streamed."))
+		return
+	}
+	if a.counts {
+		// Answered here, from the prompt alone: never queued for a
+		// pool's gate nor dispatched.
+		if err := r.admit(hr.Context(), w, req); err != nil {
+			r.refuse(w, req, "", err)
+			return
+		}
+		r.answerCount(w, req)
 		return
 	}
 	if req.class, err = requestClass(hr, req.key); err != nil {
@@ -217,9 +234,11 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 }
 
 // parse reads the body, within the size limit, and the fields routing
-// needs. A body that could not be read to its end leaves the connection
-// unusable: the answer closes it.
-func (r *Router) parse(w http.ResponseWriter, hr *http.Request, req *parsedRequest) error {
+// needs, translating it first for an API served by translation; the
+// translation stops when ctx ends or the request's time is up. A body
+// that could not be read to its end leaves the connection unusable: the
+// answer closes it.
+func (r *Router) parse(ctx context.Context, w http.ResponseWriter, hr *http.Request, req *parsedRequest) error {
 	limit := r.opts.Server.MaxBodyBytes
 	if hr.ContentLength > limit {
 		w.Header().Set("Connection", "close")
@@ -240,7 +259,7 @@ func (r *Router) parse(w http.ResponseWriter, hr *http.Request, req *parsedReque
 		return openai.BadRequest("", "The request body could not be read.")
 	}
 	if d := req.api.dialect; d != nil {
-		if body, req.answer, err = d.translate(body, req.id); err != nil {
+		if body, err = r.translate(ctx, d, body, req); err != nil {
 			return err
 		}
 	}
@@ -266,6 +285,14 @@ const bytesPerToken = 4
 // a backend reports no usage.
 func estimatePrompt(body []byte) int64 {
 	return int64(len(body)+bytesPerToken-1) / bytesPerToken
+}
+
+// answerCount answers a count with its prompt's size in tokens,
+// {"input_tokens": n}, and accounts it.
+func (r *Router) answerCount(w http.ResponseWriter, req *parsedRequest) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(append(strconv.AppendInt([]byte(`{"input_tokens":`), req.inputTokens, 10), '}'))
+	r.account(req, dispatchResult{outcome: proxy.Outcome{Status: http.StatusOK}})
 }
 
 // refuse answers a request that never reached an upstream, and counts it.

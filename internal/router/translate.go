@@ -7,9 +7,10 @@ package router
 // accounted as one.
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
@@ -24,9 +25,10 @@ type dialect struct {
 	// header checks the request's headers, before its body is read.
 	header func(h http.Header) error
 	// translate turns the client's body into the chat completions body it
-	// asks for, and what will answer it once its model is known. id is the
-	// request's.
-	translate func(body []byte, id string) (chat []byte, answer func(model string) proxy.Translator, err error)
+	// asks for, setting what req needs to answer it: the answer's
+	// translator, or a count's answer. It stops with ctx's error when ctx
+	// ends.
+	translate func(ctx context.Context, body []byte, req *parsedRequest) (chat []byte, err error)
 	// writeError answers with an error in the API's own shape.
 	writeError func(w http.ResponseWriter, err error)
 }
@@ -43,73 +45,131 @@ func (a api) writeError(w http.ResponseWriter, err error) {
 var anthropicMessages = &dialect{
 	header:     anthropicVersion,
 	writeError: translate.WriteAnthropicError,
-	translate: func(body []byte, id string) ([]byte, func(string) proxy.Translator, error) {
-		a, err := translate.ParseAnthropic(body)
+	translate: func(ctx context.Context, body []byte, req *parsedRequest) ([]byte, error) {
+		a, err := translate.ParseAnthropic(ctx, body)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if a.MaxTokens == nil {
-			return nil, nil, openai.BadRequest("max_tokens", "max_tokens: field required")
+			return nil, openai.BadRequest("max_tokens", "max_tokens: field required")
 		}
-		chat, err := marshalChat(a.ToChat())
+		c, err := a.ToChat(ctx)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		return chat, func(model string) proxy.Translator {
+		id := req.id
+		req.answer = func(model string) proxy.Translator {
 			return &translate.Anthropic{ID: "msg_" + id, Model: model, StopSequences: a.StopSequences}
-		}, nil
+		}
+		return marshalChat(c)
 	},
 }
 
 // anthropicCount is the Messages API's token count: parsed as a message,
-// without max_tokens, and never sent upstream.
+// without max_tokens, counted, and never sent upstream.
 var anthropicCount = &dialect{
 	header:     anthropicVersion,
 	writeError: translate.WriteAnthropicError,
-	translate: func(body []byte, _ string) ([]byte, func(string) proxy.Translator, error) {
-		a, err := translate.ParseAnthropic(body)
+	translate: func(ctx context.Context, body []byte, req *parsedRequest) ([]byte, error) {
+		a, err := translate.ParseAnthropic(ctx, body)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		a.Stream = false
-		chat, err := marshalChat(a.ToChat())
+		c, err := a.ToChat(ctx)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		return chat, nil, nil
+		if req.inputTokens, err = translate.PromptTokens(ctx, c); err != nil {
+			return nil, err
+		}
+		return marshalChat(c)
 	},
 }
 
 var openaiResponses = &dialect{
 	header:     func(http.Header) error { return nil },
 	writeError: openai.WriteError,
-	translate: func(body []byte, id string) ([]byte, func(string) proxy.Translator, error) {
-		q, err := translate.ParseResponses(body)
+	translate: func(ctx context.Context, body []byte, req *parsedRequest) ([]byte, error) {
+		q, err := translate.ParseResponses(ctx, body)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		chat, err := marshalChat(q.ToChat())
+		c, err := q.ToChat(ctx)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		created := time.Now().Unix()
-		return chat, func(model string) proxy.Translator {
+		id, created := req.id, time.Now().Unix()
+		req.answer = func(model string) proxy.Translator {
 			return &translate.Responses{ID: "resp_" + id, Model: model, CreatedAt: created, Request: q}
-		}, nil
+		}
+		return marshalChat(c)
 	},
 }
 
-// marshalChat is the chat completions body of a translated request, or
-// the translation's error.
-func marshalChat(c any, err error) ([]byte, error) {
-	if err != nil {
-		return nil, err
-	}
+// marshalChat is the chat completions body of a translated request.
+func marshalChat(c *translate.ChatRequest) ([]byte, error) {
 	chat, err := json.Marshal(c)
 	if err != nil {
 		return nil, openai.BadRequest("", "The request could not be translated: %v", err)
 	}
 	return chat, nil
+}
+
+// translate turns req's body into chat completions by d, under the
+// request's work context.
+func (r *Router) translate(ctx context.Context, d *dialect, body []byte, req *parsedRequest) ([]byte, error) {
+	ctx, cancel := workContext(ctx, r.deadline(req))
+	defer cancel()
+	work := ctx
+	if r.wrapWork != nil {
+		work = r.wrapWork(ctx)
+	}
+	chat, err := d.translate(work, body, req)
+	if err != nil {
+		return nil, stopped(ctx, err)
+	}
+	return chat, nil
+}
+
+// deadline is when req's time is up, server.request_timeout after it
+// arrived; zero when there is no such limit.
+func (r *Router) deadline(req *parsedRequest) time.Time {
+	if r.opts.Server.RequestTimeout <= 0 {
+		return time.Time{}
+	}
+	return req.start.Add(r.opts.Server.RequestTimeout)
+}
+
+// errRequestTimeout is why a request's work context ends at its
+// deadline.
+var errRequestTimeout = errors.New("request took longer than server.request_timeout")
+
+// workContext is the context the gateway's own work on a request runs
+// under, translating its body: parent, the client's, which ends when the
+// client goes away, ended too at deadline (none when zero) with
+// errRequestTimeout as its cause.
+func workContext(parent context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	if deadline.IsZero() {
+		return context.WithCancel(parent)
+	}
+	return context.WithDeadlineCause(parent, deadline, errRequestTimeout)
+}
+
+// stopped is the error of work that failed with err under ctx: when ctx
+// has ended, a 504 past the request's deadline, as a call past it is,
+// and otherwise a 499, the client having gone; err itself while ctx
+// lasts.
+func stopped(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	cause := context.Cause(ctx)
+	if errors.Is(cause, errRequestTimeout) {
+		return openai.GatewayTimeout("The request took longer than its time limit.", cause)
+	}
+	return &openai.Error{Status: openai.StatusClientClosed, Type: "invalid_request_error",
+		Message: "The client went away.", Err: cause}
 }
 
 // anthropicVersion refuses a Messages API request without the
@@ -120,50 +180,6 @@ func anthropicVersion(h http.Header) error {
 		return openai.BadRequest("", "anthropic-version: header is required")
 	}
 	return nil
-}
-
-// serveCountTokens answers POST /v1/messages/count_tokens with the
-// prompt's size in tokens, as the gateway estimates it, without calling
-// any upstream: {"input_tokens": n}.
-func (r *Router) serveCountTokens(w http.ResponseWriter, hr *http.Request) {
-	a := api{dialect: anthropicCount}
-	if hr.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		a.writeError(w, openai.MethodNotAllowed(hr.Method))
-		return
-	}
-	req := &parsedRequest{id: r.ids.next(), api: a, start: time.Now()}
-	w.Header().Set("X-Request-Id", req.id)
-	if r.opts.Auth != nil {
-		key, err := r.authenticate(hr)
-		if err != nil {
-			a.writeError(w, err)
-			return
-		}
-		req.key = key
-	}
-	if err := a.dialect.header(hr.Header); err != nil {
-		a.writeError(w, err)
-		return
-	}
-	if err := r.parse(w, hr, req); err != nil {
-		a.writeError(w, err)
-		return
-	}
-	s := r.snap.Load()
-	if s == nil {
-		a.writeError(w, openai.Unavailable("No catalog is loaded yet.", nil))
-		return
-	}
-	m, ok := s.cat.Resolve(req.Model)
-	if !ok || req.key != nil && !req.key.Allows(append([]string{m.Name}, m.Aliases...)...) {
-		a.writeError(w, openai.ModelNotFound(req.Model))
-		return
-	}
-	var c translate.ChatRequest
-	json.Unmarshal(req.body, &c) // the body the translation made
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(append(append([]byte(`{"input_tokens":`), strconv.FormatInt(translate.PromptTokens(&c), 10)...), '}'))
 }
 
 // serveAnthropicModels answers GET /v1/models from an Anthropic client

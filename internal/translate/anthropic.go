@@ -4,6 +4,7 @@ package translate
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -87,8 +88,13 @@ type AnthropicToolChoice struct {
 
 // ParseAnthropic reads a Messages API request body. Its errors are 400
 // *openai.Error naming the field at fault. max_tokens may be absent, as in
-// a count_tokens request; a message must have it.
-func ParseAnthropic(body []byte) (*AnthropicRequest, error) {
+// a count_tokens request; a message must have it. It stops with ctx's
+// error when ctx ends.
+func ParseAnthropic(ctx context.Context, body []byte) (*AnthropicRequest, error) {
+	p, err := begin(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if !json.Valid(body) {
 		return nil, openai.BadRequest("", "The request body is not valid JSON.")
 	}
@@ -110,6 +116,9 @@ func ParseAnthropic(body []byte) (*AnthropicRequest, error) {
 	json.Unmarshal(top.Messages, &msgs)
 	req.Messages = make([]AnthropicMessage, len(msgs))
 	for i, m := range msgs {
+		if err := p.step(); err != nil {
+			return nil, err
+		}
 		if err := decode(m, &req.Messages[i], at("messages", i)); err != nil {
 			return nil, err
 		}
@@ -131,8 +140,13 @@ func decodeObject(body []byte, v any) error {
 	return decode(body, v, "")
 }
 
-// ToChat is the chat completions request that asks what r asks.
-func (r *AnthropicRequest) ToChat() (*ChatRequest, error) {
+// ToChat is the chat completions request that asks what r asks. It stops
+// with ctx's error when ctx ends.
+func (r *AnthropicRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
+	p, err := begin(ctx)
+	if err != nil {
+		return nil, err
+	}
 	c := &ChatRequest{
 		Model:       r.Model,
 		Messages:    []ChatMessage{},
@@ -152,20 +166,26 @@ func (r *AnthropicRequest) ToChat() (*ChatRequest, error) {
 		c.User = r.Metadata.UserID
 	}
 	if !isNull(r.System) {
-		sys, err := anthropicSystem(r.System)
+		sys, err := anthropicSystem(p, r.System)
 		if err != nil {
 			return nil, err
 		}
 		c.Messages = append(c.Messages, sys)
 	}
 	for i, m := range r.Messages {
-		msgs, err := anthropicMessageToChat(m, at("messages", i))
+		if err := p.step(); err != nil {
+			return nil, err
+		}
+		msgs, err := anthropicMessageToChat(p, m, at("messages", i))
 		if err != nil {
 			return nil, err
 		}
 		c.Messages = append(c.Messages, msgs...)
 	}
 	for i, t := range r.Tools {
+		if err := p.step(); err != nil {
+			return nil, err
+		}
 		if t.Type != "" && t.Type != "custom" {
 			// Anthropic's server tools (web search, code execution...) run
 			// on Anthropic's side; a model behind chat completions has
@@ -211,11 +231,11 @@ func namedToolChoice(name string) json.RawMessage {
 
 // anthropicSystem is a system prompt, a string or text blocks, as a chat
 // system message: a string stays one, blocks become text parts.
-func anthropicSystem(raw json.RawMessage) (ChatMessage, error) {
+func anthropicSystem(p *progress, raw json.RawMessage) (ChatMessage, error) {
 	if isString(raw) {
 		return ChatMessage{Role: "system", Content: raw}, nil
 	}
-	blocks, err := decodeArray[AnthropicBlock](raw, "system")
+	blocks, err := decodeArray[AnthropicBlock](p, raw, "system")
 	if err != nil {
 		if jsonKind(raw) != "an array" {
 			return ChatMessage{}, typeError("system", "a string or an array of text blocks", jsonKind(raw))
@@ -235,7 +255,7 @@ func anthropicSystem(raw json.RawMessage) (ChatMessage, error) {
 // anthropicMessageToChat is one Anthropic turn as chat messages: a user
 // turn's tool results become tool messages ahead of what else it says, an
 // assistant turn's tool uses become its tool calls.
-func anthropicMessageToChat(m AnthropicMessage, path string) ([]ChatMessage, error) {
+func anthropicMessageToChat(p *progress, m AnthropicMessage, path string) ([]ChatMessage, error) {
 	if m.Role != "user" && m.Role != "assistant" {
 		return nil, openai.BadRequest(path+".role", "%s.role: must be \"user\" or \"assistant\", got %q", path, m.Role)
 	}
@@ -245,7 +265,7 @@ func anthropicMessageToChat(m AnthropicMessage, path string) ([]ChatMessage, err
 	if jsonKind(m.Content) != "an array" {
 		return nil, typeError(path+".content", "a string or an array of content blocks", jsonKind(m.Content))
 	}
-	blocks, err := decodeArray[AnthropicBlock](m.Content, path+".content")
+	blocks, err := decodeArray[AnthropicBlock](p, m.Content, path+".content")
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +303,7 @@ func anthropicMessageToChat(m AnthropicMessage, path string) ([]ChatMessage, err
 			if m.Role != "user" {
 				return nil, unsupported(bpath+".type", "tool_result blocks belong to user turns")
 			}
-			text, images, err := toolResultContent(b.Content, bpath+".content")
+			text, images, err := toolResultContent(p, b.Content, bpath+".content")
 			if err != nil {
 				return nil, err
 			}
@@ -349,7 +369,7 @@ func imagePart(s *AnthropicSource, path string) (ChatPart, error) {
 
 // toolResultContent is a tool_result's content, a string or blocks, as
 // the text of a tool message and the images it held.
-func toolResultContent(raw json.RawMessage, path string) (string, []ChatPart, error) {
+func toolResultContent(p *progress, raw json.RawMessage, path string) (string, []ChatPart, error) {
 	if isNull(raw) {
 		return "", nil, nil
 	}
@@ -358,7 +378,7 @@ func toolResultContent(raw json.RawMessage, path string) (string, []ChatPart, er
 		json.Unmarshal(raw, &s)
 		return s, nil, nil
 	}
-	blocks, err := decodeArray[AnthropicBlock](raw, path)
+	blocks, err := decodeArray[AnthropicBlock](p, raw, path)
 	if err != nil {
 		if jsonKind(raw) != "an array" {
 			return "", nil, typeError(path, "a string or an array of content blocks", jsonKind(raw))
@@ -385,8 +405,13 @@ func toolResultContent(raw json.RawMessage, path string) (string, []ChatPart, er
 }
 
 // ChatToAnthropic is the Messages API request that asks what c asks: the
-// way to a pool that speaks Anthropic's API.
-func ChatToAnthropic(c *ChatRequest) (*AnthropicRequest, error) {
+// way to a pool that speaks Anthropic's API. It stops with ctx's error
+// when ctx ends.
+func ChatToAnthropic(ctx context.Context, c *ChatRequest) (*AnthropicRequest, error) {
+	p, err := begin(ctx)
+	if err != nil {
+		return nil, err
+	}
 	r := &AnthropicRequest{
 		Model:         c.Model,
 		Messages:      []AnthropicMessage{},
@@ -402,8 +427,20 @@ func ChatToAnthropic(c *ChatRequest) (*AnthropicRequest, error) {
 	}
 	var system []AnthropicBlock
 	systemString := true
-	pending := -1 // the index of a user turn that tool results go into
+	// A user turn that tool results go into, and the blocks it has so
+	// far: its content is marshalled once, when the turn is closed.
+	pending := -1
+	var results []AnthropicBlock
+	closePending := func() {
+		if pending >= 0 {
+			r.Messages[pending].Content = mustJSON(nonNilBlocks(results))
+			pending, results = -1, results[:0]
+		}
+	}
 	for i, m := range c.Messages {
+		if err := p.step(); err != nil {
+			return nil, err
+		}
 		path := at("messages", i)
 		switch m.Role {
 		case "system", "developer":
@@ -412,20 +449,20 @@ func ChatToAnthropic(c *ChatRequest) (*AnthropicRequest, error) {
 				continue
 			}
 			systemString = false
-			blocks, err := chatContentBlocks(m.Content, path+".content")
+			blocks, err := chatContentBlocks(p, m.Content, path+".content")
 			if err != nil {
 				return nil, err
 			}
 			system = append(system, blocks...)
 		case "user":
-			blocks, err := chatContentBlocks(m.Content, path+".content")
+			blocks, err := chatContentBlocks(p, m.Content, path+".content")
 			if err != nil {
 				return nil, err
 			}
 			if pending >= 0 {
 				// The user's words after tool results join them in one turn.
-				r.Messages[pending].Content = appendBlocks(r.Messages[pending].Content, blocks)
-				pending = -1
+				results = append(results, blocks...)
+				closePending()
 				continue
 			}
 			if isString(m.Content) {
@@ -434,7 +471,7 @@ func ChatToAnthropic(c *ChatRequest) (*AnthropicRequest, error) {
 			}
 			r.Messages = append(r.Messages, AnthropicMessage{Role: "user", Content: mustJSON(nonNilBlocks(blocks))})
 		case "assistant":
-			pending = -1
+			closePending()
 			if len(m.ToolCalls) == 0 && isString(m.Content) {
 				r.Messages = append(r.Messages, AnthropicMessage{Role: "assistant", Content: m.Content})
 				continue
@@ -444,20 +481,23 @@ func ChatToAnthropic(c *ChatRequest) (*AnthropicRequest, error) {
 				blocks = append(blocks, AnthropicBlock{Type: "text", Text: text})
 			}
 			for _, tc := range m.ToolCalls {
+				if err := p.step(); err != nil {
+					return nil, err
+				}
 				blocks = append(blocks, AnthropicBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: toolInput(tc.Function.Arguments)})
 			}
 			r.Messages = append(r.Messages, AnthropicMessage{Role: "assistant", Content: mustJSON(nonNilBlocks(blocks))})
 		case "tool":
-			b := AnthropicBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: jsonString(contentText(m.Content))}
 			if pending < 0 {
-				r.Messages = append(r.Messages, AnthropicMessage{Role: "user", Content: json.RawMessage(`[]`)})
+				r.Messages = append(r.Messages, AnthropicMessage{Role: "user"})
 				pending = len(r.Messages) - 1
 			}
-			r.Messages[pending].Content = appendBlocks(r.Messages[pending].Content, []AnthropicBlock{b})
+			results = append(results, AnthropicBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: jsonString(contentText(m.Content))})
 		default:
 			return nil, openai.BadRequest(path+".role", "%s.role: %q cannot be translated for this model", path, m.Role)
 		}
 	}
+	closePending()
 	if len(system) > 0 {
 		if systemString && len(system) == 1 {
 			r.System = jsonString(system[0].Text)
@@ -466,6 +506,9 @@ func ChatToAnthropic(c *ChatRequest) (*AnthropicRequest, error) {
 		}
 	}
 	for _, t := range c.Tools {
+		if err := p.step(); err != nil {
+			return nil, err
+		}
 		r.Tools = append(r.Tools, AnthropicTool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: t.Function.Parameters})
 	}
 	if !isNull(c.ToolChoice) || c.Parallel != nil && !*c.Parallel {
@@ -505,13 +548,6 @@ func nonNilBlocks(b []AnthropicBlock) []AnthropicBlock {
 	return b
 }
 
-// appendBlocks appends blocks to a message's content, an array of blocks.
-func appendBlocks(content json.RawMessage, blocks []AnthropicBlock) json.RawMessage {
-	var have []AnthropicBlock
-	json.Unmarshal(content, &have)
-	return mustJSON(nonNilBlocks(append(have, blocks...)))
-}
-
 // toolInput is a tool call's arguments as an Anthropic tool_use input,
 // which must be an object: arguments that are not one become {}.
 func toolInput(args string) json.RawMessage {
@@ -523,14 +559,14 @@ func toolInput(args string) json.RawMessage {
 }
 
 // chatContentBlocks is a chat message's content as Anthropic blocks.
-func chatContentBlocks(raw json.RawMessage, path string) ([]AnthropicBlock, error) {
+func chatContentBlocks(p *progress, raw json.RawMessage, path string) ([]AnthropicBlock, error) {
 	if isNull(raw) {
 		return nil, nil
 	}
 	if isString(raw) {
 		return []AnthropicBlock{{Type: "text", Text: contentText(raw)}}, nil
 	}
-	parts, err := decodeArray[ChatPart](raw, path)
+	parts, err := decodeArray[ChatPart](p, raw, path)
 	if err != nil {
 		return nil, err
 	}

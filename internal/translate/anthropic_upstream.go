@@ -6,28 +6,34 @@ package translate
 // relay reads them.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
 // ChatToAnthropicBody is the Messages API body for the chat completions
-// body chat. A request without a token limit gets defaultMaxTokens, as
-// the Messages API requires one.
-func ChatToAnthropicBody(chat []byte, defaultMaxTokens int64) ([]byte, error) {
+// body chat, asking for at most maxTokens output tokens: the Messages API
+// requires max_tokens, and it is maxTokens whatever chat's own
+// max_tokens or max_completion_tokens say. maxTokens must be at least 1
+// for the provider to take the request. It stops with ctx's error when
+// ctx ends.
+func ChatToAnthropicBody(ctx context.Context, chat []byte, maxTokens int64) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	var c ChatRequest
 	if err := decode(chat, &c, ""); err != nil {
 		return nil, err
 	}
-	r, err := ChatToAnthropic(&c)
+	r, err := ChatToAnthropic(ctx, &c)
 	if err != nil {
 		return nil, err
 	}
-	if r.MaxTokens == nil {
-		r.MaxTokens = &defaultMaxTokens
-	}
+	r.MaxTokens = &maxTokens
 	return json.Marshal(r)
 }
 
@@ -72,23 +78,23 @@ func (AnthropicUpstream) Answer(body []byte) ([]byte, error) {
 	if m.Type != "message" {
 		return nil, errors.New("an Anthropic answer that is no message")
 	}
-	var text string
+	var text strings.Builder
 	msg := map[string]any{"role": "assistant"}
 	var calls []ChatToolCall
 	for _, b := range m.Content {
 		switch b.Type {
 		case "text":
-			text += b.Text
+			text.WriteString(b.Text)
 		case "tool_use":
 			var tc ChatToolCall
 			tc.ID, tc.Type, tc.Function.Name, tc.Function.Arguments = b.ID, "function", b.Name, compact(b.Input)
 			calls = append(calls, tc)
 		}
 	}
-	msg["content"] = text
+	msg["content"] = text.String()
 	if len(calls) > 0 {
 		msg["tool_calls"] = calls
-		if text == "" {
+		if text.Len() == 0 {
 			msg["content"] = nil
 		}
 	}

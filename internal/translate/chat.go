@@ -6,6 +6,7 @@ package translate
 
 import (
 	"encoding/json"
+	"strings"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 )
@@ -117,13 +118,13 @@ func contentText(raw json.RawMessage) string {
 	}
 	var parts []ChatPart
 	json.Unmarshal(raw, &parts)
-	var text string
+	var text strings.Builder
 	for _, p := range parts {
 		if p.Type == "text" {
-			text += p.Text
+			text.WriteString(p.Text)
 		}
 	}
-	return text
+	return text.String()
 }
 
 // stopString is a vLLM stop_reason that names a stop string, and false

@@ -4,6 +4,8 @@ package translate
 // the Messages API's count_tokens answers.
 
 import (
+	"context"
+
 	"gitea.mynodes.xyz/ilker/llmgw/internal/tokenize"
 )
 
@@ -17,17 +19,31 @@ const (
 
 // PromptTokens estimates the tokens c's prompt takes: its messages' text
 // and tool calls, its tools' definitions, and the chat format around them,
-// counted by llmgw's approximate tokenizer. Images count nothing.
-func PromptTokens(c *ChatRequest) int64 {
+// counted by llmgw's approximate tokenizer. Images count nothing. It
+// stops with ctx's error when ctx ends.
+func PromptTokens(ctx context.Context, c *ChatRequest) (int64, error) {
+	p, err := begin(ctx)
+	if err != nil {
+		return 0, err
+	}
 	n := answerOverhead
 	for _, m := range c.Messages {
+		if err := p.step(); err != nil {
+			return 0, err
+		}
 		n += messageOverhead + tokenize.Count(contentText(m.Content))
 		for _, tc := range m.ToolCalls {
+			if err := p.step(); err != nil {
+				return 0, err
+			}
 			n += tokenize.Count(tc.Function.Name) + tokenize.Count(tc.Function.Arguments)
 		}
 	}
 	for _, t := range c.Tools {
+		if err := p.step(); err != nil {
+			return 0, err
+		}
 		n += tokenize.Count(t.Function.Name) + tokenize.Count(t.Function.Description) + tokenize.Count(string(t.Function.Parameters))
 	}
-	return int64(n)
+	return int64(n), nil
 }

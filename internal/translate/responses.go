@@ -5,6 +5,7 @@ package translate
 // conversation.
 
 import (
+	"context"
 	"encoding/json"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
@@ -70,8 +71,11 @@ type responsesPart struct {
 
 // ParseResponses reads a Responses API request body. Its errors are 400
 // *openai.Error naming the field at fault, among them any request that
-// needs stored responses.
-func ParseResponses(body []byte) (*ResponsesRequest, error) {
+// needs stored responses. It stops with ctx's error when ctx ends.
+func ParseResponses(ctx context.Context, body []byte) (*ResponsesRequest, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if !json.Valid(body) {
 		return nil, openai.BadRequest("", "The request body is not valid JSON.")
 	}
@@ -94,8 +98,13 @@ func ParseResponses(body []byte) (*ResponsesRequest, error) {
 	return r, nil
 }
 
-// ToChat is the chat completions request that asks what r asks.
-func (r *ResponsesRequest) ToChat() (*ChatRequest, error) {
+// ToChat is the chat completions request that asks what r asks. It stops
+// with ctx's error when ctx ends.
+func (r *ResponsesRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
+	p, err := begin(ctx)
+	if err != nil {
+		return nil, err
+	}
 	c := &ChatRequest{
 		Model:       r.Model,
 		Messages:    []ChatMessage{},
@@ -123,13 +132,16 @@ func (r *ResponsesRequest) ToChat() (*ChatRequest, error) {
 		var items []json.RawMessage
 		json.Unmarshal(r.Input, &items)
 		for i, raw := range items {
+			if err := p.step(); err != nil {
+				return nil, err
+			}
 			path := at("input", i)
 			var it responsesItem
 			if err := decode(raw, &it, path); err != nil {
 				return nil, err
 			}
 			var err error
-			if c.Messages, err = appendItem(c.Messages, it, path); err != nil {
+			if c.Messages, err = appendItem(p, c.Messages, it, path); err != nil {
 				return nil, err
 			}
 		}
@@ -137,6 +149,9 @@ func (r *ResponsesRequest) ToChat() (*ChatRequest, error) {
 		return nil, typeError("input", "a string or an array of items", jsonKind(r.Input))
 	}
 	for i, t := range r.Tools {
+		if err := p.step(); err != nil {
+			return nil, err
+		}
 		if t.Type != "function" {
 			return nil, unsupported(at("tools", i)+".type", "%q is a hosted tool this gateway cannot run; only function tools can be used", t.Type)
 		}
@@ -195,7 +210,7 @@ func (r *ResponsesRequest) ToChat() (*ChatRequest, error) {
 // appendItem adds one input item to a chat conversation. A function call
 // joins the assistant message before it, if that is the last one, as chat
 // puts a turn's calls in one message.
-func appendItem(msgs []ChatMessage, it responsesItem, path string) ([]ChatMessage, error) {
+func appendItem(p *progress, msgs []ChatMessage, it responsesItem, path string) ([]ChatMessage, error) {
 	switch it.Type {
 	case "", "message":
 		role := it.Role
@@ -206,7 +221,7 @@ func appendItem(msgs []ChatMessage, it responsesItem, path string) ([]ChatMessag
 		default:
 			return nil, openai.BadRequest(path+".role", "%s.role: must be user, assistant, system or developer, got %q", path, it.Role)
 		}
-		content, err := responsesContent(it.Content, path+".content")
+		content, err := responsesContent(p, it.Content, path+".content")
 		if err != nil {
 			return nil, err
 		}
@@ -220,7 +235,7 @@ func appendItem(msgs []ChatMessage, it responsesItem, path string) ([]ChatMessag
 		}
 		return append(msgs, ChatMessage{Role: "assistant", ToolCalls: []ChatToolCall{call}}), nil
 	case "function_call_output":
-		content, err := responsesContent(it.Output, path+".output")
+		content, err := responsesContent(p, it.Output, path+".output")
 		if err != nil {
 			return nil, err
 		}
@@ -233,14 +248,14 @@ func appendItem(msgs []ChatMessage, it responsesItem, path string) ([]ChatMessag
 
 // responsesContent is a message's content, a string or input parts, as
 // chat content: a string stays one, parts become text and image_url parts.
-func responsesContent(raw json.RawMessage, path string) (json.RawMessage, error) {
+func responsesContent(p *progress, raw json.RawMessage, path string) (json.RawMessage, error) {
 	if isNull(raw) || isString(raw) {
 		return raw, nil
 	}
 	if jsonKind(raw) != "an array" {
 		return nil, typeError(path, "a string or an array of content parts", jsonKind(raw))
 	}
-	parts, err := decodeArray[responsesPart](raw, path)
+	parts, err := decodeArray[responsesPart](p, raw, path)
 	if err != nil {
 		return nil, err
 	}

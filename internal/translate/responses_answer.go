@@ -11,6 +11,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
@@ -200,6 +201,7 @@ type responsesStream struct {
 	id      string
 	text    []byte // the open message's text, JSON-escaped, no quotes
 	call    functionItem
+	args    strings.Builder // the open function call's arguments so far
 	finish  string
 	usage   *openai.Usage
 	buf     []byte
@@ -324,6 +326,7 @@ func (s *responsesStream) toolDelta(tc ChatToolCall, emit proxy.Emit) error {
 		}
 		s.open, s.inText, s.tool, s.id = len(s.items), false, index, s.r.itemID("fc", len(s.items))
 		s.call = functionItem{Type: "function_call", ID: s.id, CallID: tc.ID, Name: tc.Function.Name, Status: "in_progress"}
+		s.args.Reset()
 		if err := s.emitJSON(emit, "response.output_item.added", map[string]any{"output_index": s.open, "item": s.call}); err != nil {
 			return err
 		}
@@ -331,7 +334,7 @@ func (s *responsesStream) toolDelta(tc ChatToolCall, emit proxy.Emit) error {
 	if tc.Function.Arguments == "" {
 		return nil
 	}
-	s.call.Arguments += tc.Function.Arguments
+	s.args.WriteString(tc.Function.Arguments)
 	return s.emitJSON(emit, "response.function_call_arguments.delta", map[string]any{"output_index": s.open, "item_id": s.id,
 		"delta": tc.Function.Arguments})
 }
@@ -346,7 +349,7 @@ func (s *responsesStream) closeItem(emit proxy.Emit) error {
 	open := s.open
 	s.open = -1
 	if !s.inText {
-		s.call.Status = "completed"
+		s.call.Status, s.call.Arguments = "completed", s.args.String()
 		if err := s.emitJSON(emit, "response.function_call_arguments.done", map[string]any{"output_index": open, "item_id": s.id,
 			"name": s.call.Name, "arguments": s.call.Arguments}); err != nil {
 			return err

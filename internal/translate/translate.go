@@ -8,10 +8,15 @@
 // Each mapping is one layer, used in both directions: an Anthropic request
 // becomes a chat request here, and a chat request becomes an Anthropic
 // one for a pool that speaks Messages (ChatToAnthropic).
+//
+// A request's translation, and its count of tokens, is linear in its body
+// and runs under the request's context: it stops with the context's
+// error once the client has gone or the request's time is up.
 package translate
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -166,15 +171,49 @@ func mustJSON(v any) []byte {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
+// checkEvery is how many items (messages, blocks, input items, tools) a
+// translation handles between looks at its context. A look takes a lock
+// and an item a decode of its own, so looking every 64th costs little,
+// while a translation whose request has ended stops within microseconds.
+const checkEvery = 64
+
+// progress counts the items of one translation, nested ones included,
+// and looks at its context every checkEvery of them: a translation's
+// work stops when its request ends (the client gone, or past its time).
+type progress struct {
+	ctx context.Context
+	n   int
+}
+
+// begin starts counting a translation under ctx; ctx's error when it has
+// ended already.
+func begin(ctx context.Context) (*progress, error) {
+	return &progress{ctx: ctx}, ctx.Err()
+}
+
+// step counts one item, and is the context's error when it is time to
+// look and the context has ended.
+func (p *progress) step() error {
+	p.n++
+	if p.n%checkEvery != 0 {
+		return nil
+	}
+	return p.ctx.Err()
+}
+
 // decodeArray decodes the JSON array raw element by element, so that a
-// wrong type names its element: messages[0].content[2].text.
-func decodeArray[T any](raw []byte, path string) ([]T, error) {
+// wrong type names its element: messages[0].content[2].text. Each element
+// is a step of p.
+func decodeArray[T any](p *progress, raw []byte, path string) ([]T, error) {
 	var elems []json.RawMessage
 	if err := decode(raw, &elems, path); err != nil {
 		return nil, err
 	}
 	out := make([]T, len(elems))
 	for i, e := range elems {
+		if err := p.step(); err != nil {
+			return nil, err
+		}
 		if err := decode(e, &out[i], at(path, i)); err != nil {
 			return nil, err
 		}

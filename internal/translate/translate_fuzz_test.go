@@ -2,6 +2,7 @@ package translate
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -130,7 +131,7 @@ func normalBlocks(t *testing.T, blocks []AnthropicBlock) []normBlock {
 		case "tool_use":
 			out = append(out, normBlock{Type: "tool_use", ID: b.ID, Name: b.Name, Input: compact(toolInput(compact(b.Input)))})
 		case "tool_result":
-			text, images, err := toolResultContent(b.Content, "")
+			text, images, err := toolResultContent(&progress{ctx: context.Background()}, b.Content, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,14 +152,14 @@ func FuzzTranslateAnthropic(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		r, err := ParseAnthropic(body)
+		r, err := ParseAnthropic(context.Background(), body)
 		if err != nil {
 			if openai.AsError(err).Status != 400 {
 				t.Fatalf("error %v is not a 400", err)
 			}
 			return
 		}
-		c, err := r.ToChat()
+		c, err := r.ToChat(context.Background())
 		if err != nil {
 			return
 		}
@@ -173,7 +174,7 @@ func FuzzTranslateAnthropic(f *testing.F) {
 		if err := json.Unmarshal(chat, &c2); err != nil {
 			t.Fatal(err)
 		}
-		back, err := ChatToAnthropic(&c2)
+		back, err := ChatToAnthropic(context.Background(), &c2)
 		if err != nil {
 			t.Fatalf("chat %s does not translate back: %v", chat, err)
 		}
@@ -181,7 +182,7 @@ func FuzzTranslateAnthropic(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := ParseAnthropic(wire)
+		again, err := ParseAnthropic(context.Background(), wire)
 		if err != nil {
 			t.Fatalf("the translation back %s does not parse: %v", wire, err)
 		}
@@ -208,14 +209,14 @@ func FuzzTranslateResponses(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		r, err := ParseResponses(body)
+		r, err := ParseResponses(context.Background(), body)
 		if err != nil {
 			if openai.AsError(err).Status != 400 {
 				t.Fatalf("error %v is not a 400", err)
 			}
 			return
 		}
-		c, err := r.ToChat()
+		c, err := r.ToChat(context.Background())
 		if err != nil {
 			return
 		}

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
@@ -34,13 +35,13 @@ func TestWrongTypes(t *testing.T) {
 		var err error
 		if c.api == "anthropic" {
 			var r *AnthropicRequest
-			if r, err = ParseAnthropic([]byte(c.body)); err == nil {
-				_, err = r.ToChat()
+			if r, err = ParseAnthropic(context.Background(), []byte(c.body)); err == nil {
+				_, err = r.ToChat(context.Background())
 			}
 		} else {
 			var r *ResponsesRequest
-			if r, err = ParseResponses([]byte(c.body)); err == nil {
-				_, err = r.ToChat()
+			if r, err = ParseResponses(context.Background(), []byte(c.body)); err == nil {
+				_, err = r.ToChat(context.Background())
 			}
 		}
 		if e := openai.AsError(err); err == nil || e.Status != 400 || e.Message != c.want {
@@ -51,11 +52,11 @@ func TestWrongTypes(t *testing.T) {
 
 // TestAnthropicToChat maps every field a Messages request carries.
 func TestAnthropicToChat(t *testing.T) {
-	r, err := ParseAnthropic([]byte(anthropicSeeds[1]))
+	r, err := ParseAnthropic(context.Background(), []byte(anthropicSeeds[1]))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := r.ToChat()
+	c, err := r.ToChat(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,292 @@
+package translate
+
+// Each translation, and the count, is linear in the body and stops when
+// its context ends: growth tests, benchmarks at two sizes, and
+// cancellation.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/lineartest"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+)
+
+// items is n copies of item, each given its index, joined by commas.
+func items(n int, item func(i int) string) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(item(i))
+	}
+	return b.String()
+}
+
+// Bodies of n of a translation's largest repeated part.
+var (
+	// chatTools is a chat request to an anthropic pool, its tool calls'
+	// results n tool messages, which become one user turn.
+	chatTools = func(n int) string {
+		return `{"model":"c","max_tokens":16,"messages":[{"role":"user","content":"look these up"},` +
+			`{"role":"assistant","content":null,"tool_calls":[{"id":"t","type":"function","function":{"name":"lookup","arguments":"{}"}}]},` +
+			items(n, func(i int) string {
+				return fmt.Sprintf(`{"role":"tool","tool_call_id":"t%d","content":"result %d"}`, i, i)
+			}) +
+			`,{"role":"user","content":[{"type":"text","text":"and then?"}]}]}`
+	}
+	// anthropicResults is a Messages request whose last turn holds n
+	// tool results, which become n tool messages.
+	anthropicResults = func(n int) string {
+		return `{"model":"c","max_tokens":16,"messages":[{"role":"user","content":"look these up"},` +
+			`{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"lookup","input":{}}]},{"role":"user","content":[` +
+			items(n, func(i int) string {
+				return fmt.Sprintf(`{"type":"tool_result","tool_use_id":"t%d","content":[{"type":"text","text":"result %d"}]}`, i, i)
+			}) + `]}]}`
+	}
+	// anthropicTurns is a Messages request of n turns of text blocks.
+	anthropicTurns = func(n int) string {
+		return `{"model":"c","max_tokens":16,"system":[{"type":"text","text":"Be brief."}],"messages":[` +
+			items(n, func(i int) string {
+				return fmt.Sprintf(`{"role":%q,"content":[{"type":"text","text":"turn %d"},{"type":"text","text":"of the talk"}]}`, [2]string{"user", "assistant"}[i%2], i)
+			}) + `]}`
+	}
+	// anthropicParts is a Messages request of one turn of n text blocks,
+	// which become one chat message of n parts.
+	anthropicParts = func(n int) string {
+		return `{"model":"c","max_tokens":16,"messages":[{"role":"user","content":[` +
+			items(n, func(i int) string { return fmt.Sprintf(`{"type":"text","text":"part %d "}`, i) }) + `]}]}`
+	}
+	// anthropicAnswer is a Messages API answer of n text blocks.
+	anthropicAnswer = func(n int) string {
+		return `{"id":"msg_1","type":"message","role":"assistant","model":"c","content":[` +
+			items(n, func(i int) string { return fmt.Sprintf(`{"type":"text","text":"block %d "}`, i) }) +
+			`],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}`
+	}
+	// argumentChunks is a chat stream of one tool call whose arguments
+	// come in n pieces, a chunk a line.
+	argumentChunks = func(n int) string {
+		return `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":""}}]}}]}` + "\n" +
+			strings.Repeat(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":1}"}}]}}]}`+"\n", n) +
+			`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`
+	}
+	// responsesItems is a Responses request of n input items: messages,
+	// function calls and their outputs.
+	responsesItems = func(n int) string {
+		return `{"model":"c","max_output_tokens":16,"input":[` + items(n, func(i int) string {
+			switch i % 3 {
+			case 0:
+				return fmt.Sprintf(`{"role":"user","content":[{"type":"input_text","text":"item %d"}]}`, i)
+			case 1:
+				return fmt.Sprintf(`{"type":"function_call","call_id":"c%d","name":"lookup","arguments":"{}"}`, i)
+			}
+			return fmt.Sprintf(`{"type":"function_call_output","call_id":"c%d","output":"result %d"}`, i-1, i)
+		}) + `]}`
+	}
+)
+
+// The translations, each from a body: what the router runs for each API
+// and for an anthropic pool.
+func chatToAnthropic(ctx context.Context, body []byte) error {
+	_, err := ChatToAnthropicBody(ctx, body, 16)
+	return err
+}
+
+func anthropicToChat(ctx context.Context, body []byte) error {
+	r, err := ParseAnthropic(ctx, body)
+	if err == nil {
+		_, err = r.ToChat(ctx)
+	}
+	return err
+}
+
+func responsesToChat(ctx context.Context, body []byte) error {
+	r, err := ParseResponses(ctx, body)
+	if err == nil {
+		_, err = r.ToChat(ctx)
+	}
+	return err
+}
+
+func countTokens(ctx context.Context, body []byte) error {
+	r, err := ParseAnthropic(ctx, body)
+	if err != nil {
+		return err
+	}
+	c, err := r.ToChat(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = PromptTokens(ctx, c)
+	return err
+}
+
+// The translations of answers, which their requests' contexts do not
+// bound: they end with the upstream's answer.
+func anthropicUpstreamAnswer(_ context.Context, body []byte) error {
+	_, err := AnthropicUpstream{}.Answer(body)
+	return err
+}
+
+func responsesStreamed(_ context.Context, body []byte) error {
+	tr := (&Responses{ID: "resp_1", Model: "m"}).Stream()
+	emit := func(kind, data []byte) error { return nil }
+	for l := range bytes.SplitSeq(body, []byte("\n")) {
+		if err := tr.Event(l, emit); err != nil {
+			return err
+		}
+	}
+	return tr.Event(openai.Done, emit)
+}
+
+// translations are every request's translation and count, with the body
+// each is measured on.
+var translations = []struct {
+	name      string
+	body      func(n int) string
+	translate func(ctx context.Context, body []byte) error
+}{
+	{"ChatToAnthropic/tools", chatTools, chatToAnthropic},
+	{"AnthropicToChat/tool_results", anthropicResults, anthropicToChat},
+	{"AnthropicToChat/turns", anthropicTurns, anthropicToChat},
+	{"ResponsesToChat/items", responsesItems, responsesToChat},
+	{"PromptTokens/turns", anthropicTurns, countTokens},
+	{"PromptTokens/parts", anthropicParts, countTokens},
+}
+
+// answers are the translations of answers that gather what an answer
+// repeats: text blocks into one text, argument pieces into one call.
+var answers = []struct {
+	name      string
+	body      func(n int) string
+	translate func(ctx context.Context, body []byte) error
+}{
+	{"AnthropicUpstreamAnswer/text_blocks", anthropicAnswer, anthropicUpstreamAnswer},
+	{"ResponsesStream/argument_pieces", argumentChunks, responsesStreamed},
+}
+
+// TestTranslationsGrowLinearly: 8 times the items take about 8 times the
+// time and bytes in every translation.
+func TestTranslationsGrowLinearly(t *testing.T) {
+	for _, tr := range append(translations[:len(translations):len(translations)], answers...) {
+		t.Run(tr.name, func(t *testing.T) {
+			lineartest.Linear(t, 64, func(t testing.TB, n int) func() {
+				body := []byte(tr.body(n))
+				return func() {
+					if err := tr.translate(t.Context(), body); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkTranslations times each translation at 1,000 and 8,000 of its
+// repeated part, reported per item: linear work costs the same per item
+// at both sizes.
+func BenchmarkTranslations(b *testing.B) {
+	for _, tr := range append(translations[:len(translations):len(translations)], answers...) {
+		for _, n := range []int{1000, 8000} {
+			b.Run(fmt.Sprintf("%s=%d", tr.name, n), func(b *testing.B) {
+				body := []byte(tr.body(n))
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := tr.translate(b.Context(), body); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/item")
+			})
+		}
+	}
+}
+
+// lookCounter is a context that counts how often a translation looks at
+// it, and ends at the look numbered end (never when zero).
+type lookCounter struct {
+	context.Context
+	looks, end int
+}
+
+func (c *lookCounter) Err() error {
+	c.looks++
+	if c.end > 0 && c.looks >= c.end {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestTranslationsStopWhenTheirContextEnds: every translation of a large
+// body returns the context's error at once when its context has ended
+// before it starts, and at its next look when it ends midway, doing no
+// more work.
+func TestTranslationsStopWhenTheirContextEnds(t *testing.T) {
+	const n = 20000
+	for _, tr := range translations {
+		t.Run(tr.name, func(t *testing.T) {
+			body := []byte(tr.body(n))
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			if err := tr.translate(ctx, body); !errors.Is(err, context.Canceled) {
+				t.Errorf("with its context ended: %v, want %v", err, context.Canceled)
+			}
+			whole := &lookCounter{Context: t.Context()}
+			if err := tr.translate(whole, body); err != nil {
+				t.Fatal(err)
+			}
+			if whole.looks < n/checkEvery {
+				t.Fatalf("looked at its context %d times over %d items; want one look every %d items at least", whole.looks, n, checkEvery)
+			}
+			// Ended midway: the translation looks once more, and stops.
+			midway := &lookCounter{Context: t.Context(), end: whole.looks / 2}
+			if err := tr.translate(midway, body); !errors.Is(err, context.Canceled) || midway.looks != midway.end {
+				t.Errorf("ended at look %d of %d: %v after %d looks; want %v at once", midway.end, whole.looks, err, midway.looks, context.Canceled)
+			}
+		})
+	}
+}
+
+// TestChatToAnthropicMaxTokens: the Messages API request asks for the
+// max tokens it is given, whatever the chat request names, and joins tool
+// results and the user's words after them into one turn as before.
+func TestChatToAnthropicMaxTokens(t *testing.T) {
+	for _, c := range []struct {
+		chat string
+		max  int64
+		want string
+	}{
+		{`{"model":"c","messages":[{"role":"user","content":"hi"}]}`, 1024,
+			`{"model":"c","max_tokens":1024,"messages":[{"role":"user","content":"hi"}]}`},
+		{`{"model":"c","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, 7,
+			`{"model":"c","max_tokens":7,"messages":[{"role":"user","content":"hi"}]}`},
+		{`{"model":"c","max_completion_tokens":10,"max_tokens":20,"messages":[{"role":"user","content":"hi"}]}`, 10,
+			`{"model":"c","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`},
+		{chatTools(2), 16,
+			`{"model":"c","max_tokens":16,"messages":[{"role":"user","content":"look these up"},` +
+				`{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"lookup","input":{}}]},` +
+				`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t0","content":"result 0"},` +
+				`{"type":"tool_result","tool_use_id":"t1","content":"result 1"},{"type":"text","text":"and then?"}]}]}`},
+		{`{"model":"c","messages":[{"role":"tool","tool_call_id":"a","content":"x"},{"role":"system","content":"s"},` +
+			`{"role":"tool","tool_call_id":"b","content":[{"type":"text","text":"y"},{"type":"text","text":"z"}]},{"role":"assistant","content":"ok"},` +
+			`{"role":"tool","tool_call_id":"c","content":"w"}]}`, 5,
+			`{"model":"c","max_tokens":5,"system":"s","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"x"},` +
+				`{"type":"tool_result","tool_use_id":"b","content":"yz"}]},{"role":"assistant","content":"ok"},` +
+				`{"role":"user","content":[{"type":"tool_result","tool_use_id":"c","content":"w"}]}]}`},
+	} {
+		got, err := ChatToAnthropicBody(t.Context(), []byte(c.chat), c.max)
+		if err != nil || string(got) != c.want {
+			t.Errorf("%s with %d:\n got %s, %v\nwant %s", c.chat, c.max, got, err, c.want)
+		}
+		if !json.Valid(got) {
+			t.Errorf("%s: not JSON", got)
+		}
+	}
+}
