@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -167,8 +168,26 @@ func FuzzTranslateAnthropic(f *testing.F) {
 		if err != nil {
 			t.Fatalf("marshalling the chat request: %v", err)
 		}
-		if _, err := openai.ParseRequest(chat); err != nil {
+		p, err := openai.ParseRequest(chat)
+		if err != nil {
 			t.Fatalf("the router refuses the translation %s: %v", chat, err)
+		}
+		if r.MaxTokens != nil && p.MaxTokens != *r.MaxTokens || p.Choices != 1 {
+			t.Fatalf("the router reads max tokens %d and %d answers of %s, asked for %v", p.MaxTokens, p.Choices, chat, r.MaxTokens)
+		}
+		// To an anthropic pool, the bound sent is the one reserved: the
+		// request's, or the router's default, as encoding/json reads it.
+		bound := p.MaxTokens
+		if bound == 0 {
+			bound = 777
+		}
+		up, err := ChatToAnthropicBody(context.Background(), chat, bound)
+		if err != nil {
+			t.Fatalf("chat %s does not translate for an anthropic pool: %v", chat, err)
+		}
+		var sent map[string]json.RawMessage
+		if err := json.Unmarshal(up, &sent); err != nil || string(sent["max_tokens"]) != strconv.FormatInt(bound, 10) {
+			t.Fatalf("an anthropic pool is asked for max_tokens %s (%v), %d reserved: %s", sent["max_tokens"], err, bound, up)
 		}
 		var c2 ChatRequest
 		if err := json.Unmarshal(chat, &c2); err != nil {
