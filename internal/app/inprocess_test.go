@@ -61,7 +61,8 @@ func TestInProcessAdmission(t *testing.T) {
 // TestGatewaysShareThePrefixIndex: two gateways on one Redis, in front of
 // the same replicas. A prompt sent through one is known to the other: the
 // other predicts a cached prefix for it, never having seen it, and the
-// replica it picks confirms the prefix was cached.
+// replica it picks confirms the prefix was cached, under the salt both
+// made for the prompt's domain.
 func TestGatewaysShareThePrefixIndex(t *testing.T) {
 	redisURL := os.Getenv("LLMGW_TEST_REDIS")
 	if redisURL == "" {
@@ -77,9 +78,12 @@ func TestGatewaysShareThePrefixIndex(t *testing.T) {
 		t.Cleanup(r.Close)
 		upstreams = append(upstreams, r.URL())
 	}
+	// Gateways in front of the same replicas share the cache secret, as
+	// those on one store do.
 	var gws [2]*InProcess
 	for i := range gws {
-		g, err := StartGateway(ctx, GatewayOptions{Model: "sim", Kind: catalog.KindVLLM, Upstreams: upstreams, Redis: redisURL})
+		g, err := StartGateway(ctx, GatewayOptions{Model: "sim", Kind: catalog.KindVLLM, Upstreams: upstreams, Redis: redisURL,
+			CacheSecret: "one secret for both gateways"})
 		if err != nil {
 			t.Fatal(err)
 		}
