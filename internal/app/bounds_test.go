@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 )
 
@@ -60,7 +58,6 @@ func (p *boundProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // are refused, and a request whose answers would overrun the limit is
 // refused before any backend is called.
 func TestReservedIsWhatIsAsked(t *testing.T) {
-	ctx := t.Context()
 	gpu := &boundProvider{asked: make(chan [2]int64, 1)}
 	claude := &boundProvider{anthropic: true, asked: make(chan [2]int64, 1)}
 	var urls []string
@@ -69,8 +66,7 @@ func TestReservedIsWhatIsAsked(t *testing.T) {
 		t.Cleanup(s.Close)
 		urls = append(urls, s.URL+"/v1")
 	}
-	cfg, err := config.Parse(fmt.Appendf(nil, `
-server: {listen: "127.0.0.1:0", admin_listen: "127.0.0.1:0"}
+	g := startYAML(t, fmt.Sprintf(`
 router: {auth: keys, default_max_tokens: 300}
 store: {url: %q}
 pools:
@@ -80,16 +76,6 @@ models:
   - {name: chat, pool: gpu}
   - {name: sonnet, pool: claude}
 `, "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), urls[0], urls[1]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := newGateway(ctx, cfg, "", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	t.Cleanup(func() { <-done })
 	kg := &keyedGateway{Gateway: g}
 
 	const tpm = 100000

@@ -3,13 +3,11 @@ package app
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/sim"
 )
@@ -25,8 +23,7 @@ func TestModelGlobsOnEveryAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(rep.Close)
-	cfg, err := config.Parse(fmt.Appendf(nil, `
-server: {listen: "127.0.0.1:0", admin_listen: "127.0.0.1:0"}
+	g := startYAML(t, fmt.Sprintf(`
 router: {auth: keys}
 store: {url: %q}
 pools:
@@ -36,16 +33,6 @@ models:
   - {name: meta-llama/Llama-3.1-8B, aliases: [llama-8b], pool: sim, upstream_model: chat}
   - {name: Qwen/Qwen3-32B, pool: sim, upstream_model: chat}
 `, "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), rep.URL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := newGateway(ctx, cfg, "", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	t.Cleanup(func() { <-done })
 	kg := &keyedGateway{Gateway: g}
 
 	const llama, qwen = "meta-llama/Llama-3.1-8B", "Qwen/Qwen3-32B"

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/sim"
@@ -30,8 +28,7 @@ func TestPromptsOfOrgsShareNoCache(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(rep.Close)
-			cfg, err := config.Parse(fmt.Appendf(nil, `
-server: {listen: "127.0.0.1:0", admin_listen: "127.0.0.1:0"}
+			g := startYAML(t, fmt.Sprintf(`
 router: {auth: keys, cache_isolation: %s}
 store: {url: %q}
 pools:
@@ -41,16 +38,6 @@ pools:
 models:
   - {name: chat, pool: gpu}
 `, level, "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), rep.URL()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			g, err := newGateway(ctx, cfg, "", slog.New(slog.DiscardHandler))
-			if err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- g.Run(ctx) }()
-			t.Cleanup(func() { <-done })
 			kg := &keyedGateway{Gateway: g}
 			search, _ := kg.newKey(t, keys.Spec{Tenant: "acme/search"})
 			ads, _ := kg.newKey(t, keys.Spec{Tenant: "acme/ads"})

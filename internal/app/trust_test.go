@@ -31,6 +31,16 @@ func startConfigured(t *testing.T, cfg *config.Config) *Gateway {
 	return startLogged(t, cfg, slog.New(slog.DiscardHandler))
 }
 
+// startYAML is startConfigured with the configuration file text yaml.
+func startYAML(t *testing.T, yaml string) *Gateway {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startConfigured(t, cfg)
+}
+
 // startLogged is startConfigured logging to log.
 func startLogged(t *testing.T, cfg *config.Config, log *slog.Logger) *Gateway {
 	t.Helper()
