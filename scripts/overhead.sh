@@ -10,8 +10,11 @@
 #            and upstream client in place of llmgw's;
 #   core-base the core run with the binary in $BASE, when set: another
 #            build, to compare two builds in one run;
+#   vllm     no keys, the sim as a pool of kind vllm: its /metrics scraped,
+#            and each request sent with its isolation domain's cache_salt;
 #   keys     with API keys, limits on the key and its org (process-local),
 #            and the usage ledger in SQLite;
+#   vllm-base, keys-base  the same with the binary in $BASE, when set;
 #   redis    the same with the limits in Redis (needs REDIS_URL, default
 #            redis://127.0.0.1:6379/0; skipped when redis-cli is missing).
 # Prints req/s and latency percentiles, what the gateway added, its CPU
@@ -19,7 +22,7 @@
 # commands each request cost.
 #
 #   scripts/overhead.sh [DURATION_SECONDS] [CONCURRENCY]
-#   BASE=path/to/llmgw scripts/overhead.sh ...   (adds the core-base row)
+#   BASE=path/to/llmgw scripts/overhead.sh ...   (adds the -base rows)
 #
 # Needs wrk (Debian: apt-get install wrk); nginx for the reference row
 # (Debian: apt-get install nginx-light).
@@ -39,7 +42,13 @@ gw=$work/llmgw
 start_sim
 keyed_config "$work/keys.yaml"
 keyed_config "$work/redis.yaml" "limits: {redis: \"$redis_url\"}"
+vllm_config "$work/vllm.yaml"
 post_script "$(new_key)"
+if [ -n "${BASE:-}" ]; then
+	# The other build keeps its keys in a store of its own.
+	keyed_config "$work/keys-base.yaml" "" "$work/gw-base.db"
+	post_script "$(new_key "$BASE" "$work/gw-base.db")" "$work/post-base.lua"
+fi
 
 # cpu_ticks PID...: user + system clock ticks the processes have used.
 cpu_ticks() { local p t=0; for p; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo $t; }
@@ -97,11 +106,12 @@ reqs() { awk '/requests in/ {print $1}' "$1"; }
 
 # measure NAME URL [PID]: a warm-up, then the measured run.
 measure() {
-	wrk -t2 -c"$conns" -d2s -s "$work/post.lua" "$2" >/dev/null
+	local script=${script:-$work/post.lua}
+	wrk -t2 -c"$conns" -d2s -s "$script" "$2" >/dev/null
 	local before=0 after=0
 	[ -n "${3:-}" ] && before=$(cpu_ticks $3)
 	[ "$1" = redis ] && c0=$(redis_calls) t0=$(redis_commands)
-	wrk -t2 -c"$conns" -d"${duration}s" --latency -s "$work/post.lua" "$2" >"$work/$1.txt"
+	wrk -t2 -c"$conns" -d"${duration}s" --latency -s "$script" "$2" >"$work/$1.txt"
 	[ "$1" = redis ] && c1=$(redis_calls) t1=$(redis_commands)
 	[ -n "${3:-}" ] && after=$(cpu_ticks $3)
 	echo $((after - before)) >"$work/$1.cpu"
@@ -133,10 +143,26 @@ if [ -n "${BASE:-}" ]; then
 	stop_gateway
 	runs+=(core-base)
 fi
+start_gateway --config "$work/vllm.yaml"
+measure vllm "$url" "$pid"
+stop_gateway
+runs+=(vllm)
+if [ -n "${BASE:-}" ]; then
+	bin=$BASE start_gateway --config "$work/vllm.yaml"
+	measure vllm-base "$url" "$pid"
+	stop_gateway
+	runs+=(vllm-base)
+fi
 start_gateway --config "$work/keys.yaml"
 measure keys "$url" "$pid"
 stop_gateway
 runs+=(keys)
+if [ -n "${BASE:-}" ]; then
+	bin=$BASE start_gateway --config "$work/keys-base.yaml"
+	script=$work/post-base.lua measure keys-base "$url" "$pid"
+	stop_gateway
+	runs+=(keys-base)
+fi
 if command -v redis-cli >/dev/null && redis-cli -u "$redis_url" PING >/dev/null 2>&1; then
 	start_gateway --config "$work/redis.yaml"
 	measure redis "$url" "$pid"

@@ -34,12 +34,18 @@ func (c *cannedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func benchRouter(b *testing.B, rt http.RoundTripper) *Router {
+	return benchRouterOf(b, rt, catalog.KindOpenAI)
+}
+
+// benchRouterOf is benchRouter with a pool of kind, whose endpoints are
+// neither scraped nor probed.
+func benchRouterOf(b *testing.B, rt http.RoundTripper, kind string) *Router {
 	cfg := config.Default()
 	r, err := New(Options{Server: cfg.Server, Router: cfg.Router, Registerer: prometheus.NewRegistry(), Transport: rt})
 	if err != nil {
 		b.Fatal(err)
 	}
-	cat, err := catalog.New([]catalog.Pool{{Name: "p", Endpoints: []catalog.Endpoint{{URL: "http://10.0.0.1/v1"}, {URL: "http://10.0.0.2/v1"}}}},
+	cat, err := catalog.New([]catalog.Pool{{Name: "p", Kind: kind, Endpoints: []catalog.Endpoint{{URL: "http://10.0.0.1/v1"}, {URL: "http://10.0.0.2/v1"}}}},
 		[]catalog.Model{{Name: "llama", Aliases: []string{"default"}, Pool: "p", Upstream: "meta-llama/Llama-3.1-8B-Instruct"}})
 	if err != nil {
 		b.Fatal(err)
@@ -59,6 +65,23 @@ func BenchmarkNonStreamedRequest(b *testing.B) {
 	for b.Loop() {
 		w := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(benchPrompt))
+		r.ServeHTTP(w, req)
+		if w.Code != 200 {
+			b.Fatal(w.Code, w.Body)
+		}
+	}
+}
+
+// BenchmarkSaltedRequest is BenchmarkNonStreamedRequest to a pool of kind
+// vllm, each request sent with its isolation domain's cache_salt.
+func BenchmarkSaltedRequest(b *testing.B) {
+	r := benchRouterOf(b, &cannedTransport{contentType: "application/json",
+		body: []byte(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Requests flow through"},"finish_reason":"stop"}],"usage":{"prompt_tokens":31,"completion_tokens":4,"total_tokens":35}}`)}, catalog.KindVLLM)
+	b.ReportAllocs()
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(benchPrompt))
+		req.Header.Set(tenantHeader, "acme/search")
 		r.ServeHTTP(w, req)
 		if w.Code != 200 {
 			b.Fatal(w.Code, w.Body)

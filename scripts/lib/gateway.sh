@@ -7,13 +7,14 @@ start_sim() {
 	"$gw" sim --listen 127.0.0.1:19100 --model m --ttft 0 --tpot 0 >"$work/sim.log" 2>&1 &
 }
 
-# keyed_config FILE [EXTRA_YAML]: a gateway on :19180 with API keys, a
-# tenant limit on the key's org, and the usage ledger in SQLite in $work.
+# keyed_config FILE [EXTRA_YAML] [DB]: a gateway on :19180 with API keys, a
+# tenant limit on the key's org, and the usage ledger in SQLite in DB
+# (default $work/gw.db).
 keyed_config() {
 	cat >"$1" <<YAML
 server: {listen: "127.0.0.1:19180", admin_listen: "127.0.0.1:19181"}
 router: {auth: keys}
-store: {url: "sqlite:$work/gw.db", spool_dir: "$work/spool"}
+store: {url: "sqlite:${3:-$work/gw.db}", spool_dir: "$work/spool"}
 ${2:-}
 tenants:
   - {path: bench, rpm: 100000000, tpm: 1000000000000}
@@ -24,10 +25,25 @@ models:
 YAML
 }
 
-# post_script KEY: $work/post.lua, a wrk script sending one small chat
-# completion with KEY.
+# vllm_config FILE: a gateway on :19180 with no keys in front of the sim
+# as a pool of kind vllm: its /metrics scraped, and each request sent with
+# its isolation domain's cache_salt.
+vllm_config() {
+	cat >"$1" <<YAML
+server: {listen: "127.0.0.1:19180", admin_listen: "127.0.0.1:19181"}
+router: {auth: none}
+store: {url: "memory:"}
+pools:
+  - {name: sim, kind: vllm, endpoints: [{url: "http://127.0.0.1:19100/v1"}]}
+models:
+  - {name: m, pool: sim}
+YAML
+}
+
+# post_script KEY [FILE]: FILE (default $work/post.lua), a wrk script
+# sending one small chat completion with KEY.
 post_script() {
-	cat >"$work/post.lua" <<LUA
+	cat >"${2:-$work/post.lua}" <<LUA
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer $1"
@@ -35,9 +51,10 @@ wrk.body = '{"model":"m","messages":[{"role":"user","content":"Write a haiku abo
 LUA
 }
 
-# new_key: creates a key in the keyed configuration's store and prints it.
+# new_key [BIN] [DB]: creates a key with BIN (default $gw) in the keyed
+# configuration's store DB (default $work/gw.db) and prints it.
 new_key() {
-	"$gw" keys create --store "sqlite:$work/gw.db" --tenant bench/overhead/wrk --rpm 100000000 --tpm 1000000000000 2>/dev/null
+	"${1:-$gw}" keys create --store "sqlite:${2:-$work/gw.db}" --tenant bench/overhead/wrk --rpm 100000000 --tpm 1000000000000 2>/dev/null
 }
 
 # core_args: `llmgw serve` in front of the sim with no keys and no limits.
