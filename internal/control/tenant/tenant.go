@@ -65,11 +65,14 @@ func AtLevel(p, level string) string {
 	case LevelUser:
 		n = 3
 	}
-	segs := strings.SplitN(p, "/", MaxDepth+1)
-	if len(segs) > n {
-		segs = segs[:n]
+	for i := 0; i < len(p); i++ {
+		if p[i] == '/' {
+			if n--; n == 0 {
+				return p[:i]
+			}
+		}
 	}
-	return strings.Join(segs, "/")
+	return p
 }
 
 // Priority classes, most protected first. Admission sheds the last first.

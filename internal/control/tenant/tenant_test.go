@@ -77,3 +77,22 @@ func TestAllows(t *testing.T) {
 		t.Error("a key without globs refused a model")
 	}
 }
+
+func TestAtLevel(t *testing.T) {
+	for _, tt := range []struct{ path, level, want string }{
+		{"acme/search/alice", LevelOrg, "acme"},
+		{"acme/search/alice", LevelTeam, "acme/search"},
+		{"acme/search/alice", LevelUser, "acme/search/alice"},
+		{"acme", LevelTeam, "acme"},
+		{"acme/search", LevelUser, "acme/search"},
+		{"acme/search", "department", "acme"},
+		{"", LevelOrg, ""},
+	} {
+		if got := AtLevel(tt.path, tt.level); got != tt.want {
+			t.Errorf("AtLevel(%q, %q) = %q, want %q", tt.path, tt.level, got, tt.want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { AtLevel("acme/search/alice", LevelTeam) }); n != 0 {
+		t.Errorf("AtLevel allocates %v times", n)
+	}
+}
