@@ -41,7 +41,12 @@ type Request struct {
 	includeUsage  span // the include_usage value in stream_options; zero when absent
 	cacheSalt     span // the cache_salt value, null included; zero when absent
 	prompt        span // the messages or prompt value, the last given; zero when absent
-	end           int  // offset of the object's closing brace
+	maxTokens     span // the max_tokens value, null included; zero when absent
+	// templateKwargs is the chat_template_kwargs value, the last given
+	// (what Python's decoder keeps); zero when absent.
+	templateKwargs span
+	effort         bool // whether the body names reasoning_effort
+	end            int  // offset of the object's closing brace
 }
 
 // Prompt is the body's messages or prompt value as sent: what a backend's
@@ -153,8 +158,15 @@ func (r *Request) parse(body []byte) error {
 			if err != nil {
 				return errNotJSON()
 			}
-			if f < 0 && (keyIs(key, "messages") || keyIs(key, "prompt")) {
-				r.prompt = span{i, vEnd}
+			if f < 0 {
+				switch {
+				case keyIs(key, "messages") || keyIs(key, "prompt"):
+					r.prompt = span{i, vEnd}
+				case keyIs(key, "chat_template_kwargs"):
+					r.templateKwargs = span{i, vEnd}
+				case keyIs(key, "reasoning_effort"):
+					r.effort = true
+				}
 			}
 			if f >= 0 {
 				if err := checkKey(f, exact, &seen); err != nil {
@@ -180,6 +192,7 @@ func (r *Request) parse(body []byte) error {
 					if maxTokens, err = decodeCount(f, v, 0, MaxTokensLimit, -1); err != nil {
 						return err
 					}
+					r.maxTokens = span{i, vEnd}
 				case fieldMaxCompletionTokens:
 					if maxCompletionTokens, err = decodeCount(f, v, 0, MaxTokensLimit, -1); err != nil {
 						return err
@@ -402,33 +415,56 @@ type Edits struct {
 	// CacheSalt, when set, is the cache_salt sent, in place of the
 	// client's own.
 	CacheSalt string
+	// MaxTokens, when positive, is the max_tokens sent, in place of the
+	// body's own or added when it names none: the bound the gateway
+	// reserved, for a backend that takes a body as its client wrote it.
+	MaxTokens int64
+	// EnableThinking, when not nil, is sent as
+	// chat_template_kwargs.enable_thinking, the switch Qwen3-style chat
+	// templates read: added to the body's chat_template_kwargs, or in a
+	// new one. A body whose chat_template_kwargs names enable_thinking,
+	// or is not an object, keeps its own.
+	EnableThinking *bool
+	// ReasoningEffort, when set, is sent as reasoning_effort, unless the
+	// body names one.
+	ReasoningEffort string
 }
 
 // Rewrite returns body with e's edits made: the model renamed, include_usage
-// forced on, cache_salt set. It returns body itself when nothing changes,
-// and otherwise changes only those values: the rest of the body reaches the
+// forced on, cache_salt set, max_tokens set, thinking switched, a
+// reasoning effort added. It returns body itself when nothing changes, and
+// otherwise changes only those values: the rest of the body reaches the
 // backend byte for byte.
 func (r *Request) Rewrite(body []byte, e Edits) []byte {
 	renamed := e.Model != r.Model
 	usage := e.IncludeUsage && !r.IncludeUsage
 	salted := e.CacheSalt != "" && e.CacheSalt != r.CacheSalt
-	if !renamed && !usage && !salted {
+	var bound [20]byte // e.MaxTokens, written
+	bounded := e.MaxTokens > 0 && !(r.maxTokens.ok() && string(body[r.maxTokens.start:r.maxTokens.end]) == string(strconv.AppendInt(bound[:0], e.MaxTokens, 10)))
+	thinking := e.EnableThinking != nil && r.takesThinking(body)
+	effort := e.ReasoningEffort != "" && !r.effort
+	if !renamed && !usage && !salted && !bounded && !thinking && !effort {
 		return body
 	}
 	const addedOptions = `,"stream_options":{"include_usage":true}`
 	const addedSalt = `,"cache_salt":`
-	out := make([]byte, 0, len(body)+len(e.Model)+len(e.CacheSalt)+len(addedOptions)+len(addedSalt)+4)
-	// At most three edits, each replacing a span of body (or inserting at
+	const addedMaxTokens = `,"max_tokens":`
+	const addedKwargs = `,"chat_template_kwargs":`
+	const addedEffort = `,"reasoning_effort":`
+	out := make([]byte, 0, len(body)+len(e.Model)+len(e.CacheSalt)+len(e.ReasoningEffort)+len(addedOptions)+len(addedSalt)+
+		len(addedMaxTokens)+len(bound)+len(addedKwargs)+len(`{"enable_thinking":false}`)+len(addedEffort)+12)
+	// At most six edits, each replacing a span of body (or inserting at
 	// an empty one): the model's value, where include_usage is set or
-	// added, and cache_salt's value or where it is added. A body always
-	// has a model, so what is added at its end follows a comma.
+	// added, cache_salt's value or where it is added, and the same for
+	// max_tokens, enable_thinking and reasoning_effort. A body always has
+	// a model, so what is added at its end follows a comma.
 	type edit struct {
 		at     span
 		with   string
 		quoted bool   // with is a string value, quoted into out
 		before string // written ahead of with
 	}
-	var edits [3]edit
+	var edits [6]edit
 	n := 0
 	if renamed {
 		edits[n] = edit{at: r.model, with: e.Model, quoted: true}
@@ -457,7 +493,37 @@ func (r *Request) Rewrite(body []byte, e Edits) []byte {
 		}
 		n++
 	}
-	// In body's order; two insertions at the object's end keep theirs.
+	if bounded {
+		written := string(strconv.AppendInt(bound[:0], e.MaxTokens, 10))
+		if r.maxTokens.ok() {
+			edits[n] = edit{at: r.maxTokens, with: written}
+		} else {
+			edits[n] = edit{at: span{r.end, r.end}, with: written, before: addedMaxTokens}
+		}
+		n++
+	}
+	if thinking {
+		on := `"enable_thinking":false`
+		if *e.EnableThinking {
+			on = `"enable_thinking":true`
+		}
+		switch kw := r.templateKwargs; {
+		case !kw.ok():
+			edits[n] = edit{at: span{r.end, r.end}, with: "{" + on + "}", before: addedKwargs}
+		case body[kw.start] == 'n':
+			edits[n] = edit{at: kw, with: "{" + on + "}"}
+		case skipSpace(body, kw.start+1) == kw.end-1: // {}
+			edits[n] = edit{at: span{kw.end - 1, kw.end - 1}, with: on}
+		default:
+			edits[n] = edit{at: span{kw.end - 1, kw.end - 1}, with: "," + on}
+		}
+		n++
+	}
+	if effort {
+		edits[n] = edit{at: span{r.end, r.end}, with: e.ReasoningEffort, quoted: true, before: addedEffort}
+		n++
+	}
+	// In body's order; insertions at one place keep theirs.
 	for i := 1; i < n; i++ {
 		for j := i; j > 0 && edits[j].at.start < edits[j-1].at.start; j-- {
 			edits[j], edits[j-1] = edits[j-1], edits[j]
@@ -475,6 +541,36 @@ func (r *Request) Rewrite(body []byte, e Edits) []byte {
 		last = ed.at.end
 	}
 	return append(out, body[last:]...)
+}
+
+// takesThinking reports whether body's chat_template_kwargs, which r
+// read, can take enable_thinking: it is absent, null, or an object that
+// does not name it.
+func (r *Request) takesThinking(body []byte) bool {
+	kw := r.templateKwargs
+	switch {
+	case !kw.ok() || body[kw.start] == 'n':
+		return true
+	case body[kw.start] != '{':
+		return false
+	}
+	i := skipSpace(body, kw.start+1)
+	if body[i] == '}' {
+		return true
+	}
+	for { // body[kw.start:kw.end] is a valid object, so the scans cannot fail
+		kEnd, next, _ := scanMember(body, i)
+		if keyIs(body[i+1:kEnd-1], "enable_thinking") {
+			return false
+		}
+		i = skipSpace(body, next)
+		vEnd, _ := scanValue(body, i)
+		i = skipSpace(body, vEnd)
+		if body[i] == '}' {
+			return true
+		}
+		i = skipSpace(body, i+1) // past the comma
+	}
 }
 
 // appendJSONString appends s to dst as a JSON string.

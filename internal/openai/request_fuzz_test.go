@@ -281,6 +281,11 @@ func FuzzRequestMatchesEncodingJSON(f *testing.F) {
 		// Space everywhere.
 		" \t\r\n{ \"model\" \n: \"m\" ,\t\"stream\" : true , \"stream_options\" : { \"include_usage\" : false } , \"max_tokens\" : 3 } \n",
 		`{"model":"m"} {}`, `{"model":"m",}`,
+		// Reasoning controls.
+		`{"model":"m","chat_template_kwargs":{"enable_thinking":false}}`, `{"model":"m","chat_template_kwargs":{ }}`,
+		`{"model":"m","chat_template_kwargs":null,"reasoning_effort":"low"}`, `{"model":"m","chat_template_kwargs":{"x":1},"max_tokens":5}`,
+		`{"chat_template_kwargs":{"enable_thinking":true},"model":"m","chat_template_kwargs":{"a":[1]}}`, `{"model":"m","chat_template_kwargs":"x"}`,
+		`{"model":"m","chat_template_kwargs":{"enable\u005fthinking":true}}`, `{"model":"m","max_tokens":null,"reasoning_effort":null}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -317,12 +322,22 @@ func FuzzRequestMatchesEncodingJSON(f *testing.F) {
 		}
 		checkPrompt(t, body, r.Prompt(body))
 
-		for _, e := range []Edits{
+		on, off := true, false
+		edits := []Edits{
 			{Model: "other-name", IncludeUsage: true},
 			{Model: "other-name"},
 			{Model: r.Model, CacheSalt: "8c1f\\salt\""},
 			{Model: "other-name", IncludeUsage: true, CacheSalt: "9d2e0b7a"},
-		} {
+			{Model: r.Model, EnableThinking: &on, ReasoningEffort: "high"},
+			{Model: "other-name", IncludeUsage: true, CacheSalt: "9d2e0b7a", EnableThinking: &off},
+		}
+		var top map[string]json.RawMessage
+		json.Unmarshal(body, &top)
+		if mct := top["max_completion_tokens"]; mct == nil || string(mct) == "null" {
+			// A bound set where max_completion_tokens gives none.
+			edits = append(edits, Edits{Model: r.Model, MaxTokens: 77}, Edits{Model: "other-name", IncludeUsage: true, MaxTokens: max(r.MaxTokens, 1), EnableThinking: &on})
+		}
+		for _, e := range edits {
 			out := r.Rewrite(body, e)
 			if !json.Valid(out) {
 				t.Fatalf("Rewrite of %q is invalid: %q", body, out)
@@ -333,6 +348,10 @@ func FuzzRequestMatchesEncodingJSON(f *testing.F) {
 			if e.CacheSalt != "" {
 				want.CacheSalt = e.CacheSalt
 			}
+			if e.MaxTokens > 0 {
+				want.MaxTokens = e.MaxTokens
+			}
+			checkReasoningEdits(t, body, out, e)
 			var got Request
 			if err := got.Parse(out); err != nil {
 				t.Fatalf("Rewrite of %q to %q: %v", body, out, err)
@@ -386,6 +405,9 @@ func checkRestKept(t *testing.T, body, out []byte) {
 		delete(top, "model")
 		delete(top, "stream_options")
 		delete(top, "cache_salt")
+		delete(top, "max_tokens")           // checked by Parse
+		delete(top, "chat_template_kwargs") // and these two by checkReasoningEdits
+		delete(top, "reasoning_effort")
 		delete(options, "include_usage")
 		return top, options
 	}
@@ -396,5 +418,52 @@ func checkRestKept(t *testing.T, body, out []byte) {
 	}
 	if diff := cmp.Diff(options, outOptions, cmpopts.EquateEmpty()); diff != "" {
 		t.Fatalf("Rewrite of %q to %q changed stream_options (-before +after):\n%s", body, out, diff)
+	}
+}
+
+// checkReasoningEdits checks what a rewrite of body to out did with e's
+// max_tokens, enable_thinking and reasoning_effort, as Python's decoder
+// (which keeps a repeated key's last value) reads them: each set as e
+// asks, unless the body had its own, and chat_template_kwargs' other
+// members kept.
+func checkReasoningEdits(t *testing.T, body, out []byte, e Edits) {
+	t.Helper()
+	var before, after map[string]json.RawMessage
+	json.Unmarshal(body, &before)
+	json.Unmarshal(out, &after)
+	if e.MaxTokens > 0 && string(after["max_tokens"]) != strconv.FormatInt(e.MaxTokens, 10) {
+		t.Fatalf("Rewrite of %q to %q: max_tokens %s, want %d", body, out, after["max_tokens"], e.MaxTokens)
+	}
+	wantEffort := before["reasoning_effort"]
+	if _, named := before["reasoning_effort"]; !named && e.ReasoningEffort != "" {
+		wantEffort, _ = json.Marshal(e.ReasoningEffort)
+	}
+	if string(after["reasoning_effort"]) != string(wantEffort) {
+		t.Fatalf("Rewrite of %q to %q: reasoning_effort %s, want %s", body, out, after["reasoning_effort"], wantEffort)
+	}
+	kwBefore, kwAfter := before["chat_template_kwargs"], after["chat_template_kwargs"]
+	var members map[string]json.RawMessage
+	takes := kwBefore == nil || string(kwBefore) == "null"
+	if !takes && kwBefore[0] == '{' {
+		json.Unmarshal(kwBefore, &members)
+		_, named := members["enable_thinking"]
+		takes = !named
+	}
+	if e.EnableThinking == nil || !takes {
+		if string(kwBefore) != string(kwAfter) {
+			t.Fatalf("Rewrite of %q to %q changed chat_template_kwargs %s to %s", body, out, kwBefore, kwAfter)
+		}
+		return
+	}
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal(kwAfter, &got); err != nil {
+		t.Fatalf("Rewrite of %q to %q: chat_template_kwargs %s: %v", body, out, kwAfter, err)
+	}
+	if string(got["enable_thinking"]) != strconv.FormatBool(*e.EnableThinking) {
+		t.Fatalf("Rewrite of %q to %q: enable_thinking %s, want %v", body, out, got["enable_thinking"], *e.EnableThinking)
+	}
+	delete(got, "enable_thinking")
+	if diff := cmp.Diff(members, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("Rewrite of %q to %q changed chat_template_kwargs (-before +after):\n%s", body, out, diff)
 	}
 }

@@ -300,6 +300,46 @@ func TestRewrite(t *testing.T) {
 	}
 }
 
+// TestRewriteReasoning sets max_tokens, enable_thinking and
+// reasoning_effort, keeping what the body already says of them.
+func TestRewriteReasoning(t *testing.T) {
+	on, off := true, false
+	tests := []struct {
+		name, body string
+		e          Edits
+		want       string
+	}{
+		{"bound set", `{"model":"m","max_tokens":32000}`, Edits{Model: "m", MaxTokens: 100}, `{"model":"m","max_tokens":100}`},
+		{"bound already", `{"model":"m","max_tokens": 100}`, Edits{Model: "m", MaxTokens: 100}, `{"model":"m","max_tokens": 100}`},
+		{"bound added", `{"model":"m"}`, Edits{Model: "m", MaxTokens: 7}, `{"model":"m","max_tokens":7}`},
+		{"bound was null", `{"max_tokens":null,"model":"m"}`, Edits{Model: "m", MaxTokens: 7}, `{"max_tokens":7,"model":"m"}`},
+		{"thinking added", `{"model":"m"}`, Edits{Model: "m", EnableThinking: &on}, `{"model":"m","chat_template_kwargs":{"enable_thinking":true}}`},
+		{"thinking off", `{"model":"m"}`, Edits{Model: "m", EnableThinking: &off}, `{"model":"m","chat_template_kwargs":{"enable_thinking":false}}`},
+		{"thinking merged", `{"chat_template_kwargs":{"add_generation_prompt":true},"model":"m"}`, Edits{Model: "m", EnableThinking: &on},
+			`{"chat_template_kwargs":{"add_generation_prompt":true,"enable_thinking":true},"model":"m"}`},
+		{"thinking into empty", `{"chat_template_kwargs":{ },"model":"m"}`, Edits{Model: "m", EnableThinking: &on}, `{"chat_template_kwargs":{ "enable_thinking":true},"model":"m"}`},
+		{"thinking into null", `{"chat_template_kwargs":null,"model":"m"}`, Edits{Model: "m", EnableThinking: &off}, `{"chat_template_kwargs":{"enable_thinking":false},"model":"m"}`},
+		{"thinking the body's own", `{"chat_template_kwargs":{"enable_thinking":false},"model":"m"}`, Edits{Model: "m", EnableThinking: &on},
+			`{"chat_template_kwargs":{"enable_thinking":false},"model":"m"}`},
+		{"kwargs not an object", `{"chat_template_kwargs":[],"model":"m"}`, Edits{Model: "m", EnableThinking: &on}, `{"chat_template_kwargs":[],"model":"m"}`},
+		{"effort added", `{"model":"m"}`, Edits{Model: "m", ReasoningEffort: "high"}, `{"model":"m","reasoning_effort":"high"}`},
+		{"effort the body's own", `{"model":"m","reasoning_effort":"low"}`, Edits{Model: "m", ReasoningEffort: "high"}, `{"model":"m","reasoning_effort":"low"}`},
+		{"every edit", `{"model":"a","stream":true}`, Edits{Model: "b", IncludeUsage: true, CacheSalt: "s1", MaxTokens: 9, EnableThinking: &on, ReasoningEffort: "medium"},
+			`{"model":"b","stream":true,"stream_options":{"include_usage":true},"cache_salt":"s1","max_tokens":9,"chat_template_kwargs":{"enable_thinking":true},"reasoning_effort":"medium"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := ParseRequest([]byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.Rewrite([]byte(tt.body), tt.e); string(got) != tt.want {
+				t.Errorf("Rewrite = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestWriteError(t *testing.T) {
 	w := httptest.NewRecorder()
 	WriteError(w, RateLimited("rate_limit_exceeded", "slow down", 7))
@@ -335,6 +375,8 @@ func TestChunkScans(t *testing.T) {
 		{`{"choices": [ ], "usage": {"prompt_tokens":3}}`, false, true, true, false},
 		{`{"choices":[{"delta":{"tool_calls":[{"id":"c"}]}}]}`, true, false, false, false},
 		{`{"choices":[{"delta":{"reasoning_content":"hmm"}}]}`, true, false, false, false},
+		{`{"choices":[{"delta":{"reasoning":"hmm"}}]}`, true, false, false, false},
+		{`{"choices":[{"delta":{"thinking_blocks":[{"type":"thinking","signature":"s"}]}}]}`, false, false, false, false},
 	}
 	for _, tt := range tests {
 		c := []byte(tt.chunk)

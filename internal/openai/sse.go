@@ -11,10 +11,11 @@ import "bytes"
 var Done = []byte("[DONE]")
 
 // HasToken reports whether a chunk carries output: non-empty content, text
-// or reasoning, or a tool call.
+// or reasoning (reasoning_content, or reasoning as vLLM names it since
+// 0.11), or a tool call.
 func HasToken(chunk []byte) bool {
 	return nonEmptyString(chunk, `"content"`) || nonEmptyString(chunk, `"text"`) ||
-		nonEmptyString(chunk, `"reasoning_content"`) || valueStarts(chunk, `"tool_calls"`, '[')
+		nonEmptyString(chunk, `"reasoning_content"`) || nonEmptyString(chunk, `"reasoning"`) || valueStarts(chunk, `"tool_calls"`, '[')
 }
 
 // HasUsage reports whether a chunk carries a usage object (not null).
@@ -69,11 +70,12 @@ func nonEmptyString(chunk []byte, key string) bool {
 
 // DeltaText is a chat chunk's delta text, the raw JSON string with its
 // quotes, when the chunk carries that and nothing else a translation must
-// act on: one choice, a string content, no tool calls, no reasoning, no
-// finish_reason and no usage (each absent or null). It reads the chunk in one pass, as
-// a decoder would: false whenever a decoder could read it otherwise (a key
-// given twice, escaped or in another case) or it is not valid JSON. The
-// text can then be written on without decoding the chunk.
+// act on: one choice, a string content, no tool calls, no reasoning (by
+// either name), no thinking blocks, no finish_reason and no usage (each
+// absent or null). It reads the chunk in one pass, as a decoder would:
+// false whenever a decoder could read it otherwise (a key given twice,
+// escaped or in another case) or it is not valid JSON. The text can then
+// be written on without decoding the chunk.
 func DeltaText(chunk []byte) ([]byte, bool) {
 	var text []byte
 	end, ok := deltaMembers(chunk, skipSpace(chunk, 0), 0, &text)
@@ -83,7 +85,7 @@ func DeltaText(chunk []byte) ([]byte, bool) {
 // deltaKeys are the keys DeltaText looks at in the chunk (level 0), its
 // choice (1) and the choice's delta (2): the first of each holds the
 // object of the next level (or the text), the others must be null.
-var deltaKeys = [3][]string{{"choices", "usage"}, {"delta", "finish_reason"}, {"content", "tool_calls", "reasoning_content"}}
+var deltaKeys = [3][]string{{"choices", "usage"}, {"delta", "finish_reason"}, {"content", "tool_calls", "reasoning_content", "reasoning", "thinking_blocks"}}
 
 // deltaMembers scans the object at b[i], at level, for DeltaText,
 // returning the offset past it and false when DeltaText must say false.
@@ -91,7 +93,7 @@ func deltaMembers(b []byte, i, level int, text *[]byte) (int, bool) {
 	if i >= len(b) || b[i] != '{' {
 		return i, false
 	}
-	var seen [3]bool
+	var seen [5]bool
 	var buf [maxKeyBytes]byte
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
