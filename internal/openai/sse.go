@@ -11,8 +11,8 @@ import "bytes"
 var Done = []byte("[DONE]")
 
 // HasToken reports whether a chunk carries output: non-empty content, text
-// or reasoning (reasoning_content, or reasoning as vLLM names it since
-// 0.11), or a tool call.
+// or reasoning (reasoning_content, or reasoning as newer vLLM names it),
+// or a tool call.
 func HasToken(chunk []byte) bool {
 	return nonEmptyString(chunk, `"content"`) || nonEmptyString(chunk, `"text"`) ||
 		nonEmptyString(chunk, `"reasoning_content"`) || nonEmptyString(chunk, `"reasoning"`) || valueStarts(chunk, `"tool_calls"`, '[')

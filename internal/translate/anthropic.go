@@ -13,8 +13,10 @@ import (
 )
 
 // AnthropicRequest is a Messages API request, as far as it maps onto chat
-// completions. Fields it does not name (thinking, cache_control, ...) are
-// read past and not sent on.
+// completions. Fields it does not name (context_management, cache_control,
+// container, mcp_servers, service_tier, ...) are read past and not sent
+// on; to a pool of kind anthropic the client's own body goes, with all of
+// them.
 type AnthropicRequest struct {
 	Model         string               `json:"model"`
 	MaxTokens     *int64               `json:"max_tokens,omitempty"`
@@ -28,6 +30,25 @@ type AnthropicRequest struct {
 	Tools         []AnthropicTool      `json:"tools,omitempty"`
 	ToolChoice    *AnthropicToolChoice `json:"tool_choice,omitempty"`
 	Metadata      *AnthropicMetadata   `json:"metadata,omitempty"`
+	// Thinking and OutputConfig say how the model is to reason; see
+	// Reasoning. Neither is sent in a chat request.
+	Thinking     *AnthropicThinking     `json:"thinking,omitempty"`
+	OutputConfig *AnthropicOutputConfig `json:"output_config,omitempty"`
+}
+
+// AnthropicThinking is a request's extended thinking: Type enabled (with
+// BudgetTokens), adaptive or disabled; Display summarized or omitted.
+type AnthropicThinking struct {
+	Type         string `json:"type"`
+	BudgetTokens *int64 `json:"budget_tokens,omitempty"`
+	Display      string `json:"display,omitempty"`
+}
+
+// AnthropicOutputConfig is a request's output_config, as far as it maps:
+// Effort is low, medium, high, xhigh or max. Its other fields (format,
+// ...) are read past.
+type AnthropicOutputConfig struct {
+	Effort string `json:"effort,omitempty"`
 }
 
 // AnthropicMetadata is a request's metadata; user_id is the end user.
@@ -47,7 +68,7 @@ type AnthropicBlock struct {
 	Text string `json:"text,omitempty"`
 	// Thinking and Signature are a thinking block's: the model's reasoning
 	// and, from Anthropic, the signature that vouches for it.
-	Thinking  string  `json:"thinking,omitempty"`
+	Thinking  *string `json:"thinking,omitempty"`
 	Signature *string `json:"signature,omitempty"`
 	// Source is an image's: base64 data or a URL.
 	Source *AnthropicSource `json:"source,omitempty"`
@@ -60,6 +81,23 @@ type AnthropicBlock struct {
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   json.RawMessage `json:"content,omitempty"`
 	IsError   bool            `json:"is_error,omitempty"`
+	// Data is a redacted_thinking block's: the reasoning, encrypted.
+	Data string `json:"data,omitempty"`
+	// ToolName is a tool_reference block's, in a tool result: a tool the
+	// result makes available.
+	ToolName string `json:"tool_name,omitempty"`
+	// Tool is a tool_addition or tool_removal block's, in a system
+	// message: the tool the conversation gains or loses from there on.
+	Tool *AnthropicToolRef `json:"tool,omitempty"`
+}
+
+// AnthropicToolRef is the tool a tool_addition or tool_removal names:
+// Type tool_reference names it (a tool of the request's), tool_definition
+// defines it.
+type AnthropicToolRef struct {
+	Type       string         `json:"type"`
+	Name       string         `json:"name,omitempty"`
+	Definition *AnthropicTool `json:"definition,omitempty"`
 }
 
 // AnthropicSource is where an image block's bytes are.
@@ -172,16 +210,7 @@ func (r *AnthropicRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
 		}
 		c.Messages = append(c.Messages, sys)
 	}
-	for i, m := range r.Messages {
-		if err := p.step(); err != nil {
-			return nil, err
-		}
-		msgs, err := anthropicMessageToChat(p, m, at("messages", i))
-		if err != nil {
-			return nil, err
-		}
-		c.Messages = append(c.Messages, msgs...)
-	}
+	var tools toolSet
 	for i, t := range r.Tools {
 		if err := p.step(); err != nil {
 			return nil, err
@@ -195,11 +224,29 @@ func (r *AnthropicRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
 		if t.Name == "" {
 			return nil, openai.BadRequest(at("tools", i)+".name", "%s.name: field required", at("tools", i))
 		}
-		var ct ChatTool
-		ct.Type = "function"
-		ct.Function.Name, ct.Function.Description, ct.Function.Parameters = t.Name, t.Description, t.InputSchema
-		c.Tools = append(c.Tools, ct)
+		tools.add(chatTool(t))
 	}
+	for i, m := range r.Messages {
+		if err := p.step(); err != nil {
+			return nil, err
+		}
+		if m.Role == "system" {
+			sys, ok, err := systemMessage(p, m, at("messages", i), &tools)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				c.Messages = append(c.Messages, sys)
+			}
+			continue
+		}
+		msgs, err := anthropicMessageToChat(p, m, at("messages", i))
+		if err != nil {
+			return nil, err
+		}
+		c.Messages = append(c.Messages, msgs...)
+	}
+	c.Tools = tools.offered()
 	if tc := r.ToolChoice; tc != nil {
 		switch tc.Type {
 		case "auto":
@@ -222,6 +269,79 @@ func (r *AnthropicRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
 		}
 	}
 	return c, nil
+}
+
+// Reasoning is what a request asked of the model's reasoning. Chat
+// completions have no one field for it, so it is carried beside the chat
+// request and told to each pool in its own terms when a call is prepared:
+// vllm and sglang pools get chat_template_kwargs.enable_thinking, openai
+// and azure pools reasoning_effort, an anthropic pool the client's own
+// thinking.
+type Reasoning struct {
+	// Asked reports whether the request said whether to think: thinking
+	// enabled, adaptive or disabled. A thinking of another type is not
+	// read, as if absent.
+	Asked bool
+	// On reports whether it asked the model to think: enabled or adaptive.
+	On bool
+	// Effort is how hard, low, medium or high, when On and the request
+	// says: output_config.effort, else an enabled thinking's budget_tokens
+	// (see effortOfBudget). Empty leaves it to the model.
+	Effort string
+	// Hidden reports whether the reasoning is left out of the answer
+	// (display "omitted"); it still counts in usage.
+	Hidden bool
+}
+
+// Budgets of thinking tokens as an effort: Anthropic's least budget is
+// 1,024 and its documentation calls budgets above 16k large, so a budget
+// under 4,096 thinks little and one of 16,384 or more (Claude Code asks
+// for 31,999) thinks hard.
+const (
+	lowEffortBelow = 4096
+	highEffortFrom = 16384
+)
+
+// effortOfBudget is an effort for a thinking budget, in tokens.
+func effortOfBudget(budget int64) string {
+	switch {
+	case budget < lowEffortBelow:
+		return "low"
+	case budget < highEffortFrom:
+		return "medium"
+	}
+	return "high"
+}
+
+// Reasoning is what r asks of the model's reasoning.
+func (r *AnthropicRequest) Reasoning() Reasoning {
+	var out Reasoning
+	t := r.Thinking
+	if t == nil {
+		return out
+	}
+	out.Hidden = t.Display == "omitted"
+	switch t.Type {
+	case "enabled", "adaptive":
+		out.Asked, out.On = true, true
+	case "disabled":
+		out.Asked = true
+		return out
+	default:
+		return out
+	}
+	if oc := r.OutputConfig; oc != nil {
+		switch oc.Effort {
+		case "low", "medium", "high":
+			out.Effort = oc.Effort
+		case "xhigh", "max":
+			out.Effort = "high"
+		}
+	}
+	if out.Effort == "" && t.Type == "enabled" && t.BudgetTokens != nil {
+		out.Effort = effortOfBudget(*t.BudgetTokens)
+	}
+	return out
 }
 
 // namedToolChoice is chat's tool_choice forcing the function name.
@@ -252,12 +372,131 @@ func anthropicSystem(p *progress, raw json.RawMessage) (ChatMessage, error) {
 	return ChatMessage{Role: "system", Content: mustJSON(parts)}, nil
 }
 
+// systemMessage is a system message in a conversation, as Claude Code
+// sends them mid-way, as a chat system message at its place: a string, or
+// its text blocks as text parts, and false when it holds no text. Its
+// tool_addition and tool_removal blocks change tools, which the model is
+// offered as they stand at the conversation's end.
+func systemMessage(p *progress, m AnthropicMessage, path string, tools *toolSet) (ChatMessage, bool, error) {
+	if isString(m.Content) {
+		return ChatMessage{Role: "system", Content: m.Content}, true, nil
+	}
+	if jsonKind(m.Content) != "an array" {
+		return ChatMessage{}, false, typeError(path+".content", "a string or an array of content blocks", jsonKind(m.Content))
+	}
+	blocks, err := decodeArray[AnthropicBlock](p, m.Content, path+".content")
+	if err != nil {
+		return ChatMessage{}, false, err
+	}
+	var parts []ChatPart
+	for j, b := range blocks {
+		bpath := at(path+".content", j)
+		switch b.Type {
+		case "text":
+			parts = append(parts, ChatPart{Type: "text", Text: b.Text})
+		case "tool_addition", "tool_removal":
+			if err := tools.change(b, bpath); err != nil {
+				return ChatMessage{}, false, err
+			}
+		default:
+			return ChatMessage{}, false, unsupported(bpath+".type", "a system message holds text, tool_addition and tool_removal blocks, not %q", b.Type)
+		}
+	}
+	if len(parts) == 0 {
+		return ChatMessage{}, false, nil
+	}
+	return ChatMessage{Role: "system", Content: mustJSON(parts)}, true, nil
+}
+
+// chatTool is an Anthropic client tool as a chat function.
+func chatTool(t AnthropicTool) ChatTool {
+	var ct ChatTool
+	ct.Type = "function"
+	ct.Function.Name, ct.Function.Description, ct.Function.Parameters = t.Name, t.Description, t.InputSchema
+	return ct
+}
+
+// toolSet is the tools a request offers the model: the request's, as its
+// system messages add and remove them along the conversation. Every
+// client tool is offered, those with defer_loading too: chat has no
+// tools loaded on demand.
+type toolSet struct {
+	tools []ChatTool
+	// removed and at are made at the first change: by index into tools,
+	// whether it is taken away, and the index of each name.
+	removed []bool
+	at      map[string]int
+}
+
+func (s *toolSet) add(t ChatTool) {
+	s.tools = append(s.tools, t)
+	if s.at != nil {
+		s.removed = append(s.removed, false)
+		s.at[t.Function.Name] = len(s.tools) - 1
+	}
+}
+
+// change applies a tool_addition or tool_removal block b, at path: an
+// added definition is offered (in place of one of the same name), an
+// added reference offers again a tool of the request's that was taken
+// away, and a removal takes a tool away. A server tool's definition
+// changes nothing, as it is not offered.
+func (s *toolSet) change(b AnthropicBlock, path string) error {
+	if b.Tool == nil {
+		return openai.BadRequest(path+".tool", "%s.tool: field required", path)
+	}
+	if s.at == nil {
+		s.removed = make([]bool, len(s.tools))
+		s.at = make(map[string]int, len(s.tools))
+		for i, t := range s.tools {
+			s.at[t.Function.Name] = i
+		}
+	}
+	name := b.Tool.Name
+	if d := b.Tool.Definition; d != nil {
+		if d.Type != "" && d.Type != "custom" {
+			return nil
+		}
+		if d.Name == "" {
+			return openai.BadRequest(path+".tool.definition.name", "%s.tool.definition.name: field required", path)
+		}
+		name = d.Name
+		if b.Type == "tool_addition" {
+			if i, ok := s.at[name]; ok {
+				s.tools[i], s.removed[i] = chatTool(*d), false
+			} else {
+				s.add(chatTool(*d))
+			}
+			return nil
+		}
+	}
+	if i, ok := s.at[name]; ok {
+		s.removed[i] = b.Type == "tool_removal"
+	}
+	return nil
+}
+
+// offered is the tools the model is offered; nil for none. It reuses s's
+// memory.
+func (s *toolSet) offered() []ChatTool {
+	out := s.tools[:0]
+	for i, t := range s.tools {
+		if s.removed == nil || !s.removed[i] {
+			out = append(out, t)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 // anthropicMessageToChat is one Anthropic turn as chat messages: a user
 // turn's tool results become tool messages ahead of what else it says, an
 // assistant turn's tool uses become its tool calls.
 func anthropicMessageToChat(p *progress, m AnthropicMessage, path string) ([]ChatMessage, error) {
 	if m.Role != "user" && m.Role != "assistant" {
-		return nil, openai.BadRequest(path+".role", "%s.role: must be \"user\" or \"assistant\", got %q", path, m.Role)
+		return nil, openai.BadRequest(path+".role", "%s.role: must be \"user\", \"assistant\" or \"system\", got %q", path, m.Role)
 	}
 	if isString(m.Content) {
 		return []ChatMessage{{Role: m.Role, Content: m.Content}}, nil
@@ -397,6 +636,14 @@ func toolResultContent(p *progress, raw json.RawMessage, path string) (string, [
 				return "", nil, err
 			}
 			images = append(images, p)
+		case "tool_reference":
+			// A tool the result makes available, as a tool search's
+			// result does: every tool is offered already, so the model is
+			// told its name, on a line of its own.
+			if text.Len() > 0 {
+				text.WriteByte('\n')
+			}
+			text.WriteString(b.ToolName)
 		default:
 			return "", nil, unsupported(at(path, i)+".type", "tool results of type %q cannot be translated", b.Type)
 		}

@@ -5,6 +5,7 @@ package translate
 // message_stop.
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -23,6 +24,11 @@ type Anthropic struct {
 	// StopSequences are the request's, which a vLLM stop_reason names
 	// when one ended the answer.
 	StopSequences []string
+	// HideThinking leaves a chat backend's reasoning out of the answer, as
+	// a request whose thinking.display is "omitted" asks. An anthropic
+	// pool's thinking blocks are sent as they came, their signatures with
+	// them: the pool heeded the display itself.
+	HideThinking bool
 
 	decodeAll bool // decode every chunk, for tests comparing with the fast path
 }
@@ -92,8 +98,11 @@ func (a *Anthropic) Answer(chat []byte) ([]byte, error) {
 	}
 	ch := c.Choices[0]
 	msg := AnthropicAnswer{ID: a.ID, Type: "message", Role: "assistant", Model: a.Model, Content: []AnthropicBlock{}, Usage: anthropicUsage(c.Usage)}
-	if r := ch.Message.ReasoningContent; r != "" {
-		msg.Content = append(msg.Content, AnthropicBlock{Type: "thinking", Thinking: r, Signature: new(string)})
+	switch r := cmp.Or(ch.Message.ReasoningContent, ch.Message.Reasoning); {
+	case len(ch.Message.ThinkingBlocks) > 0:
+		msg.Content = append(msg.Content, ch.Message.ThinkingBlocks...)
+	case r != "" && !a.HideThinking:
+		msg.Content = append(msg.Content, AnthropicBlock{Type: "thinking", Thinking: &r, Signature: new(string)})
 	}
 	if text := contentText(ch.Message.Content); text != "" {
 		msg.Content = append(msg.Content, AnthropicBlock{Type: "text", Text: text})
@@ -182,12 +191,17 @@ func (s *anthropicStream) Event(data []byte, emit proxy.Emit) error {
 		s.usage = c.Usage
 	}
 	for _, ch := range c.Choices {
-		if r := ch.Delta.ReasoningContent; r != nil && *r != "" {
+		if r := reasoning(ch.Delta.ReasoningContent, ch.Delta.Reasoning); r != "" && !s.a.HideThinking {
 			if err := s.openThinking(emit); err != nil {
 				return err
 			}
 			if err := emit(kindBlockDelta, mustJSON(map[string]any{"type": "content_block_delta", "index": s.block,
-				"delta": map[string]string{"type": "thinking_delta", "thinking": *r}})); err != nil {
+				"delta": map[string]string{"type": "thinking_delta", "thinking": r}})); err != nil {
+				return err
+			}
+		}
+		for _, b := range ch.Delta.ThinkingBlocks {
+			if err := s.thinkingBlock(b, emit); err != nil {
 				return err
 			}
 		}
@@ -253,6 +267,38 @@ func (s *anthropicStream) openThinking(emit proxy.Emit) error {
 	s.next++
 	return emit(kindBlockStart, mustJSON(map[string]any{"type": "content_block_start", "index": s.block,
 		"content_block": map[string]string{"type": "thinking", "thinking": "", "signature": ""}}))
+}
+
+// thinkingBlock writes the end of an anthropic pool's thinking block or a
+// redacted one: a thinking block's signature goes into the open thinking
+// block (opened, empty, when its reasoning was not shown), which it
+// closes; a redacted_thinking block is sent whole.
+func (s *anthropicStream) thinkingBlock(b AnthropicBlock, emit proxy.Emit) error {
+	switch b.Type {
+	case "thinking":
+		if err := s.openThinking(emit); err != nil {
+			return err
+		}
+		if b.Signature != nil && *b.Signature != "" {
+			if err := emit(kindBlockDelta, mustJSON(map[string]any{"type": "content_block_delta", "index": s.block,
+				"delta": map[string]string{"type": "signature_delta", "signature": *b.Signature}})); err != nil {
+				return err
+			}
+		}
+		return s.closeBlock(emit)
+	case "redacted_thinking":
+		if err := s.closeBlock(emit); err != nil {
+			return err
+		}
+		s.block, s.inText, s.inThink = s.next, false, false
+		s.next++
+		if err := emit(kindBlockStart, mustJSON(map[string]any{"type": "content_block_start", "index": s.block,
+			"content_block": map[string]string{"type": "redacted_thinking", "data": b.Data}})); err != nil {
+			return err
+		}
+		return s.closeBlock(emit)
+	}
+	return nil
 }
 
 // toolDelta writes a piece of a tool call: a new call (one with an id or

@@ -1,9 +1,11 @@
 package translate
 
 // A pool that speaks Anthropic's Messages API, read as chat completions:
-// a chat request becomes a message request on the way up, and the answer,
-// its stream events and errors become chat's on the way down, before the
-// relay reads them.
+// a chat request becomes a message request on the way up (a Messages
+// request goes as it came), and the answer, its stream events and errors
+// become chat's on the way down, before the relay reads them. Thinking
+// comes down as reasoning_content, and its blocks with their signatures as
+// thinking_blocks, for the Messages translator to send back whole.
 
 import (
 	"context"
@@ -78,13 +80,25 @@ func (AnthropicUpstream) Answer(body []byte) ([]byte, error) {
 	if m.Type != "message" {
 		return nil, errors.New("an Anthropic answer that is no message")
 	}
-	var text strings.Builder
+	var text, thinking strings.Builder
 	msg := map[string]any{"role": "assistant"}
 	var calls []ChatToolCall
+	var blocks []AnthropicBlock // thinking and redacted_thinking, signed
 	for _, b := range m.Content {
 		switch b.Type {
 		case "text":
 			text.WriteString(b.Text)
+		case "thinking":
+			if b.Thinking == nil {
+				b.Thinking = new("")
+			}
+			if b.Signature == nil {
+				b.Signature = new("")
+			}
+			thinking.WriteString(*b.Thinking)
+			blocks = append(blocks, AnthropicBlock{Type: b.Type, Thinking: b.Thinking, Signature: b.Signature})
+		case "redacted_thinking":
+			blocks = append(blocks, AnthropicBlock{Type: b.Type, Data: b.Data})
 		case "tool_use":
 			var tc ChatToolCall
 			tc.ID, tc.Type, tc.Function.Name, tc.Function.Arguments = b.ID, "function", b.Name, compact(b.Input)
@@ -92,6 +106,12 @@ func (AnthropicUpstream) Answer(body []byte) ([]byte, error) {
 		}
 	}
 	msg["content"] = text.String()
+	if thinking.Len() > 0 {
+		msg["reasoning_content"] = thinking.String()
+	}
+	if len(blocks) > 0 {
+		msg["thinking_blocks"] = blocks
+	}
 	if len(calls) > 0 {
 		msg["tool_calls"] = calls
 		if text.Len() == 0 {
@@ -148,6 +168,7 @@ type streamEvent struct {
 		Text         string  `json:"text"`
 		PartialJSON  string  `json:"partial_json"`
 		Thinking     string  `json:"thinking"`
+		Signature    string  `json:"signature"`
 		StopReason   *string `json:"stop_reason"`
 		StopSequence *string `json:"stop_sequence"`
 	} `json:"delta"`
@@ -178,6 +199,10 @@ func (d *anthropicDecoder) Event(kind, data []byte, chunks [][]byte) [][]byte {
 		return append(chunks, d.chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil))
 	case "content_block_start":
 		d.inTool = ev.ContentBlock != nil && ev.ContentBlock.Type == "tool_use"
+		if ev.ContentBlock != nil && ev.ContentBlock.Type == "redacted_thinking" {
+			b := AnthropicBlock{Type: "redacted_thinking", Data: ev.ContentBlock.Data}
+			return append(chunks, d.chunk(map[string]any{"thinking_blocks": []AnthropicBlock{b}}, nil, nil))
+		}
 		if !d.inTool {
 			return chunks
 		}
@@ -200,6 +225,11 @@ func (d *anthropicDecoder) Event(kind, data []byte, chunks [][]byte) [][]byte {
 			return append(chunks, d.chunk(map[string]any{"tool_calls": []any{call}}, nil, nil))
 		case "thinking_delta":
 			return append(chunks, d.chunk(map[string]any{"reasoning_content": ev.Delta.Thinking}, nil, nil))
+		case "signature_delta":
+			// What vouches for the thinking block it ends, which a client
+			// must send back with the block.
+			b := AnthropicBlock{Type: "thinking", Signature: &ev.Delta.Signature}
+			return append(chunks, d.chunk(map[string]any{"thinking_blocks": []AnthropicBlock{b}}, nil, nil))
 		}
 	case "message_delta":
 		if ev.Usage != nil {

@@ -39,8 +39,27 @@ type ChatMessage struct {
 	ToolCalls  []ChatToolCall  `json:"tool_calls,omitempty"`
 	ToolCallID string          `json:"tool_call_id,omitempty"`
 	Name       string          `json:"name,omitempty"`
-	// ReasoningContent is vLLM's and SGLang's reasoning output; read, never sent.
+	// ReasoningContent is vLLM's and SGLang's reasoning output, and
+	// Reasoning the same as newer vLLM names it (versions in between send
+	// both, the same); read, never sent.
 	ReasoningContent string `json:"reasoning_content,omitempty"`
+	Reasoning        string `json:"reasoning,omitempty"`
+	// ThinkingBlocks are an anthropic pool's thinking and
+	// redacted_thinking blocks, as AnthropicUpstream reads them, with the
+	// signatures a client must send back; never sent.
+	ThinkingBlocks []AnthropicBlock `json:"thinking_blocks,omitempty"`
+}
+
+// reasoning is a delta's reasoning, by whichever name it came:
+// reasoning_content when it is set, else reasoning; empty for none.
+func reasoning(content, r *string) string {
+	if content != nil && *content != "" {
+		return *content
+	}
+	if r != nil {
+		return *r
+	}
+	return ""
 }
 
 // ChatPart is one part of a message's content array.
@@ -95,9 +114,11 @@ type ChatCompletion struct {
 type chatChunk struct {
 	Choices []struct {
 		Delta struct {
-			Content          *string        `json:"content"`
-			ReasoningContent *string        `json:"reasoning_content"`
-			ToolCalls        []ChatToolCall `json:"tool_calls"`
+			Content          *string          `json:"content"`
+			ReasoningContent *string          `json:"reasoning_content"`
+			Reasoning        *string          `json:"reasoning"`
+			ToolCalls        []ChatToolCall   `json:"tool_calls"`
+			ThinkingBlocks   []AnthropicBlock `json:"thinking_blocks"`
 		} `json:"delta"`
 		FinishReason *string         `json:"finish_reason"`
 		StopReason   json.RawMessage `json:"stop_reason"`

@@ -27,23 +27,110 @@ var anthropicSeeds = []string{
 	    {"role":"assistant","content":[{"type":"thinking","thinking":"hm"},{"type":"text","text":"Checking."},{"type":"tool_use","id":"t1","name":"get_weather","input":{"city":"Paris"}}]},
 	    {"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"sunny"},{"type":"image","source":{"type":"url","url":"https://x/y.png"}}]},{"type":"text","text":"Thanks"}]}]}`,
 	`{"model":"m","max_tokens":1,"system":"s","tool_choice":{"type":"any"},"messages":[{"role":"assistant","content":[]},{"role":"user","content":[]}]}`,
+	`{"model":"m","max_tokens":32000,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],
+	  "thinking":{"type":"enabled","budget_tokens":31999,"display":"omitted"},"output_config":{"effort":"high"},"context_management":{"edits":[]},
+	  "tools":[{"name":"Bash","input_schema":{"type":"object"}},{"name":"Read","input_schema":{"type":"object"},"defer_loading":true}],
+	  "messages":[{"role":"user","content":"hi"},{"role":"system","content":"Be brief.","clear_at":"next_user_message"},
+	    {"role":"assistant","content":[{"type":"thinking","thinking":"","signature":"c2ln"},{"type":"tool_use","id":"t1","name":"Bash","input":{}}]},
+	    {"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"tool_reference","tool_name":"Read"}]}]},
+	    {"role":"system","content":[{"type":"text","text":"Tools changed."},{"type":"tool_removal","tool":{"type":"tool_reference","name":"Bash"}},
+	      {"type":"tool_addition","tool":{"type":"tool_definition","definition":{"name":"Grep","input_schema":{"type":"object"}}}}],"output_config":{"effort":"low"}},
+	    {"role":"system","content":[{"type":"tool_addition","tool":{"type":"tool_reference","name":"Bash"}}]},
+	    {"role":"system","content":[]}]}`,
 }
 
 // normalAnthropic is what a Messages API request asks, in a form that
 // its translation to chat and back must keep: in each turn, an
 // assistant's text joined before its tool uses and a user's tool results
 // first, then the images they held; consecutive turns of one role joined;
-// images as URLs; tool inputs compacted. It leaves
-// out what chat cannot carry: thinking blocks and a tool result's error
-// flag.
+// images as URLs; tool inputs compacted; the system prompt and the text
+// of every system message in the conversation as one system prompt (the
+// way back gathers them), and the tools as the system messages leave
+// them. It leaves out what chat cannot carry: thinking blocks and a tool
+// result's error flag.
 func normalAnthropic(t *testing.T, r *AnthropicRequest) any {
 	type block = normBlock
 	type turn struct {
 		Role   string
 		Blocks []block
 	}
+	type tool struct{ Name, Description, Schema string }
+	var tools []tool
+	var removed []bool
+	at := map[string]int{}
+	offer := func(tl AnthropicTool) {
+		if tl.Type != "" && tl.Type != "custom" {
+			return // server tools are not offered to the model
+		}
+		tools = append(tools, tool{tl.Name, tl.Description, compact(tl.InputSchema)})
+		removed = append(removed, false)
+		at[tl.Name] = len(tools) - 1
+	}
+	for _, tl := range r.Tools {
+		offer(tl)
+	}
+	// The system prompt's sources, in order: each a string or text blocks.
+	type source struct {
+		isString bool
+		texts    []string
+	}
+	var sources []source
+	if !isNull(r.System) {
+		if isString(r.System) {
+			sources = append(sources, source{true, []string{contentText(r.System)}})
+		} else {
+			var blocks []AnthropicBlock
+			json.Unmarshal(r.System, &blocks)
+			var texts []string
+			for _, b := range blocks {
+				texts = append(texts, b.Text)
+			}
+			sources = append(sources, source{false, texts})
+		}
+	}
 	var turns []turn
 	for _, m := range r.Messages {
+		if m.Role == "system" {
+			if isString(m.Content) {
+				sources = append(sources, source{true, []string{contentText(m.Content)}})
+				continue
+			}
+			var blocks []AnthropicBlock
+			json.Unmarshal(m.Content, &blocks)
+			var texts []string
+			for _, b := range blocks {
+				switch {
+				case b.Type == "text":
+					texts = append(texts, b.Text)
+				case b.Tool == nil:
+				case b.Tool.Definition != nil && b.Type == "tool_addition":
+					d := *b.Tool.Definition
+					if d.Type != "" && d.Type != "custom" {
+						break
+					}
+					if i, ok := at[d.Name]; ok {
+						tools[i], removed[i] = tool{d.Name, d.Description, compact(d.InputSchema)}, false
+					} else {
+						offer(d)
+					}
+				default:
+					name := b.Tool.Name
+					if d := b.Tool.Definition; d != nil {
+						if d.Type != "" && d.Type != "custom" {
+							break
+						}
+						name = d.Name
+					}
+					if i, ok := at[name]; ok {
+						removed[i] = b.Type == "tool_removal"
+					}
+				}
+			}
+			if len(texts) > 0 {
+				sources = append(sources, source{false, texts})
+			}
+			continue
+		}
 		var blocks []AnthropicBlock
 		if isString(m.Content) {
 			blocks = []AnthropicBlock{{Type: "text", Text: contentText(m.Content)}}
@@ -75,24 +162,20 @@ func normalAnthropic(t *testing.T, r *AnthropicRequest) any {
 		turns = append(turns, turn{m.Role, normal})
 	}
 	var system string
-	if !isNull(r.System) {
-		if isString(r.System) {
-			system = "string:" + contentText(r.System)
-		} else {
-			var blocks []AnthropicBlock
-			json.Unmarshal(r.System, &blocks)
-			for _, b := range blocks {
-				system += "block:" + b.Text + "\n"
+	if len(sources) == 1 && sources[0].isString {
+		system = "string:" + sources[0].texts[0]
+	} else {
+		for _, src := range sources {
+			for _, text := range src.texts {
+				system += "block:" + text + "\n"
 			}
 		}
 	}
-	type tool struct{ Name, Description, Schema string }
-	var tools []tool
-	for _, tl := range r.Tools {
-		if tl.Type != "" && tl.Type != "custom" {
-			continue // server tools are not offered to the model
+	var offered []tool
+	for i, tl := range tools {
+		if !removed[i] {
+			offered = append(offered, tl)
 		}
-		tools = append(tools, tool{tl.Name, tl.Description, compact(tl.InputSchema)})
 	}
 	user := ""
 	if r.Metadata != nil {
@@ -111,7 +194,7 @@ func normalAnthropic(t *testing.T, r *AnthropicRequest) any {
 		Turns       []turn
 		Tools       []tool
 		ToolChoice  *AnthropicToolChoice
-	}{r.Model, r.MaxTokens, r.Temperature, r.TopP, r.TopK, r.StopSequences, r.Stream, user, system, turns, tools, r.ToolChoice}
+	}{r.Model, r.MaxTokens, r.Temperature, r.TopP, r.TopK, r.StopSequences, r.Stream, user, system, turns, offered, r.ToolChoice}
 }
 
 // normBlock is a content block as normalAnthropic compares it.
@@ -274,6 +357,14 @@ func FuzzTranslateStream(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"delta":{"role":"assistant","content":null,"reasoning_content":"Think"}}]}
 {"choices":[{"delta":{"content":"a","reasoning_content":null}}]}
 {"choices":[{"delta":{"content":"b","reasoning_content":"c"}}]}`))
+	f.Add([]byte(`{"choices":[{"delta":{"reasoning":"Think","reasoning_content":"Think"}}]}
+{"choices":[{"delta":{"thinking_blocks":[{"type":"thinking","signature":"c2ln"},{"type":"redacted_thinking","data":"ZGF0YQ=="}]}}]}
+{"choices":[{"delta":{"content":"a","reasoning":null}}]}`))
+	f.Add([]byte(`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}
+{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}
+{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"c2ln"}}
+{"type":"content_block_start","index":1,"content_block":{"type":"redacted_thinking","data":"ZGF0YQ=="}}
+{"type":"message","content":[{"type":"thinking","thinking":"hm","signature":"c2ln"},{"type":"redacted_thinking","data":"eA=="},{"type":"text","text":"a"}]}`))
 	f.Add([]byte(`{"choices":[{"delta":{"content":"a","Content":"b"}}]}
 {"choices":[{"delta":{"content":"x"}},{"delta":{"content":"y"}}]}
 {"error":{"message":"boom"}}`))

@@ -25,6 +25,12 @@ func TestWrongTypes(t *testing.T) {
 		{"anthropic", `{"model":"m","max_tokens":1,"messages":[],"temperature":"hot"}`, "temperature: must be a number, got a string"},
 		{"anthropic", `{"model":"m","max_tokens":1,"messages":[],"stop_sequences":"END"}`, "stop_sequences: must be an array, got a string"},
 		{"anthropic", `{"model":"m","max_tokens":1,"messages":[],"tools":[{"name":"f","input_schema":{},"description":3}]}`, "tools.description: must be a string, got a number"},
+		{"anthropic", `{"model":"m","max_tokens":1,"messages":[],"thinking":"on"}`, "thinking: must be an object, got a string"},
+		{"anthropic", `{"model":"m","max_tokens":1,"messages":[],"thinking":{"type":"enabled","budget_tokens":"lots"}}`, "thinking.budget_tokens: must be an integer, got a string"},
+		{"anthropic", `{"model":"m","max_tokens":1,"messages":[{"role":"developer","content":"x"}]}`, `messages[0].role: must be "user", "assistant" or "system", got "developer"`},
+		{"anthropic", `{"model":"m","max_tokens":1,"messages":[{"role":"system","content":[{"type":"image","source":{"type":"url","url":"x"}}]}]}`,
+			`messages[0].content[0].type: a system message holds text, tool_addition and tool_removal blocks, not "image"`},
+		{"anthropic", `{"model":"m","max_tokens":1,"messages":[{"role":"system","content":[{"type":"tool_removal"}]}]}`, "messages[0].content[0].tool: field required"},
 		{"anthropic", `[]`, "The request body must be a JSON object."},
 		{"anthropic", `{"model":`, "The request body is not valid JSON."},
 		{"responses", `{"model":"m","input":"hi","max_output_tokens":"ten"}`, "max_output_tokens: must be an integer, got a string"},
@@ -72,5 +78,40 @@ func TestAnthropicToChat(t *testing.T) {
 		`"tool_choice":{"function":{"name":"get_weather"},"type":"function"},"parallel_tool_calls":false,"stream":true,"stream_options":{"include_usage":true}}`
 	if diff := cmp.Diff(want, string(got)); diff != "" {
 		t.Errorf("chat request (-want +got):\n%s", diff)
+	}
+}
+
+// TestReasoning reads what a Messages request asks of the model's
+// reasoning from its thinking and output_config.
+func TestReasoning(t *testing.T) {
+	for _, c := range []struct {
+		fields string
+		want   Reasoning
+	}{
+		{``, Reasoning{}},
+		{`"output_config":{"effort":"high"}`, Reasoning{}},
+		{`"thinking":{"type":"enabled","budget_tokens":31999,"display":"omitted"},"output_config":{"effort":"high"}`, Reasoning{Asked: true, On: true, Effort: "high", Hidden: true}},
+		{`"thinking":{"type":"enabled","budget_tokens":1024}`, Reasoning{Asked: true, On: true, Effort: "low"}},
+		{`"thinking":{"type":"enabled","budget_tokens":4096}`, Reasoning{Asked: true, On: true, Effort: "medium"}},
+		{`"thinking":{"type":"enabled","budget_tokens":16384}`, Reasoning{Asked: true, On: true, Effort: "high"}},
+		{`"thinking":{"type":"enabled","budget_tokens":31999},"output_config":{"effort":"low"}`, Reasoning{Asked: true, On: true, Effort: "low"}},
+		{`"thinking":{"type":"enabled"},"output_config":{"effort":"unheard-of"}`, Reasoning{Asked: true, On: true}},
+		{`"thinking":{"type":"adaptive","display":"summarized"}`, Reasoning{Asked: true, On: true}},
+		{`"thinking":{"type":"adaptive"},"output_config":{"effort":"xhigh"}`, Reasoning{Asked: true, On: true, Effort: "high"}},
+		{`"thinking":{"type":"adaptive"},"output_config":{"effort":"medium"}`, Reasoning{Asked: true, On: true, Effort: "medium"}},
+		{`"thinking":{"type":"disabled"},"output_config":{"effort":"low"}`, Reasoning{Asked: true}},
+		{`"thinking":{"type":"sometimes"}`, Reasoning{}},
+	} {
+		body := `{"model":"m","max_tokens":5,"messages":[]`
+		if c.fields != "" {
+			body += "," + c.fields
+		}
+		r, err := ParseAnthropic(context.Background(), []byte(body+"}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Reasoning(); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.fields, got, c.want)
+		}
 	}
 }
