@@ -56,9 +56,11 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 			if m.FirstTokenTimeout > 0 {
 				firstByte = m.FirstTokenTimeout
 			}
+			edits := openai.Edits{Model: m.UpstreamName(), IncludeUsage: req.Stream, CacheSalt: p.salt(req)}
+			p.reason(req.reasoning, &edits)
 			call := proxy.Call{
 				Header:         p.header(req.Stream),
-				Body:           req.Rewrite(req.body, openai.Edits{Model: m.UpstreamName(), IncludeUsage: req.Stream, CacheSalt: p.salt(req)}),
+				Body:           req.Rewrite(req.body, edits),
 				Stream:         req.Stream,
 				StripUsage:     req.Stream && !req.IncludeUsage,
 				Start:          req.start,
@@ -71,7 +73,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 				Model:          m.Name,
 				Translate:      req.translator,
 			}
-			if err := p.prepare(ctx, &call, req, r.opts.Router.DefaultMaxTokens); err != nil {
+			if err := p.prepare(ctx, &call, req, m.UpstreamName(), r.opts.Router.DefaultMaxTokens); err != nil {
 				return dispatchResult{outcome: proxy.Outcome{Status: openai.AsError(err).Status, Err: err}, model: m}
 			}
 			now := time.Now()

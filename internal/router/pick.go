@@ -28,6 +28,7 @@ type pool struct {
 	maxAge    time.Duration // a scrape older is unknown
 	provider  *provider     // a hosted provider's; nil for OpenAI-compatible kinds
 	takesSalt bool          // whether calls carry the request's cache_salt
+	kind      string        // the pool's kind: what its servers speak
 
 	// index maps prompt blocks to the endpoints that hold them. It is
 	// replaced, empty, when a scrape reports another KV-cache block size.
@@ -55,7 +56,7 @@ type pool struct {
 func newPool(p catalog.Pool, prev *pool, m *metrics) *pool {
 	np := &pool{
 		name: p.Name, policy: p.Policy, plain: poolHeaders(p, false), streamed: poolHeaders(p, true),
-		maxAge: p.Metrics.MaxAge, provider: newProvider(p), takesSalt: takesSalt(p.Kind),
+		maxAge: p.Metrics.MaxAge, provider: newProvider(p), takesSalt: takesSalt(p.Kind), kind: p.Kind,
 	}
 	if np.policy == "" {
 		np.policy = catalog.PolicyAuto

@@ -3,7 +3,8 @@ package router
 // Hosted providers: how a call to a pool of kind anthropic or azure is
 // made. Each needs its own URL, headers and, for anthropic, body; the
 // answer of an anthropic pool is read as chat completions (see
-// proxy.Provider). Every other kind is called as OpenAI-compatible.
+// proxy.Provider). Every other kind is called as OpenAI-compatible. And
+// what each kind is told of a request's reasoning.
 
 import (
 	"context"
@@ -97,13 +98,73 @@ func (p *pool) target(ep *endpoint, path, model string) *url.URL {
 	return u
 }
 
+// Switches enable_thinking is set to; pointed at, never changed.
+var thinkingOn, thinkingOff = true, false
+
+// reason puts in e what a pool of p's kind is told of a request's
+// reasoning r, when the request said whether to think; a request that
+// did not gets nothing added:
+//
+//   - vllm, sglang: chat_template_kwargs.enable_thinking, true for
+//     thinking enabled or adaptive and false for disabled, the switch
+//     Qwen3-style chat templates read (other templates ignore it);
+//   - openai, azure: reasoning_effort, the effort asked (low, medium,
+//     high), when the request asks for thinking and says how hard;
+//     nothing for disabled or a bare adaptive, leaving the model's default;
+//   - anthropic: nothing here, as the client's own body goes (prepare).
+func (p *pool) reason(r translate.Reasoning, e *openai.Edits) {
+	if !r.Asked {
+		return
+	}
+	switch p.kind {
+	case catalog.KindVLLM, catalog.KindSGLang:
+		e.EnableThinking = &thinkingOff
+		if r.On {
+			e.EnableThinking = &thinkingOn
+		}
+	case catalog.KindOpenAI, catalog.KindAzure:
+		if r.On {
+			e.ReasoningEffort = r.Effort
+		}
+	}
+}
+
+// reachesAnthropic reports whether a request for m may be sent to an
+// anthropic pool: m's own pool, or a fallback's.
+func (s *snapshot) reachesAnthropic(m *catalog.Model) bool {
+	anthropic := func(m *catalog.Model) bool {
+		p := s.pools[m.Pool]
+		return p != nil && p.kind == catalog.KindAnthropic
+	}
+	if anthropic(m) {
+		return true
+	}
+	for _, name := range m.Fallbacks {
+		if f, ok := s.cat.Resolve(name); ok && anthropic(f) {
+			return true
+		}
+	}
+	return false
+}
+
 // prepare makes c, a call for req with a chat body, the call p's
-// provider takes: for anthropic, a Messages API body asking for req's
-// max tokens (defaultMaxTokens when it names none), the version an
-// Anthropic client asked for unless the pool sets one, and a Provider that
-// reads the answer back as chat. An API the provider has no counterpart
-// of is a 400. The translation stops when ctx ends or c's deadline passes.
-func (p *pool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequest, defaultMaxTokens int64) error {
+// provider takes. For anthropic:
+//
+//   - a Messages request's own body, its model renamed to model (the
+//     pool's name for it) and max_tokens the bound reserved: every field
+//     the client sent reaches the provider, thinking, cache_control and
+//     context_management among them; it is refused (400) when it gives
+//     model or max_tokens twice or in another case, as a provider could
+//     read it otherwise than the gateway;
+//   - any other request's chat body as a Messages API body asking for
+//     req's max tokens (defaultMaxTokens when it names none);
+//   - the version an Anthropic client asked for unless the pool sets one,
+//     and its anthropic-beta;
+//   - a Provider that reads the answer back as chat.
+//
+// An API the provider has no counterpart of is a 400. The translation
+// stops when ctx ends or c's deadline passes.
+func (p *pool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequest, model string, defaultMaxTokens int64) error {
 	if p.provider == nil || p.provider.kind != catalog.KindAnthropic {
 		return nil
 	}
@@ -113,16 +174,32 @@ func (p *pool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequest, d
 	if req.Choices > 1 {
 		return openai.BadRequest("n", "The model is served by Anthropic's Messages API, which gives one answer a request: n must be 1.")
 	}
-	ctx, cancel := workContext(ctx, c.Deadline)
-	defer cancel()
-	body, err := translate.ChatToAnthropicBody(ctx, c.Body, req.outputBound(defaultMaxTokens))
-	if err != nil {
-		return stopped(ctx, err)
+	bound := req.outputBound(defaultMaxTokens)
+	if req.messages != nil {
+		var own openai.Request
+		if err := own.Parse(req.messages); err != nil {
+			return err
+		}
+		c.Body = own.Rewrite(req.messages, openai.Edits{Model: model, MaxTokens: bound})
+	} else {
+		ctx, cancel := workContext(ctx, c.Deadline)
+		defer cancel()
+		body, err := translate.ChatToAnthropicBody(ctx, c.Body, bound)
+		if err != nil {
+			return stopped(ctx, err)
+		}
+		c.Body = body
 	}
-	c.Body, c.Provider = body, translate.AnthropicUpstream{}
-	if v := req.anthropicVersion; v != "" && !p.provider.setVersion && v != p.provider.apiVersion {
+	c.Provider = translate.AnthropicUpstream{}
+	version := req.anthropicVersion != "" && !p.provider.setVersion && req.anthropicVersion != p.provider.apiVersion
+	if version || req.anthropicBeta != "" {
 		c.Header = c.Header.Clone() // the pool's is shared by every call
-		c.Header["Anthropic-Version"] = []string{v}
+	}
+	if version {
+		c.Header["Anthropic-Version"] = []string{req.anthropicVersion}
+	}
+	if req.anthropicBeta != "" {
+		c.Header["Anthropic-Beta"] = []string{req.anthropicBeta}
 	}
 	return nil
 }

@@ -72,7 +72,8 @@ var anthropicPool = catalog.Pool{Kind: catalog.KindAnthropic, APIKey: "sk-ant-te
 
 // TestAnthropicPoolCountsAsChat streams from a pool of kind anthropic to
 // a chat client, a Responses client and an Anthropic client: all three
-// are counted as chat, from the provider's own usage.
+// are counted as chat, from the provider's own usage. The Anthropic
+// client's body goes upstream as it came.
 func TestAnthropicPoolCountsAsChat(t *testing.T) {
 	const chat = `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":10,"stream":true,"stream_options":{"include_usage":true}}`
 	up := newAnthropicWire(t)
@@ -100,6 +101,10 @@ func TestAnthropicPoolCountsAsChat(t *testing.T) {
 		t.Run(c.path, func(t *testing.T) {
 			up := newAnthropicWire(t)
 			answer, got := serveAndAccountOn(t, up, up.bodies, anthropicPool, c.path, c.body, c.header)
+			want := want
+			if c.path == "/v1/messages" {
+				want.Upstream = []string{c.body}
+			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("counted differently from chat (-chat +%s):\n%s", c.path, diff)
 			}

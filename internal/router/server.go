@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
@@ -19,6 +20,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/limits"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/translate"
 )
 
 // api is one endpoint the router serves.
@@ -67,8 +69,19 @@ type parsedRequest struct {
 	answer      func(model string) proxy.Translator
 	inputTokens int64            // a count's answer: the prompt's size in tokens
 	translator  proxy.Translator // answer's, once the model is known
-	// anthropicVersion is an Anthropic client's anthropic-version header.
-	anthropicVersion string
+	// anthropicVersion and anthropicBeta are an Anthropic client's
+	// anthropic-version and anthropic-beta headers, the latter's lines
+	// joined with commas.
+	anthropicVersion, anthropicBeta string
+	// reasoning is what a Messages request asked of the model's
+	// reasoning, told to each pool in its own terms (provider.go); zero
+	// for other APIs.
+	reasoning translate.Reasoning
+	// messages is a Messages request's body as the client sent it, which
+	// an anthropic pool is sent in place of the chat body (provider.go);
+	// nil for other APIs, and once the model is known to have no
+	// anthropic pool.
+	messages []byte
 }
 
 // ServeHTTP answers the OpenAI API, and Anthropic's Messages API and
@@ -157,6 +170,7 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 			return
 		}
 		req.anthropicVersion = hr.Header.Get("anthropic-version")
+		req.anthropicBeta = strings.Join(hr.Header["Anthropic-Beta"], ",") // the key as parsed headers hold it: no canonicalising
 	}
 	err := r.parse(hr.Context(), w, hr, req)
 	if timed {
@@ -182,6 +196,9 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 		return
 	}
 	req.model = m
+	if req.messages != nil && !snap.reachesAnthropic(m) {
+		req.messages = nil // held no longer than it may be sent
+	}
 	if req.answer != nil {
 		req.translator = req.answer(m.Name)
 	}

@@ -58,8 +58,10 @@ var anthropicMessages = &dialect{
 			return nil, err
 		}
 		id := req.id
+		req.reasoning, req.messages = a.Reasoning(), body
+		hide := req.reasoning.Hidden
 		req.answer = func(model string) proxy.Translator {
-			return &translate.Anthropic{ID: "msg_" + id, Model: model, StopSequences: a.StopSequences}
+			return &translate.Anthropic{ID: "msg_" + id, Model: model, StopSequences: a.StopSequences, HideThinking: hide}
 		}
 		return marshalChat(c)
 	},
