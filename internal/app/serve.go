@@ -70,7 +70,7 @@ func ServeCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		cfg = upstreamConfig(*model, catalog.KindOpenAI, upstreams)
 	default:
 		demo = true
-		replicas, err := sim.StartReplicas(ctx, sim.Config{Model: demoModel}, 2, "127.0.0.1:0")
+		replicas, err := sim.StartReplicas(ctx, demoSim, 2, "127.0.0.1:0")
 		if err != nil {
 			return fmt.Errorf("starting the demo's simulated backends: %w", err)
 		}
@@ -106,6 +106,16 @@ func ServeCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 const demoModel = "demo"
+
+// demoContext is the demo model's context, in tokens: 128k, as Llama 3.1
+// 8B serves. A coding agent's default request fits with room to spare:
+// Claude Code asks for 32,000 tokens after a prompt of some 20,000.
+const demoContext = 131072
+
+// demoSim is each of the demo's simulated backends: an 8B model on one
+// H100 (the simulator's defaults) at demoContext. Its KV cache, 450,560
+// tokens (28,160 blocks of 16), holds eight such requests at once.
+var demoSim = sim.Config{Model: demoModel, MaxModelLen: demoContext}
 
 // demoConfig serves the demo model from the simulated backends at urls,
 // with no keys and a store in memory, so that a first run leaves nothing
