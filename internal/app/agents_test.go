@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -72,6 +73,10 @@ func agentBin(t *testing.T, name string) string {
 type scriptedChat struct {
 	mu    sync.Mutex
 	calls []scriptedCall // every chat request, in order
+	// cutStreams, when set, breaks every streamed answer after its first
+	// chunk, as a backend that dies mid-answer does; whole answers are
+	// given as ever.
+	cutStreams bool
 }
 
 // scriptedCall is what one request asked and how it was answered.
@@ -79,7 +84,7 @@ type scriptedCall struct {
 	Model    string
 	Stream   bool
 	Tools    []string // the functions offered, by name
-	Answered string   // "tool_call", "final" or "text"
+	Answered string   // "tool_call", "final", "text", or "cut" for a broken stream
 }
 
 // shellTools are the agents' shell tools, by name, and the arguments each
@@ -133,6 +138,19 @@ func (s *scriptedChat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	call := scriptedCall{Model: req.Model, Stream: req.Stream}
+	s.mu.Lock()
+	cut := s.cutStreams && req.Stream
+	if cut {
+		call.Answered = "cut"
+		s.calls = append(s.calls, call)
+	}
+	s.mu.Unlock()
+	if cut {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `data: {"id":"chatcmpl-cut","object":"chat.completion.chunk","created":1,"model":"x","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`+"\n\n")
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // the connection is cut, with no end to the stream
+	}
 	shell := ""
 	for _, t := range req.Tools {
 		call.Tools = append(call.Tools, t.Function.Name)
@@ -401,4 +419,30 @@ env_key = "LLMGW_API_KEY"
 `, agentModel, g.URL()))
 	return runAgent(t, t.TempDir(), []string{"CODEX_HOME=" + codexHome, "LLMGW_API_KEY=" + g.key},
 		bin, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", agentPrompt)
+}
+
+// Claude Code goes through the Messages API with the README's recipe:
+// streamed, as it asks; and not streamed, as it asks again after a stream
+// that broke, when the backend breaks every stream mid-answer.
+func TestClaudeCodeToolLoop(t *testing.T) {
+	for _, cut := range []bool{false, true} {
+		name := map[bool]string{false: "streamed", true: "not streamed"}[cut]
+		t.Run(name, func(t *testing.T) {
+			g := startAgentGateway(t, "vllm")
+			g.backend.mu.Lock()
+			g.backend.cutStreams = cut
+			g.backend.mu.Unlock()
+			g.checkToolLoop(t, runClaudeCode(t, g))
+			if cut && g.backend.answered("cut") == 0 {
+				t.Errorf("no stream was asked for, and none broken:\n%s", g.backend.log())
+			}
+			g.backend.mu.Lock()
+			defer g.backend.mu.Unlock()
+			for _, c := range g.backend.calls {
+				if c.Stream == cut && c.Answered != "cut" {
+					t.Errorf("a call %s streamed %v: %+v", c.Answered, c.Stream, c)
+				}
+			}
+		})
+	}
 }
