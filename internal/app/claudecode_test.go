@@ -599,3 +599,31 @@ models:
 		}
 	}
 }
+
+// TestAnthropicPoolRefusesAmbiguousBodies refuses to send an anthropic
+// pool a Messages body that gives the model, max_tokens or stream twice,
+// or in another case: the gateway resolved, reserved and relays what
+// encoding/json reads (the last, matched in any case), which the provider
+// could read otherwise. The upstream is never called.
+func TestAnthropicPoolRefusesAmbiguousBodies(t *testing.T) {
+	up := &recordingUpstream{}
+	base := strings.TrimSuffix(startKindGateway(t, "anthropic", up).URL(), "/v1")
+	const hi = `"messages":[{"role":"user","content":"hi"}]`
+	for _, c := range []struct{ body, param string }{
+		{`{"model":"x-cheap","Model":"coder","max_tokens":5,` + hi + `}`, "model"},
+		{`{"model":"coder","model":"claude-opus-4-5","max_tokens":5,` + hi + `}`, "model"},
+		{`{"model":"coder","max_tokens":5,"max_tokens":50000,` + hi + `}`, "max_tokens"},
+		{`{"model":"coder","max_tokens":5,"MAX_TOKENS":50000,` + hi + `}`, "max_tokens"},
+		{`{"model":"coder","max_tokens":5,"stream":false,"Stream":true,` + hi + `}`, "stream"},
+	} {
+		status, answer := post(t, base+"/v1/messages", c.body, http.Header{"Anthropic-Version": {"2023-06-01"}})
+		if status != 400 || !strings.Contains(answer, `"type":"invalid_request_error"`) || !strings.Contains(answer, "'"+c.param+"'") {
+			t.Errorf("%s: %d %s", c.body, status, answer)
+		}
+	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	if len(up.seen) != 0 {
+		t.Errorf("the upstream was sent %s", up.seen[0].body)
+	}
+}
