@@ -19,6 +19,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/limits"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/translate"
 )
 
 // api is one endpoint the router serves.
@@ -67,6 +68,9 @@ type parsedRequest struct {
 	answer      func(model string) proxy.Translator
 	inputTokens int64            // a count's answer: the prompt's size in tokens
 	translator  proxy.Translator // answer's, once the model is known
+	// hosted are the tools of a translated request that run on a
+	// provider's side, which its translation left out.
+	hosted []translate.HostedTool
 	// anthropicVersion is an Anthropic client's anthropic-version header.
 	anthropicVersion string
 }
@@ -184,6 +188,10 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 	req.model = m
 	if req.answer != nil {
 		req.translator = req.answer(m.Name)
+	}
+	if err := r.hostedTools(w, req); err != nil {
+		r.refuse(w, req, "", err)
+		return
 	}
 	if req.Stream && !a.generates {
 		r.refuse(w, req, "", openai.BadRequest("stream", "This endpoint cannot be streamed."))

@@ -186,7 +186,7 @@ func (r *AnthropicRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
 		if err := p.step(); err != nil {
 			return nil, err
 		}
-		if t.Type != "" && t.Type != "custom" {
+		if isServerTool(t) {
 			// Anthropic's server tools (web search, code execution...) run
 			// on Anthropic's side; a model behind chat completions has
 			// none, and is offered the client's tools alone.

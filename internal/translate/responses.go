@@ -12,13 +12,15 @@ import (
 )
 
 // ResponsesRequest is a Responses API request, as far as it maps onto chat
-// completions. Fields it does not name (reasoning, truncation, ...) are
-// read past and not sent on.
+// completions. Fields it does not name (truncation, service_tier, ...)
+// are read past and not sent on.
 type ResponsesRequest struct {
-	Model           string          `json:"model"`
-	Input           json.RawMessage `json:"input"` // a string or items
-	Instructions    *string         `json:"instructions,omitempty"`
-	Tools           []ResponsesTool `json:"tools,omitempty"`
+	Model        string          `json:"model"`
+	Input        json.RawMessage `json:"input"` // a string or items
+	Instructions *string         `json:"instructions,omitempty"`
+	// Tools are decoded by ParseResponses, each naming its place in an
+	// error.
+	Tools           []ResponsesTool `json:"-"`
 	ToolChoice      json.RawMessage `json:"tool_choice,omitempty"`
 	MaxOutputTokens *int64          `json:"max_output_tokens,omitempty"`
 	Temperature     *float64        `json:"temperature,omitempty"`
@@ -30,33 +32,89 @@ type ResponsesRequest struct {
 		Format json.RawMessage `json:"format,omitempty"`
 	} `json:"text,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Reasoning is what a reasoning model is asked: how hard to think,
+	// and whether its reasoning is answered, as a summary.
+	Reasoning *ResponsesReasoning `json:"reasoning,omitempty"`
+	// PromptCacheKey names the requests to be served from one cache: it
+	// goes on as chat's prompt_cache_key, which routing places them by.
+	PromptCacheKey *string `json:"prompt_cache_key,omitempty"`
+	// Include asks for more in the answer; none of it is more than the
+	// answer has (reasoning.encrypted_content: llmgw has no encrypted
+	// reasoning to give), so it is read and left.
+	Include []string `json:"include,omitempty"`
+	// ClientMetadata is a client's notes on the request (Codex CLI's
+	// turn), read and left.
+	ClientMetadata json.RawMessage `json:"client_metadata,omitempty"`
 
-	// What needs a store of responses, which llmgw does not keep.
+	// What needs a store of responses, or of prompts, which llmgw does
+	// not keep.
 	Store              *bool           `json:"store,omitempty"`
 	PreviousResponseID *string         `json:"previous_response_id,omitempty"`
 	Conversation       json.RawMessage `json:"conversation,omitempty"`
 	Background         *bool           `json:"background,omitempty"`
+	Prompt             json.RawMessage `json:"prompt,omitempty"`
+
+	// names is what each chat function ToChat offered stands for, by its
+	// name; set by ToChat, read by the answer's translation.
+	names toolNames
 }
 
-// ResponsesTool is a tool of a Responses request; only function tools
-// map onto chat completions.
+// ResponsesReasoning is a request's reasoning settings.
+type ResponsesReasoning struct {
+	// Effort is how hard the model thinks: none, minimal, low, medium,
+	// high...; chat's reasoning_effort.
+	Effort *string `json:"effort,omitempty"`
+	// Summary asks for the model's reasoning as a summary: auto,
+	// concise or detailed; null or none for none. GenerateSummary is its
+	// older name.
+	Summary         *string `json:"summary,omitempty"`
+	GenerateSummary *string `json:"generate_summary,omitempty"`
+}
+
+// Summarized reports whether r asks for the model's reasoning, as
+// reasoning items with a summary.
+func (r *ResponsesRequest) Summarized() bool {
+	if r == nil || r.Reasoning == nil {
+		return false
+	}
+	for _, s := range []*string{r.Reasoning.Summary, r.Reasoning.GenerateSummary} {
+		if s != nil && *s != "" && *s != "none" {
+			return true
+		}
+	}
+	return false
+}
+
+// ResponsesTool is a tool of a Responses request: a function, a custom
+// tool (free-form text in, perhaps of a grammar), a namespace grouping
+// functions and custom tools, or a hosted tool, which the gateway cannot
+// run (hosted.go).
 type ResponsesTool struct {
 	Type        string          `json:"type"`
 	Name        string          `json:"name,omitempty"`
 	Description string          `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
 	Strict      *bool           `json:"strict,omitempty"`
+	// Tools are a namespace's functions and custom tools.
+	Tools []ResponsesTool `json:"tools,omitempty"`
+	// Format is a custom tool's input: {"type":"text"}, or a grammar
+	// ({"type":"grammar","syntax":"lark","definition":"..."}).
+	Format json.RawMessage `json:"format,omitempty"`
+
+	raw json.RawMessage // the tool as the client sent it, which the answer echoes
 }
 
-// responsesItem is one input item: a message, a function call the model
-// made, or a function call's output.
+// responsesItem is one input item: a message, a function or custom tool
+// call the model made, or a call's output.
 type responsesItem struct {
 	Type      string          `json:"type"`
 	Role      string          `json:"role"`
 	Content   json.RawMessage `json:"content"` // a string or parts
 	CallID    string          `json:"call_id"`
 	Name      string          `json:"name"`
+	Namespace string          `json:"namespace"` // of a namespaced tool's call
 	Arguments string          `json:"arguments"`
+	Input     json.RawMessage `json:"input"`  // a custom tool call's: a string
 	Output    json.RawMessage `json:"output"` // a string or parts
 }
 
@@ -71,17 +129,41 @@ type responsesPart struct {
 
 // ParseResponses reads a Responses API request body. Its errors are 400
 // *openai.Error naming the field at fault, among them any request that
-// needs stored responses. It stops with ctx's error when ctx ends.
+// needs stored responses or prompts. It stops with ctx's error when ctx
+// ends.
 func ParseResponses(ctx context.Context, body []byte) (*ResponsesRequest, error) {
-	if err := ctx.Err(); err != nil {
+	p, err := begin(ctx)
+	if err != nil {
 		return nil, err
 	}
 	if !json.Valid(body) {
 		return nil, openai.BadRequest("", "The request body is not valid JSON.")
 	}
-	r := new(ResponsesRequest)
-	if err := decodeObject(body, r); err != nil {
+	var top struct {
+		ResponsesRequest
+		Tools json.RawMessage `json:"tools"`
+	}
+	if err := decodeObject(body, &top); err != nil {
 		return nil, err
+	}
+	r := &top.ResponsesRequest
+	switch {
+	case isNull(top.Tools):
+	case jsonKind(top.Tools) != "an array":
+		return nil, typeError("tools", "an array", jsonKind(top.Tools))
+	default:
+		var tools []json.RawMessage
+		json.Unmarshal(top.Tools, &tools)
+		r.Tools = make([]ResponsesTool, len(tools))
+		for i, raw := range tools {
+			if err := p.step(); err != nil {
+				return nil, err
+			}
+			if err := decode(raw, &r.Tools[i], at("tools", i)); err != nil {
+				return nil, err
+			}
+			r.Tools[i].raw = raw
+		}
 	}
 	switch {
 	case r.Model == "":
@@ -92,14 +174,18 @@ func ParseResponses(ctx context.Context, body []byte) (*ResponsesRequest, error)
 		return nil, openai.BadRequest("conversation", "conversation: this gateway stores no conversations; send the whole conversation as input")
 	case r.Background != nil && *r.Background:
 		return nil, openai.BadRequest("background", "background: this gateway stores no responses, so it cannot run one in the background")
+	case !isNull(r.Prompt):
+		return nil, openai.BadRequest("prompt", "prompt: this gateway stores no prompts; send the prompt's text as instructions and input")
 	case r.MaxOutputTokens != nil && (*r.MaxOutputTokens < 1 || *r.MaxOutputTokens > openai.MaxTokensLimit):
 		return nil, openai.BadRequest("max_output_tokens", "max_output_tokens: must be from 1 to %d, got %d", openai.MaxTokensLimit, *r.MaxOutputTokens)
 	}
 	return r, nil
 }
 
-// ToChat is the chat completions request that asks what r asks. It stops
-// with ctx's error when ctx ends.
+// ToChat is the chat completions request that asks what r asks: its
+// function and custom tools, namespaces flattened, offered as functions,
+// its hosted tools left out (HostedTools). It stops with ctx's error when
+// ctx ends.
 func (r *ResponsesRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
 	p, err := begin(ctx)
 	if err != nil {
@@ -119,6 +205,16 @@ func (r *ResponsesRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
 		c.StreamOptions = &struct {
 			IncludeUsage bool `json:"include_usage"`
 		}{true}
+	}
+	if r.PromptCacheKey != nil {
+		c.PromptCacheKey = *r.PromptCacheKey
+	}
+	if r.Reasoning != nil && r.Reasoning.Effort != nil {
+		c.ReasoningEffort = *r.Reasoning.Effort
+	}
+	// The tools first: input items name them.
+	if c.Tools, r.names, err = offerTools(p, r.Tools); err != nil {
+		return nil, err
 	}
 	if r.Instructions != nil && *r.Instructions != "" {
 		c.Messages = append(c.Messages, ChatMessage{Role: "system", Content: jsonString(*r.Instructions)})
@@ -141,46 +237,21 @@ func (r *ResponsesRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
 				return nil, err
 			}
 			var err error
-			if c.Messages, err = appendItem(p, c.Messages, it, path); err != nil {
+			if c.Messages, err = r.appendItem(p, c.Messages, it, path); err != nil {
 				return nil, err
 			}
 		}
 	default:
 		return nil, typeError("input", "a string or an array of items", jsonKind(r.Input))
 	}
-	for i, t := range r.Tools {
-		if err := p.step(); err != nil {
-			return nil, err
-		}
-		if t.Type != "function" {
-			return nil, unsupported(at("tools", i)+".type", "%q is a hosted tool this gateway cannot run; only function tools can be used", t.Type)
-		}
-		var ct ChatTool
-		ct.Type = "function"
-		ct.Function.Name, ct.Function.Description, ct.Function.Parameters, ct.Function.Strict = t.Name, t.Description, t.Parameters, t.Strict
-		c.Tools = append(c.Tools, ct)
+	c.Messages = joinLeadingSystem(c.Messages)
+	if c.ToolChoice, err = r.chatToolChoice(); err != nil {
+		return nil, err
 	}
-	if !isNull(r.ToolChoice) {
-		if isString(r.ToolChoice) {
-			var s string
-			json.Unmarshal(r.ToolChoice, &s)
-			if s != "auto" && s != "none" && s != "required" {
-				return nil, openai.BadRequest("tool_choice", "tool_choice: must be auto, none, required or a function, got %q", s)
-			}
-			c.ToolChoice = r.ToolChoice
-		} else {
-			var tc struct {
-				Type string `json:"type"`
-				Name string `json:"name"`
-			}
-			if err := decode(r.ToolChoice, &tc, "tool_choice"); err != nil {
-				return nil, err
-			}
-			if tc.Type != "function" || tc.Name == "" {
-				return nil, unsupported("tool_choice", "only auto, none, required or a function by name can be translated, not %q", tc.Type)
-			}
-			c.ToolChoice = namedToolChoice(tc.Name)
-		}
+	if len(c.Tools) == 0 && (string(c.ToolChoice) == `"auto"` || string(c.ToolChoice) == `"none"`) {
+		// Every tool was a hosted one: a backend refuses a choice among
+		// none.
+		c.ToolChoice, c.Parallel = nil, nil
 	}
 	if r.Text != nil && !isNull(r.Text.Format) {
 		var f struct {
@@ -207,17 +278,47 @@ func (r *ResponsesRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
 	return c, nil
 }
 
-// appendItem adds one input item to a chat conversation. A function call
+// chatToolChoice is r's tool_choice as chat's: auto, none, required, or a
+// function or custom tool by name (in a namespace, when it names one).
+func (r *ResponsesRequest) chatToolChoice() (json.RawMessage, error) {
+	if isNull(r.ToolChoice) {
+		return nil, nil
+	}
+	if isString(r.ToolChoice) {
+		var s string
+		json.Unmarshal(r.ToolChoice, &s)
+		if s != "auto" && s != "none" && s != "required" {
+			return nil, openai.BadRequest("tool_choice", "tool_choice: must be auto, none, required or a function, got %q", s)
+		}
+		return r.ToolChoice, nil
+	}
+	var tc struct {
+		Type      string `json:"type"`
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	}
+	if err := decode(r.ToolChoice, &tc, "tool_choice"); err != nil {
+		return nil, err
+	}
+	if tc.Type != "function" && tc.Type != "custom" || tc.Name == "" {
+		return nil, unsupported("tool_choice", "only auto, none, required or a function or custom tool by name can be translated, not %q", tc.Type)
+	}
+	return namedToolChoice(r.names.chatName(tc.Namespace, tc.Name)), nil
+}
+
+// appendItem adds one input item to a chat conversation. A tool call
 // joins the assistant message before it, if that is the last one, as chat
 // puts a turn's calls in one message.
-func appendItem(p *progress, msgs []ChatMessage, it responsesItem, path string) ([]ChatMessage, error) {
+func (r *ResponsesRequest) appendItem(p *progress, msgs []ChatMessage, it responsesItem, path string) ([]ChatMessage, error) {
 	switch it.Type {
 	case "", "message":
 		role := it.Role
 		switch role {
 		case "user", "assistant", "system":
 		case "developer":
-			role = "system" // what open models' templates know
+			// Chat's system: every open model's template knows it, and
+			// many know no developer role, which they drop or refuse.
+			role = "system"
 		default:
 			return nil, openai.BadRequest(path+".role", "%s.role: must be user, assistant, system or developer, got %q", path, it.Role)
 		}
@@ -226,24 +327,65 @@ func appendItem(p *progress, msgs []ChatMessage, it responsesItem, path string) 
 			return nil, err
 		}
 		return append(msgs, ChatMessage{Role: role, Content: content}), nil
-	case "function_call":
+	case "function_call", "custom_tool_call":
 		var call ChatToolCall
-		call.ID, call.Type, call.Function.Name, call.Function.Arguments = it.CallID, "function", it.Name, it.Arguments
+		call.ID, call.Type, call.Function.Name = it.CallID, "function", r.names.chatName(it.Namespace, it.Name)
+		call.Function.Arguments = it.Arguments
+		if it.Type == "custom_tool_call" {
+			if !isString(it.Input) {
+				return nil, typeError(path+".input", "a string", jsonKind(it.Input))
+			}
+			var input string
+			json.Unmarshal(it.Input, &input)
+			call.Function.Arguments = customArguments(input)
+		}
 		if n := len(msgs); n > 0 && msgs[n-1].Role == "assistant" {
 			msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, call)
 			return msgs, nil
 		}
 		return append(msgs, ChatMessage{Role: "assistant", ToolCalls: []ChatToolCall{call}}), nil
-	case "function_call_output":
+	case "function_call_output", "custom_tool_call_output":
 		content, err := responsesContent(p, it.Output, path+".output")
 		if err != nil {
 			return nil, err
 		}
 		return append(msgs, ChatMessage{Role: "tool", ToolCallID: it.CallID, Content: jsonString(contentText(content))}), nil
 	case "reasoning":
-		return msgs, nil // a model's earlier reasoning: chat takes none back
+		// A model's earlier reasoning: chat takes none back, and what
+		// it would need to, encrypted_content, no gateway can read.
+		return msgs, nil
+	case "web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call", "mcp_call", "mcp_list_tools":
+		// Hosted tools' calls, from a conversation held with OpenAI: no
+		// tool of this model made them.
+		return msgs, nil
 	}
-	return nil, unsupported(path+".type", "input items of type %q cannot be translated; send messages, function calls and their outputs", it.Type)
+	return nil, unsupported(path+".type", "input items of type %q cannot be translated; send messages, function and custom tool calls and their outputs", it.Type)
+}
+
+// joinLeadingSystem joins the system messages msgs starts with into one,
+// their parts in order: a Responses conversation often starts with
+// instructions and developer messages, and many open models' templates
+// take one system message, first.
+func joinLeadingSystem(msgs []ChatMessage) []ChatMessage {
+	n := 0
+	for n < len(msgs) && msgs[n].Role == "system" {
+		n++
+	}
+	if n < 2 {
+		return msgs
+	}
+	var parts []ChatPart
+	for _, m := range msgs[:n] {
+		if isString(m.Content) {
+			parts = append(parts, ChatPart{Type: "text", Text: contentText(m.Content)})
+			continue
+		}
+		var ps []ChatPart
+		json.Unmarshal(m.Content, &ps)
+		parts = append(parts, ps...)
+	}
+	msgs[n-1] = ChatMessage{Role: "system", Content: mustJSON(parts)}
+	return msgs[n-1:]
 }
 
 // responsesContent is a message's content, a string or input parts, as
