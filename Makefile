@@ -1,6 +1,6 @@
 # The commands the README names. Each is a plain go command too.
 
-.PHONY: run test bench lint build fuzz
+.PHONY: run test bench lint build fuzz agents
 
 build:
 	go build -o llmgw ./cmd/llmgw
@@ -10,6 +10,11 @@ run:
 
 test:
 	go test -race ./...
+
+# The coding agents the agent tests run, at pinned versions; without them
+# those tests skip.
+agents:
+	npm install --prefix internal/app/testdata/agents --no-audit --no-fund
 
 # Microbenchmarks of the hot path; whole-process runs are in docs/BENCHMARKS.md.
 bench:
