@@ -33,10 +33,12 @@ type chatScript struct {
 	bodies []map[string]json.RawMessage
 }
 
-// scriptAnswer is what a chatScript answers.
+// scriptAnswer is what a chatScript answers. With then set, a request
+// whose conversation ends with a tool's result is answered by then.
 type scriptAnswer struct {
 	reasoning, text string
 	calls           []scriptCall
+	then            *scriptAnswer
 }
 
 type scriptCall struct{ id, name, args string }
@@ -77,6 +79,11 @@ func (s *chatScript) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.bodies = append(s.bodies, body)
 	a := s.answer
 	s.mu.Unlock()
+	var msgs []struct{ Role string }
+	json.Unmarshal(body["messages"], &msgs)
+	if n := len(msgs); a.then != nil && n > 0 && msgs[n-1].Role == "tool" {
+		a = *a.then
+	}
 	finish := "stop"
 	if len(a.calls) > 0 {
 		finish = "tool_calls"
@@ -152,8 +159,8 @@ func (l *lockedBuffer) String() string {
 }
 
 // startScriptedGateway is a gateway without keys in front of upstream:
-// model gpt-5-codex drops the hosted tools a request names, model strict
-// refuses them. Its debug log goes to log.
+// models gpt-5-codex and gpt-6.1-sol drop the hosted tools a request
+// names, model strict refuses them. Its debug log goes to log.
 func startScriptedGateway(t *testing.T, upstream string, log io.Writer) *Gateway {
 	t.Helper()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
@@ -163,6 +170,7 @@ pools:
   - {name: gpu, endpoints: [{url: %q}]}
 models:
   - {name: gpt-5-codex, pool: gpu}
+  - {name: gpt-6.1-sol, pool: gpu}
   - {name: strict, pool: gpu, hosted_tools: refuse}
 `, upstream)))
 	if err != nil {

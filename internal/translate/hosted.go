@@ -14,19 +14,23 @@ import (
 )
 
 // HostedTool is a tool of a request that a translation leaves out: its
-// type as the client named it, and its index in the request's tools.
+// type as the client named it, and where it is in the request, as errors
+// name it (tools[3], input[0].tools[1]).
 type HostedTool struct {
-	Type  string
-	Index int
+	Type string
+	Path string
 }
 
-// HostedTools are the tools of r that ToChat leaves out: every tool but
-// functions, custom tools and namespaces of them.
+// HostedTools are the tools of r that ToChat left out: every tool but
+// functions, custom tools and namespaces of them, in tools and in
+// additional_tools input items. It is ToChat's to call first.
 func (r *ResponsesRequest) HostedTools() []HostedTool {
 	var out []HostedTool
-	for i, t := range r.Tools {
-		if isHostedTool(t.Type) {
-			out = append(out, HostedTool{Type: t.Type, Index: i})
+	for _, tools := range [][]ResponsesTool{r.Tools, r.added} {
+		for _, t := range tools {
+			if isHostedTool(t.Type) {
+				out = append(out, HostedTool{Type: t.Type, Path: t.path})
+			}
 		}
 	}
 	return out
@@ -46,7 +50,7 @@ func (r *AnthropicRequest) ServerTools() []HostedTool {
 	var out []HostedTool
 	for i, t := range r.Tools {
 		if isServerTool(t) {
-			out = append(out, HostedTool{Type: t.Type, Index: i})
+			out = append(out, HostedTool{Type: t.Type, Path: at("tools", i)})
 		}
 	}
 	return out
@@ -62,8 +66,7 @@ func isServerTool(t AnthropicTool) bool {
 // hosted tools it names, naming the first.
 func HostedToolsRefused(tools []HostedTool) *openai.Error {
 	t := tools[0]
-	field := at("tools", t.Index) + ".type"
-	return unsupported(field, "%q is a hosted tool this gateway cannot run; only the client's own tools can be used with this model", t.Type)
+	return unsupported(t.Path+".type", "%q is a hosted tool this gateway cannot run; only the client's own tools can be used with this model", t.Type)
 }
 
 // maxDroppedTools bounds what DroppedTools says: a header of a few

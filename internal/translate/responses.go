@@ -7,6 +7,7 @@ package translate
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 )
@@ -54,8 +55,10 @@ type ResponsesRequest struct {
 	Background         *bool           `json:"background,omitempty"`
 	Prompt             json.RawMessage `json:"prompt,omitempty"`
 
-	// names is what each chat function ToChat offered stands for, by its
-	// name; set by ToChat, read by the answer's translation.
+	// added are the tools of the input's additional_tools items, and
+	// names what each chat function ToChat offered stands for, by its
+	// name; both set by ToChat, names read by the answer's translation.
+	added []ResponsesTool
 	names toolNames
 }
 
@@ -101,11 +104,12 @@ type ResponsesTool struct {
 	// ({"type":"grammar","syntax":"lark","definition":"..."}).
 	Format json.RawMessage `json:"format,omitempty"`
 
-	raw json.RawMessage // the tool as the client sent it, which the answer echoes
+	raw  json.RawMessage // the tool as the client sent it, which the answer echoes
+	path string          // where it is in the request: tools[3], input[0].tools[1]
 }
 
 // responsesItem is one input item: a message, a function or custom tool
-// call the model made, or a call's output.
+// call the model made, a call's output, or tools added to the request's.
 type responsesItem struct {
 	Type      string          `json:"type"`
 	Role      string          `json:"role"`
@@ -116,6 +120,7 @@ type responsesItem struct {
 	Arguments string          `json:"arguments"`
 	Input     json.RawMessage `json:"input"`  // a custom tool call's: a string
 	Output    json.RawMessage `json:"output"` // a string or parts
+	Tools     json.RawMessage `json:"tools"`  // an additional_tools item's
 }
 
 // responsesPart is one part of an input message's content.
@@ -162,7 +167,7 @@ func ParseResponses(ctx context.Context, body []byte) (*ResponsesRequest, error)
 			if err := decode(raw, &r.Tools[i], at("tools", i)); err != nil {
 				return nil, err
 			}
-			r.Tools[i].raw = raw
+			r.Tools[i].raw, r.Tools[i].path = raw, at("tools", i)
 		}
 	}
 	switch {
@@ -212,37 +217,38 @@ func (r *ResponsesRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
 	if r.Reasoning != nil && r.Reasoning.Effort != nil {
 		c.ReasoningEffort = *r.Reasoning.Effort
 	}
-	// The tools first: input items name them.
-	if c.Tools, r.names, err = offerTools(p, r.Tools); err != nil {
-		return nil, err
-	}
 	if r.Instructions != nil && *r.Instructions != "" {
 		c.Messages = append(c.Messages, ChatMessage{Role: "system", Content: jsonString(*r.Instructions)})
 	}
+	var items []responsesItem
 	switch {
 	case isNull(r.Input):
 		return nil, openai.BadRequest("input", "input: field required")
 	case isString(r.Input):
 		c.Messages = append(c.Messages, ChatMessage{Role: "user", Content: r.Input})
 	case jsonKind(r.Input) == "an array":
-		var items []json.RawMessage
-		json.Unmarshal(r.Input, &items)
-		for i, raw := range items {
-			if err := p.step(); err != nil {
-				return nil, err
-			}
-			path := at("input", i)
-			var it responsesItem
-			if err := decode(raw, &it, path); err != nil {
-				return nil, err
-			}
-			var err error
-			if c.Messages, err = r.appendItem(p, c.Messages, it, path); err != nil {
-				return nil, err
-			}
+		if items, err = r.inputItems(p); err != nil {
+			return nil, err
 		}
 	default:
 		return nil, typeError("input", "a string or an array of items", jsonKind(r.Input))
+	}
+	// The tools before the items that call them: a call names the chat
+	// function its tool is offered as.
+	tools := r.Tools
+	if len(r.added) > 0 {
+		tools = append(slices.Clip(r.Tools), r.added...)
+	}
+	if c.Tools, r.names, err = offerTools(p, tools); err != nil {
+		return nil, err
+	}
+	for i, it := range items {
+		if err := p.step(); err != nil {
+			return nil, err
+		}
+		if c.Messages, err = r.appendItem(p, c.Messages, it, at("input", i)); err != nil {
+			return nil, err
+		}
 	}
 	c.Messages = joinLeadingSystem(c.Messages)
 	if c.ToolChoice, err = r.chatToolChoice(); err != nil {
@@ -276,6 +282,36 @@ func (r *ResponsesRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
 		}
 	}
 	return c, nil
+}
+
+// inputItems decodes r's input items, and keeps the tools its
+// additional_tools items add in r.added: chat offers every tool for the
+// whole conversation, so those are offered with the request's own.
+func (r *ResponsesRequest) inputItems(p *progress) ([]responsesItem, error) {
+	var raws []json.RawMessage
+	json.Unmarshal(r.Input, &raws)
+	items := make([]responsesItem, len(raws))
+	for i, raw := range raws {
+		if err := p.step(); err != nil {
+			return nil, err
+		}
+		path := at("input", i)
+		if err := decode(raw, &items[i], path); err != nil {
+			return nil, err
+		}
+		if items[i].Type != "additional_tools" {
+			continue
+		}
+		tools, err := decodeArray[ResponsesTool](p, items[i].Tools, path+".tools")
+		if err != nil {
+			return nil, err
+		}
+		for j := range tools {
+			tools[j].path = at(path+".tools", j)
+		}
+		r.added = append(r.added, tools...)
+	}
+	return items, nil
 }
 
 // chatToolChoice is r's tool_choice as chat's: auto, none, required, or a
@@ -354,6 +390,8 @@ func (r *ResponsesRequest) appendItem(p *progress, msgs []ChatMessage, it respon
 		// A model's earlier reasoning: chat takes none back, and what
 		// it would need to, encrypted_content, no gateway can read.
 		return msgs, nil
+	case "additional_tools":
+		return msgs, nil // offered with the request's own tools (inputItems)
 	case "web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call", "mcp_call", "mcp_list_tools":
 		// Hosted tools' calls, from a conversation held with OpenAI: no
 		// tool of this model made them.

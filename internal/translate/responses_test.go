@@ -81,7 +81,7 @@ func TestResponsesToolsToChat(t *testing.T) {
 	if got, want := string(c.ToolChoice), `{"function":{"name":"apply_patch"},"type":"function"}`; got != want {
 		t.Errorf("tool_choice %s, want %s", got, want)
 	}
-	if diff := cmp.Diff([]HostedTool{{"web_search", 1}, {"file_search", 6}}, r.HostedTools()); diff != "" {
+	if diff := cmp.Diff([]HostedTool{{"web_search", "tools[1]"}, {"file_search", "tools[6]"}}, r.HostedTools()); diff != "" {
 		t.Errorf("hosted tools (-want +got):\n%s", diff)
 	}
 	for chat, want := range map[string]toolRef{
@@ -327,5 +327,58 @@ func TestResponsesStreamItems(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// additionalToolsRequest adds its tools in an additional_tools input item,
+// as Codex CLI does for models it runs in code mode.
+const additionalToolsRequest = `{"model":"m","stream":true,"reasoning":{"effort":"high","summary":"auto","context":"all_turns"},"text":{"verbosity":"low"},
+	"input":[{"type":"additional_tools","id":"at_1","role":"developer","tools":[
+		{"type":"namespace","name":"functions","description":"","tools":[
+			{"type":"custom","name":"exec","description":"Run JavaScript.","format":{"type":"grammar","syntax":"lark","definition":"start: SOURCE"}},
+			{"type":"function","name":"wait","strict":false,"parameters":{"type":"object"}}]},
+		{"type":"web_search"}]},
+	{"type":"message","role":"developer","content":[{"type":"input_text","text":"You are Codex."}]},
+	{"type":"message","role":"user","content":[{"type":"input_text","text":"Create hello.txt"}]},
+	{"type":"custom_tool_call","call_id":"c1","namespace":"functions","name":"exec","input":"text(1)"},
+	{"type":"custom_tool_call_output","call_id":"c1","output":"1"}]}`
+
+// The tools of an additional_tools item are offered with the request's
+// own, for the whole conversation as chat offers tools; hosted ones among
+// them are left out and said to be, by their place in the input.
+func TestResponsesAdditionalTools(t *testing.T) {
+	r, c := toChat(t, additionalToolsRequest)
+	var names []string
+	for _, tl := range c.Tools {
+		names = append(names, tl.Function.Name)
+	}
+	if diff := cmp.Diff([]string{"functions__exec", "functions__wait"}, names); diff != "" {
+		t.Errorf("tools (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]HostedTool{{"web_search", "input[0].tools[1]"}}, r.HostedTools()); diff != "" {
+		t.Errorf("hosted tools (-want +got):\n%s", diff)
+	}
+	if got := r.names.ref("functions__exec"); got != (toolRef{namespace: "functions", name: "exec", custom: true}) {
+		t.Errorf("functions__exec stands for %+v", got)
+	}
+	got := string(mustJSON(c.Messages))
+	want := `[{"role":"system","content":[{"type":"text","text":"You are Codex."}]},{"role":"user","content":[{"type":"text","text":"Create hello.txt"}]},` +
+		`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"functions__exec","arguments":"{\"input\":\"text(1)\"}"}}]},` +
+		`{"role":"tool","content":"1","tool_call_id":"c1"}]`
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("messages (-want +got):\n%s", diff)
+	}
+	for body, param := range map[string]string{
+		`{"model":"m","input":[{"type":"additional_tools","tools":{}}]}`:                                                   "input[0].tools",
+		`{"model":"m","input":[{"type":"additional_tools","tools":[{"type":"function"}]}]}`:                                "input[0].tools[0].name",
+		`{"model":"m","input":[{"type":"additional_tools","tools":[{"type":"custom","name":"f","format":{"type":"x"}}]}]}`: "input[0].tools[0].format.type",
+	} {
+		r, err := ParseResponses(context.Background(), []byte(body))
+		if err == nil {
+			_, err = r.ToChat(context.Background())
+		}
+		if e := openai.AsError(err); err == nil || e.Param != param {
+			t.Errorf("%s: %v, want a 400 naming %s", body, err, param)
+		}
 	}
 }

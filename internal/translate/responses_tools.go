@@ -137,7 +137,10 @@ func offerTools(p *progress, tools []ResponsesTool) ([]ChatTool, toolNames, erro
 		if err := p.step(); err != nil {
 			return nil, names, err
 		}
-		path := at("tools", i)
+		path := t.path
+		if path == "" {
+			path = at("tools", i)
+		}
 		switch t.Type {
 		case "function", "custom":
 			ct, err := chatTool(t, path, t.Name, "")

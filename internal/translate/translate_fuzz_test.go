@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -224,7 +225,7 @@ func FuzzTranslateResponses(f *testing.F) {
 		    {"type":"message","role":"assistant","content":[{"type":"output_text","text":"a"}]},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},
 		    {"type":"function_call_output","call_id":"c","output":"42"},{"type":"reasoning","summary":[]}]}`,
 		`{"model":"m","input":[],"previous_response_id":"resp_1"}`,
-		codexRequest, toolsRequest,
+		codexRequest, toolsRequest, additionalToolsRequest,
 	} {
 		f.Add([]byte(s))
 	}
@@ -266,7 +267,7 @@ func FuzzTranslateResponses(f *testing.F) {
 			offered[ct.Function.Name] = true
 		}
 		want := 0
-		for _, tl := range r.Tools {
+		for _, tl := range append(slices.Clip(r.Tools), r.added...) {
 			switch tl.Type {
 			case "function", "custom":
 				want++
