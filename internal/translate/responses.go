@@ -2,7 +2,9 @@ package translate
 
 // OpenAI's Responses API requests, the stateless part of it, as chat
 // completions: nothing is stored, so a request must carry its whole
-// conversation.
+// conversation. Its tools are offered as chat functions as
+// responses_tools.go says; those that run on OpenAI's side are left out
+// (hosted.go).
 
 import (
 	"context"
@@ -255,8 +257,8 @@ func (r *ResponsesRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
 		return nil, err
 	}
 	if len(c.Tools) == 0 && (string(c.ToolChoice) == `"auto"` || string(c.ToolChoice) == `"none"`) {
-		// Every tool was a hosted one: a backend refuses a choice among
-		// none.
+		// No tool is offered (each was a hosted one, or there were
+		// none): a backend refuses a choice among none.
 		c.ToolChoice, c.Parallel = nil, nil
 	}
 	if r.Text != nil && !isNull(r.Text.Format) {
@@ -291,6 +293,7 @@ func (r *ResponsesRequest) inputItems(p *progress) ([]responsesItem, error) {
 	var raws []json.RawMessage
 	json.Unmarshal(r.Input, &raws)
 	items := make([]responsesItem, len(raws))
+	r.added = nil
 	for i, raw := range raws {
 		if err := p.step(); err != nil {
 			return nil, err
