@@ -382,3 +382,20 @@ func TestResponsesAdditionalTools(t *testing.T) {
 		}
 	}
 }
+
+// What X-Llmgw-Dropped-Tools says is each type once, a type that could
+// not be written in a header as it is named "other", and never more than
+// maxDroppedTools bytes, whatever the client named.
+func TestDroppedTools(t *testing.T) {
+	many := []HostedTool{{Type: "web_search"}, {Type: "web\r\nX-Injected: 1"}, {Type: "code_interpreter"}, {Type: "web_search"}, {Type: strings.Repeat("y", 65)}}
+	for i := range 200 {
+		many = append(many, HostedTool{Type: "tool_" + strings.Repeat("z", 40) + itoa(int64(i))})
+	}
+	got := DroppedTools(many)
+	if !strings.HasPrefix(got, "web_search, other, code_interpreter, tool_") || !strings.HasSuffix(got, ", ...") || len(got) > maxDroppedTools+5 {
+		t.Errorf("%d bytes: %q", len(got), got)
+	}
+	if strings.ContainsAny(got, "\r\n") || strings.Count(got, "web_search") != 1 {
+		t.Errorf("%q", got)
+	}
+}
