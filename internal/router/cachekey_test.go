@@ -83,25 +83,38 @@ func TestPromptCacheKeyPlaces(t *testing.T) {
 	}
 }
 
-// A key's endpoint failing before its first byte, the request goes to
-// the next endpoint rendezvous hashing ranks for the key, and the key's
-// requests come back once the endpoint answers again.
+// A key's endpoint failing before its first byte, the key's requests go
+// to the endpoint rendezvous hashing ranks next for it, all of them, and
+// come back once the endpoint answers again.
 func TestPromptCacheKeyMovesOnlyWhileItsEndpointFails(t *testing.T) {
 	ups := []*backend{{promptTokens: 10}, {promptTokens: 10}, {promptTokens: 10}}
 	g := newTestGateway(t, func(c *config.Config) { c.Pools[0].Policy = catalog.PolicyPrefix }, ups[0], ups[1], ups[2])
 	body := cacheKeyBodies("conversation-1", 0)["/v1/chat/completions"]
-	home := g.servedBy(t, ups, "acme", "/v1/chat/completions", body)
+	serve := func(n int) []int {
+		var where []int
+		for range n {
+			where = append(where, g.servedBy(t, ups, "acme", "/v1/chat/completions", body))
+		}
+		return where
+	}
+	home := serve(1)[0]
+	if where := serve(3); !slices.Equal(where, []int{home, home, home}) {
+		t.Fatalf("the key's requests went to %v, its first to %d", where, home)
+	}
 	ups[home].status.Store(503)
-	away := g.servedBy(t, ups, "acme", "/v1/chat/completions", body)
-	if away == home || away < 0 {
-		t.Fatalf("with its endpoint %d failing, the key's request was answered by %d", home, away)
+	away := serve(4)
+	if away[0] == home || !slices.Equal(away, []int{away[0], away[0], away[0], away[0]}) {
+		t.Fatalf("with its endpoint %d failing, the key's requests went to %v", home, away)
 	}
 	ups[home].status.Store(0)
 	ups[home].hits.Store(0)
-	// The failure may have ejected the endpoint for a while; the key
-	// goes back once it is a candidate again.
+	// The failure ejected the endpoint for a while; the key goes back
+	// once it is a candidate again, and stays.
 	waitFor(t, "the key's endpoint to serve it again", func() bool {
 		g.servedBy(t, ups, "acme", "/v1/chat/completions", body)
 		return ups[home].hits.Load() > 0
 	})
+	if where := serve(3); !slices.Equal(where, []int{home, home, home}) {
+		t.Errorf("back from its failure, the key's endpoint %d; its requests went to %v", home, where)
+	}
 }
