@@ -194,13 +194,21 @@ func TestResponsesClientTools(t *testing.T) {
 		}
 	})
 
+	// A hosted tool is left out, and the answer says so.
 	t.Run("hosted tool", func(t *testing.T) {
 		p := params
-		p.Tools = []responses.ToolUnionParam{{OfWebSearch: &responses.WebSearchToolParam{Type: responses.WebSearchToolTypeWebSearch}}}
-		_, err := client.Responses.New(ctx, p)
-		var apiErr *openai.Error
-		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "tools[0].type" {
-			t.Errorf("%v", err)
+		p.Tools = append([]responses.ToolUnionParam{{OfWebSearch: &responses.WebSearchToolParam{Type: responses.WebSearchToolTypeWebSearch}}}, tool)
+		var resp *http.Response
+		r, err := client.Responses.New(ctx, p, option.WithResponseInto(&resp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCall(t, r)
+		if got := resp.Header.Get("X-Llmgw-Dropped-Tools"); got != "web_search" {
+			t.Errorf("X-Llmgw-Dropped-Tools %q", got)
+		}
+		if tools := f.last(t)["tools"].([]any); len(tools) != 1 {
+			t.Errorf("tools sent %v", tools)
 		}
 	})
 }

@@ -153,6 +153,7 @@ func TestFullExample(t *testing.T) {
 					},
 					TenantWeights: map[string]float64{"acme/search": 2},
 				},
+				HostedTools: "drop",
 			},
 			{
 				Name: "qwen3-32b", Pool: "gpu-b", Upstream: "Qwen/Qwen3-32B",

@@ -525,6 +525,9 @@ func validateModels(ps *problems, models []catalog.Model, pools []catalog.Pool) 
 			ps.add(at+".first_token_timeout", "must be positive, got %s", m.FirstTokenTimeout)
 		}
 		validateAdmission(ps, at+".admission", m)
+		if m.HostedTools != "" && m.HostedTools != catalog.HostedToolsDrop && m.HostedTools != catalog.HostedToolsRefuse {
+			ps.add(at+".hosted_tools", "must be %s or %s, got %q", catalog.HostedToolsDrop, catalog.HostedToolsRefuse, m.HostedTools)
+		}
 	}
 	// Fallbacks may name models defined later in the file, so they are
 	// checked once every name is known.

@@ -35,6 +35,10 @@ type Request struct {
 	// CacheSalt is the client's cache_salt, which keeps its prompts out of
 	// the prefix cache other salts use; empty when it sent none.
 	CacheSalt string
+	// PromptCacheKey is the client's prompt_cache_key, which names the
+	// requests it wants served from one cache (a conversation, say), and
+	// which routing places them by; empty when it sent none.
+	PromptCacheKey string
 
 	model         span // the model value, quotes included
 	streamOptions span // the stream_options value, null included; zero when absent
@@ -88,14 +92,15 @@ const (
 	fieldN
 	fieldBestOf
 	fieldCacheSalt
+	fieldPromptCacheKey
 	fieldIncludeUsage
 )
 
 // fieldNames are the keys of the fields Parse reads, by the constants
 // above; fieldParams name them in errors.
 var (
-	fieldNames  = [...]string{"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "user", "n", "best_of", "cache_salt", "include_usage"}
-	fieldParams = [...]string{"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "user", "n", "best_of", "cache_salt", "stream_options.include_usage"}
+	fieldNames  = [...]string{"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "user", "n", "best_of", "cache_salt", "prompt_cache_key", "include_usage"}
+	fieldParams = [...]string{"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "user", "n", "best_of", "cache_salt", "prompt_cache_key", "stream_options.include_usage"}
 )
 
 // ParseRequest reads routing's fields from a JSON body. It fails with a 400
@@ -152,7 +157,7 @@ func (r *Request) parse(body []byte) error {
 				return errNotJSON()
 			}
 			key := body[i+1 : kEnd-1]
-			f, exact := keyField(key, fieldModel, fieldCacheSalt)
+			f, exact := keyField(key, fieldModel, fieldPromptCacheKey)
 			i = skipSpace(body, next)
 			vEnd, err := scanValue(body, i)
 			if err != nil {
@@ -214,6 +219,10 @@ func (r *Request) parse(body []byte) error {
 						return err
 					}
 					r.cacheSalt = span{i, vEnd}
+				case fieldPromptCacheKey:
+					if r.PromptCacheKey, err = decodeOptionalString(f, v); err != nil {
+						return err
+					}
 				}
 			}
 			i = skipSpace(body, vEnd)

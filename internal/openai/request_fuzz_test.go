@@ -34,6 +34,7 @@ type goRequest struct {
 	BestOf              *int64 `json:"best_of"`
 	User                string `json:"user"`
 	CacheSalt           string `json:"cache_salt"`
+	PromptCacheKey      string `json:"prompt_cache_key"`
 }
 
 // choices is how many answers a backend generates for n and best_of, nil
@@ -89,6 +90,7 @@ func decodedByMap(t *testing.T, body []byte) Request {
 	r.Choices = choices(count(m["n"]), count(m["best_of"]))
 	r.User = str(m["user"])
 	r.CacheSalt = str(m["cache_salt"])
+	r.PromptCacheKey = str(m["prompt_cache_key"])
 	return r
 }
 
@@ -113,7 +115,7 @@ func decodedByStruct(t *testing.T, body []byte) Request {
 	if err := json.Unmarshal(body, &g); err != nil {
 		t.Fatalf("json.Unmarshal(%q) into a struct: %v", body, err)
 	}
-	r := Request{Model: g.Model, Stream: g.Stream, User: g.User, CacheSalt: g.CacheSalt}
+	r := Request{Model: g.Model, Stream: g.Stream, User: g.User, CacheSalt: g.CacheSalt, PromptCacheKey: g.PromptCacheKey}
 	if g.StreamOptions != nil {
 		r.IncludeUsage = g.StreamOptions.IncludeUsage
 	}
@@ -193,7 +195,7 @@ func refusal(t *testing.T, body []byte) (param string, ok bool) {
 			return name, c != '"'
 		case "stream":
 			return name, c != 't' && c != 'f' && c != 'n'
-		case "user", "cache_salt":
+		case "user", "cache_salt", "prompt_cache_key":
 			return name, c != '"' && c != 'n'
 		case "n", "best_of":
 			if c == 'n' {
@@ -273,6 +275,10 @@ func FuzzRequestMatchesEncodingJSON(f *testing.F) {
 		`{"model":"m","cache_salt":"tenant-a"}`, `{"model":"m","cache_salt":null}`, `{"model":"m","cache_salt":""}`,
 		`{"model":"m","cache_salt":5}`, `{"model":"m","Cache_Salt":"x"}`, `{"model":"m","cache_salt":"a","cache_salt":"b"}`,
 		`{"cache_salt":"x","model":"m","stream_options":{}}`,
+		// Prompt cache keys.
+		`{"model":"m","prompt_cache_key":"conv-1"}`, `{"model":"m","prompt_cache_key":null}`, `{"model":"m","prompt_cache_key":7}`,
+		`{"model":"m","prompt_cache_key":"a","prompt_cache_key":"b"}`, `{"model":"m","PROMPT_CACHE_KEY":"a"}`, `{"model":"m","prompt_cache_\u006bey":"a"}`,
+		`{"model":"m","prompt_cache_\u212aey":"a"}`, `{"prompt_cache_key":"k","cache_salt":"s","model":"m","user":"u"}`,
 		// Nulls and wrong types.
 		`{"model":null}`, `{"model":"m","stream":null,"user":null,"max_tokens":null}`, `{"model":3}`, `{"model":"m","stream":"true"}`,
 		`{"model":"m","user":1}`, `{"model":""}`,

@@ -33,6 +33,8 @@ func TestParseRequest(t *testing.T) {
 		{`{"model":"m","n":128}`, Request{Model: "m", Choices: MaxChoices}},
 		{`{"model":"m","cache_salt":"team-a"}`, Request{Model: "m", CacheSalt: "team-a"}},
 		{`{"model":"m","cache_salt":null}`, Request{Model: "m"}},
+		{`{"model":"m","prompt_cache_key":"conv-1"}`, Request{Model: "m", PromptCacheKey: "conv-1"}},
+		{`{"prompt_cache_key":null,"model":"m"}`, Request{Model: "m"}},
 		{`{"model":"m","max_tokens":-0}`, Request{Model: "m"}},
 		{`{"model":"m","max_tokens":2147483647}`, Request{Model: "m", MaxTokens: MaxTokensLimit}},
 		{`{"model":"m","max_tokens":null,"stream":null,"user":"u-1"}`, Request{Model: "m", User: "u-1"}},
@@ -127,6 +129,10 @@ func TestParseRequestErrors(t *testing.T) {
 		{"n in another case", `{"model":"m","N":100}`, Error{Param: "n", Message: "differs from 'n' only in case"}},
 		{"cache_salt a number", `{"model":"m","cache_salt":5}`, Error{Param: "cache_salt", Code: "invalid_type"}},
 		{"cache_salt twice", `{"model":"m","cache_salt":"a","cache_salt":"b"}`, Error{Param: "cache_salt", Message: "Duplicate key"}},
+		{"prompt_cache_key a number", `{"model":"m","prompt_cache_key":5}`, Error{Param: "prompt_cache_key", Code: "invalid_type"}},
+		{"prompt_cache_key twice", `{"model":"m","prompt_cache_key":"a","prompt_cache_key":"b"}`, Error{Param: "prompt_cache_key", Message: "Duplicate key"}},
+		{"prompt_cache_key in another case", `{"model":"m","Prompt_Cache_Key":"a"}`, Error{Param: "prompt_cache_key", Message: "differs from 'prompt_cache_key' only in case"}},
+		{"prompt_cache_key escaped in another case", `{"model":"m","prompt_cache_\u004bey":"a"}`, Error{Param: "prompt_cache_key", Message: "only in case"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

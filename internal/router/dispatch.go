@@ -38,7 +38,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 	var res dispatchResult
 	gap := r.m.token.gap.WithLabelValues(req.model.Name)
 	prompt := req.Prompt(req.body)
-	var rt route
+	rt := route{key: cacheKeyPlace(req.PromptCacheKey, req.salt.seed)}
 	hedged := false // a request is hedged at most once
 	first := req.model
 	if t := req.ticket; t != nil && t.fallback {

@@ -164,7 +164,7 @@ type poolMetrics struct {
 
 // allReasons is every reason a pick may give.
 var allReasons = []string{reasonTurn, reasonLeastRequest, reasonPrefixHit, reasonNoPrefix, reasonScore,
-	reasonImbalanced, reasonSmallest, reasonFastest, reasonPrefix, reasonCold, reasonSpare, reasonStreams, reasonLastResort}
+	reasonImbalanced, reasonSmallest, reasonFastest, reasonPrefix, reasonCold, reasonCacheKey, reasonSpare, reasonStreams, reasonLastResort}
 
 // forPool resolves a pool's counters; m may be nil, in tests of picking
 // alone.

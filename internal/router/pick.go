@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
+
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 )
 
@@ -152,6 +154,22 @@ type route struct {
 	// predicted is the last pick's endpoint's predicted TTFT in seconds,
 	// when its policy predicts one (auto); zero when it does not.
 	predicted float64
+	// key is the request's prompt_cache_key hashed from its isolation
+	// domain's seed (cacheKeyPlace), what it is placed by in place of its
+	// blocks; zero when it sent none. It is the request's, not a pool's:
+	// prepare leaves it.
+	key uint64
+}
+
+// cacheKeyPlace is the place key of a request that sent the
+// prompt_cache_key key, from its isolation domain's seed: the same key
+// sent from two domains places its requests independently, so that no
+// tenant's key says where another's requests go. Zero for no key.
+func cacheKeyPlace(key string, seed uint64) uint64 {
+	if key == "" {
+		return 0
+	}
+	return mix(seed^xxhash.Sum64String(key)) | 1
 }
 
 // sloLeft is what is left at now of a TTFT SLO for a request that arrived
@@ -192,14 +210,19 @@ func (rt *route) uncached(i int) int64 {
 	return int64(math.Ceil(float64(rt.prompt) * max(0, 1-cached)))
 }
 
-// placeKey is the hash rendezvous hashing places a prompt by: the first
-// of its blocks that no endpoint is known to hold, or its last when all
-// are held; zero for a prompt shorter than a block. Blocks are hashed
-// with all before them, so the first unknown block names the
-// conversation and not the system prompt it shares with others, and
-// every later turn of the conversation has the same block: gateways that
-// never saw its earlier turns still place it where those went.
+// placeKey is the hash rendezvous hashing places a prompt by: its
+// prompt_cache_key's, when it sent one; else the first of its blocks that
+// no endpoint is known to hold, or its last when all are held; zero for a
+// prompt shorter than a block without a key. Blocks are hashed with all
+// before them, so the first unknown block names the conversation and not
+// the system prompt it shares with others, and every later turn of the
+// conversation has the same block: gateways that never saw its earlier
+// turns still place it where those went. A key names the conversation as
+// the client sees it, and holds from its first turn.
 func (rt *route) placeKey() uint64 {
+	if rt.key != 0 {
+		return rt.key
+	}
 	if len(rt.hashes) == 0 {
 		return 0
 	}

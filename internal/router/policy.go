@@ -24,7 +24,8 @@ const (
 	reasonSmallest     = "smallest_cache" // sglang: too little cached; the emptiest cache
 	reasonFastest      = "fastest"        // auto: the least predicted TTFT
 	reasonPrefix       = "prefix"         // auto: a cached prefix worth waiting for
-	reasonCold         = "cold"           // auto: among near ties, placed by the conversation's first block not cached
+	reasonCold         = "cold"           // auto: among near ties, placed by the conversation's first block not cached, or its prompt_cache_key
+	reasonCacheKey     = "cache_key"      // prefix: where the request's prompt_cache_key is placed
 	reasonSpare        = "spare_critical" // auto: a long prefill kept off the endpoint critical streams decode on
 	reasonStreams      = "spare_streams"  // auto: slower to a first token, for the requests a prefill would stall elsewhere
 	reasonLastResort   = "last_resort"    // every endpoint was out; one was tried anyway
@@ -67,8 +68,14 @@ func (p *pool) pickLeastRequest(c uint64) int {
 
 // pickPrefix is the candidate holding the longest prefix of the prompt,
 // whatever its load: prefix affinity alone. With nothing cached anywhere
-// it takes endpoints in turn.
+// it takes endpoints in turn. A request that sent a prompt_cache_key goes
+// where rendezvous hashing places its key among the candidates, prefixes
+// aside: every request with the key goes to one endpoint while that is a
+// candidate, and so finds there what the key's earlier requests left.
 func (p *pool) pickPrefix(rt *route, c uint64) (int, string) {
+	if rt.key != 0 {
+		return p.rendezvous(rt.key, c), reasonCacheKey
+	}
 	best, most := -1, int32(-1)
 	n, start := len(p.endpoints), p.rotation()
 	for k := range n {
@@ -293,19 +300,18 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 		}
 	}
 	// Among near ties, rendezvous hashing decides; a prompt shorter than
-	// a block has nothing to place it by.
+	// a block, without a prompt_cache_key, has nothing to place it by.
 	chosen := best
 	if first := rt.placeKey(); first != 0 {
 		tie := max(tieShare*math.Abs(bestScore), tieFloor)
-		var rank uint64
+		var ties uint64
 		for m := eligible; m != 0; m &= m - 1 {
-			i := bits.TrailingZeros64(m)
-			if score[i] > bestScore+tie {
-				continue
+			if i := bits.TrailingZeros64(m); score[i] <= bestScore+tie {
+				ties |= 1 << i
 			}
-			if r := mix(first ^ p.endpoints[i].id); r >= rank {
-				chosen, rank = i, r
-			}
+		}
+		if i := p.rendezvous(first, ties); i >= 0 {
+			chosen = i
 		}
 	}
 	rt.predicted = pred[chosen]
@@ -320,6 +326,21 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 		return chosen, reasonStreams
 	}
 	return chosen, reasonFastest
+}
+
+// rendezvous is the candidate in c that rendezvous hashing ranks first
+// for key; -1 when c is empty. Taking a candidate out moves only the keys
+// it ranked first, each to its next.
+func (p *pool) rendezvous(key uint64, c uint64) int {
+	best := -1
+	var rank uint64
+	for m := c; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		if r := mix(key ^ p.endpoints[i].id); best < 0 || r >= rank {
+			best, rank = i, r
+		}
+	}
+	return best
 }
 
 // stall is how long rt's prefill would hold up the streams decoding on

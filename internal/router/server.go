@@ -69,6 +69,9 @@ type parsedRequest struct {
 	answer      func(model string) proxy.Translator
 	inputTokens int64            // a count's answer: the prompt's size in tokens
 	translator  proxy.Translator // answer's, once the model is known
+	// hosted are the tools of a translated request that run on a
+	// provider's side, which its translation left out.
+	hosted []translate.HostedTool
 	// anthropicVersion and anthropicBeta are an Anthropic client's
 	// anthropic-version and anthropic-beta headers, the latter's lines
 	// joined with commas.
@@ -201,6 +204,10 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 	}
 	if req.answer != nil {
 		req.translator = req.answer(m.Name)
+	}
+	if err := r.hostedTools(w, req); err != nil {
+		r.refuse(w, req, "", err)
+		return
 	}
 	if req.Stream && !a.generates {
 		r.refuse(w, req, "", openai.BadRequest("stream", "This endpoint cannot be streamed."))

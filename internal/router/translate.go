@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"time"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
@@ -57,6 +58,7 @@ var anthropicMessages = &dialect{
 		if err != nil {
 			return nil, err
 		}
+		req.hosted = a.ServerTools()
 		id := req.id
 		req.reasoning, req.messages = a.Reasoning(), body
 		hide := req.reasoning.Hidden
@@ -82,6 +84,7 @@ var anthropicCount = &dialect{
 		if err != nil {
 			return nil, err
 		}
+		req.hosted = a.ServerTools()
 		if req.inputTokens, err = translate.PromptTokens(ctx, c); err != nil {
 			return nil, err
 		}
@@ -101,12 +104,35 @@ var openaiResponses = &dialect{
 		if err != nil {
 			return nil, err
 		}
+		req.hosted = q.HostedTools()
 		id, created := req.id, time.Now().Unix()
 		req.answer = func(model string) proxy.Translator {
 			return &translate.Responses{ID: "resp_" + id, Model: model, CreatedAt: created, Request: q}
 		}
 		return marshalChat(c)
 	},
+}
+
+// droppedToolsHeader names, comma-separated, the types of the tools a
+// translated request named that run on a provider's side, which the
+// model was not offered.
+const droppedToolsHeader = "X-Llmgw-Dropped-Tools"
+
+// hostedTools settles the tools req named that run on a provider's side,
+// once its model is known: a 400 naming the first when the model refuses
+// them (hosted_tools: refuse); else they stay left out, and the answer's
+// header and the debug log say which.
+func (r *Router) hostedTools(w http.ResponseWriter, req *parsedRequest) error {
+	if len(req.hosted) == 0 {
+		return nil
+	}
+	if req.model.HostedTools == catalog.HostedToolsRefuse {
+		return translate.HostedToolsRefused(req.hosted)
+	}
+	dropped := translate.DroppedTools(req.hosted)
+	w.Header().Set(droppedToolsHeader, dropped)
+	r.log.Debug("hosted tools dropped", "id", req.id, "model", req.model.Name, "tools", dropped)
+	return nil
 }
 
 // marshalChat is the chat completions body of a translated request.

@@ -215,7 +215,7 @@ func (r *AnthropicRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
 		if err := p.step(); err != nil {
 			return nil, err
 		}
-		if t.Type != "" && t.Type != "custom" {
+		if isServerTool(t) {
 			// Anthropic's server tools (web search, code execution...) run
 			// on Anthropic's side; a model behind chat completions has
 			// none, and is offered the client's tools alone.
@@ -224,7 +224,7 @@ func (r *AnthropicRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
 		if t.Name == "" {
 			return nil, openai.BadRequest(at("tools", i)+".name", "%s.name: field required", at("tools", i))
 		}
-		tools.add(chatTool(t))
+		tools.add(anthropicChatTool(t))
 	}
 	for i, m := range r.Messages {
 		if err := p.step(); err != nil {
@@ -408,8 +408,8 @@ func systemMessage(p *progress, m AnthropicMessage, path string, tools *toolSet)
 	return ChatMessage{Role: "system", Content: mustJSON(parts)}, true, nil
 }
 
-// chatTool is an Anthropic client tool as a chat function.
-func chatTool(t AnthropicTool) ChatTool {
+// anthropicChatTool is an Anthropic client tool as a chat function.
+func anthropicChatTool(t AnthropicTool) ChatTool {
 	var ct ChatTool
 	ct.Type = "function"
 	ct.Function.Name, ct.Function.Description, ct.Function.Parameters = t.Name, t.Description, t.InputSchema
@@ -463,9 +463,9 @@ func (s *toolSet) change(b AnthropicBlock, path string) error {
 		name = d.Name
 		if b.Type == "tool_addition" {
 			if i, ok := s.at[name]; ok {
-				s.tools[i], s.removed[i] = chatTool(*d), false
+				s.tools[i], s.removed[i] = anthropicChatTool(*d), false
 			} else {
-				s.add(chatTool(*d))
+				s.add(anthropicChatTool(*d))
 			}
 			return nil
 		}

@@ -13,20 +13,26 @@ import (
 
 // ChatRequest is a chat completions request.
 type ChatRequest struct {
-	Model         string          `json:"model"`
-	Messages      []ChatMessage   `json:"messages"`
-	MaxTokens     *int64          `json:"max_tokens,omitempty"`
-	Temperature   *float64        `json:"temperature,omitempty"`
-	TopP          *float64        `json:"top_p,omitempty"`
-	TopK          *int64          `json:"top_k,omitempty"` // vLLM's and SGLang's extension
-	Stop          []string        `json:"stop,omitempty"`
-	User          string          `json:"user,omitempty"`
-	Tools         []ChatTool      `json:"tools,omitempty"`
-	ToolChoice    json.RawMessage `json:"tool_choice,omitempty"`
-	Parallel      *bool           `json:"parallel_tool_calls,omitempty"`
-	ResponseFmt   json.RawMessage `json:"response_format,omitempty"`
-	Stream        bool            `json:"stream,omitempty"`
-	StreamOptions *struct {
+	Model       string          `json:"model"`
+	Messages    []ChatMessage   `json:"messages"`
+	MaxTokens   *int64          `json:"max_tokens,omitempty"`
+	Temperature *float64        `json:"temperature,omitempty"`
+	TopP        *float64        `json:"top_p,omitempty"`
+	TopK        *int64          `json:"top_k,omitempty"` // vLLM's and SGLang's extension
+	Stop        []string        `json:"stop,omitempty"`
+	User        string          `json:"user,omitempty"`
+	Tools       []ChatTool      `json:"tools,omitempty"`
+	ToolChoice  json.RawMessage `json:"tool_choice,omitempty"`
+	Parallel    *bool           `json:"parallel_tool_calls,omitempty"`
+	ResponseFmt json.RawMessage `json:"response_format,omitempty"`
+	// ReasoningEffort is how hard a reasoning model thinks: low, medium,
+	// high...; empty for the backend's default.
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
+	// PromptCacheKey names the requests to be served from one cache,
+	// which routing places them by.
+	PromptCacheKey string `json:"prompt_cache_key,omitempty"`
+	Stream         bool   `json:"stream,omitempty"`
+	StreamOptions  *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options,omitempty"`
 }

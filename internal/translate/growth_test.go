@@ -76,6 +76,23 @@ var (
 			strings.Repeat(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":1}"}}]}}]}`+"\n", n) +
 			`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`
 	}
+	// responsesNamespace is a Responses request of one namespace of n
+	// tools, each name too long for namespace__name, and as many calls
+	// of them in its input.
+	responsesNamespace = func(n int) string {
+		long := strings.Repeat("x", 64)
+		return `{"model":"c","tools":[{"type":"namespace","name":"ns","tools":[` + items(n, func(i int) string {
+			return fmt.Sprintf(`{"type":"function","name":"%s%d","parameters":{}}`, long, i)
+		}) + `]}],"input":[` + items(n, func(i int) string {
+			return fmt.Sprintf(`{"type":"function_call","call_id":"c%d","namespace":"ns","name":"%s%d","arguments":"{}"}`, i, long, i)
+		}) + `]}`
+	}
+	// reasoningChunks is a chat stream of n pieces of reasoning, a chunk
+	// a line.
+	reasoningChunks = func(n int) string {
+		return strings.Repeat(`{"choices":[{"index":0,"delta":{"reasoning_content":"Let me think. "}}]}`+"\n", n) +
+			`{"choices":[{"index":0,"delta":{"content":"Done."},"finish_reason":"stop"}]}`
+	}
 	// responsesItems is a Responses request of n input items: messages,
 	// function calls and their outputs.
 	responsesItems = func(n int) string {
@@ -135,7 +152,18 @@ func anthropicUpstreamAnswer(_ context.Context, body []byte) error {
 }
 
 func responsesStreamed(_ context.Context, body []byte) error {
-	tr := (&Responses{ID: "resp_1", Model: "m"}).Stream()
+	return responsesStreamedFor(nil, body)
+}
+
+// responsesSummarized is responsesStreamed for a request that asks for
+// the model's reasoning.
+func responsesSummarized(_ context.Context, body []byte) error {
+	summary := "auto"
+	return responsesStreamedFor(&ResponsesRequest{Reasoning: &ResponsesReasoning{Summary: &summary}}, body)
+}
+
+func responsesStreamedFor(q *ResponsesRequest, body []byte) error {
+	tr := (&Responses{ID: "resp_1", Model: "m", Request: q}).Stream()
 	emit := func(kind, data []byte) error { return nil }
 	for l := range bytes.SplitSeq(body, []byte("\n")) {
 		if err := tr.Event(l, emit); err != nil {
@@ -156,6 +184,7 @@ var translations = []struct {
 	{"AnthropicToChat/tool_results", anthropicResults, anthropicToChat},
 	{"AnthropicToChat/turns", anthropicTurns, anthropicToChat},
 	{"ResponsesToChat/items", responsesItems, responsesToChat},
+	{"ResponsesToChat/namespace_tools", responsesNamespace, responsesToChat},
 	{"PromptTokens/turns", anthropicTurns, countTokens},
 	{"PromptTokens/parts", anthropicParts, countTokens},
 }
@@ -169,6 +198,7 @@ var answers = []struct {
 }{
 	{"AnthropicUpstreamAnswer/text_blocks", anthropicAnswer, anthropicUpstreamAnswer},
 	{"ResponsesStream/argument_pieces", argumentChunks, responsesStreamed},
+	{"ResponsesStream/reasoning_pieces", reasoningChunks, responsesSummarized},
 }
 
 // TestTranslationsGrowLinearly: 8 times the items take about 8 times the

@@ -2,23 +2,28 @@ package translate
 
 // OpenAI's Responses API requests, the stateless part of it, as chat
 // completions: nothing is stored, so a request must carry its whole
-// conversation.
+// conversation. Its tools are offered as chat functions as
+// responses_tools.go says; those that run on OpenAI's side are left out
+// (hosted.go).
 
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 )
 
 // ResponsesRequest is a Responses API request, as far as it maps onto chat
-// completions. Fields it does not name (reasoning, truncation, ...) are
-// read past and not sent on.
+// completions. Fields it does not name (truncation, service_tier, ...)
+// are read past and not sent on.
 type ResponsesRequest struct {
-	Model           string          `json:"model"`
-	Input           json.RawMessage `json:"input"` // a string or items
-	Instructions    *string         `json:"instructions,omitempty"`
-	Tools           []ResponsesTool `json:"tools,omitempty"`
+	Model        string          `json:"model"`
+	Input        json.RawMessage `json:"input"` // a string or items
+	Instructions *string         `json:"instructions,omitempty"`
+	// Tools are decoded by ParseResponses, each naming its place in an
+	// error.
+	Tools           []ResponsesTool `json:"-"`
 	ToolChoice      json.RawMessage `json:"tool_choice,omitempty"`
 	MaxOutputTokens *int64          `json:"max_output_tokens,omitempty"`
 	Temperature     *float64        `json:"temperature,omitempty"`
@@ -30,34 +35,94 @@ type ResponsesRequest struct {
 		Format json.RawMessage `json:"format,omitempty"`
 	} `json:"text,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Reasoning is what a reasoning model is asked: how hard to think,
+	// and whether its reasoning is answered, as a summary.
+	Reasoning *ResponsesReasoning `json:"reasoning,omitempty"`
+	// PromptCacheKey names the requests to be served from one cache: it
+	// goes on as chat's prompt_cache_key, which routing places them by.
+	PromptCacheKey *string `json:"prompt_cache_key,omitempty"`
+	// Include asks for more in the answer; none of it is more than the
+	// answer has (reasoning.encrypted_content: llmgw has no encrypted
+	// reasoning to give), so it is read and left.
+	Include []string `json:"include,omitempty"`
+	// ClientMetadata is a client's notes on the request (Codex CLI's
+	// turn), read and left.
+	ClientMetadata json.RawMessage `json:"client_metadata,omitempty"`
 
-	// What needs a store of responses, which llmgw does not keep.
+	// What needs a store of responses, or of prompts, which llmgw does
+	// not keep.
 	Store              *bool           `json:"store,omitempty"`
 	PreviousResponseID *string         `json:"previous_response_id,omitempty"`
 	Conversation       json.RawMessage `json:"conversation,omitempty"`
 	Background         *bool           `json:"background,omitempty"`
+	Prompt             json.RawMessage `json:"prompt,omitempty"`
+
+	// added are the tools of the input's additional_tools items, and
+	// names what each chat function ToChat offered stands for, by its
+	// name; both set by ToChat, names read by the answer's translation.
+	added []ResponsesTool
+	names toolNames
 }
 
-// ResponsesTool is a tool of a Responses request; only function tools
-// map onto chat completions.
+// ResponsesReasoning is a request's reasoning settings.
+type ResponsesReasoning struct {
+	// Effort is how hard the model thinks: none, minimal, low, medium,
+	// high...; chat's reasoning_effort.
+	Effort *string `json:"effort,omitempty"`
+	// Summary asks for the model's reasoning as a summary: auto,
+	// concise or detailed; null or none for none. GenerateSummary is its
+	// older name.
+	Summary         *string `json:"summary,omitempty"`
+	GenerateSummary *string `json:"generate_summary,omitempty"`
+}
+
+// Summarized reports whether r asks for the model's reasoning, as
+// reasoning items with a summary.
+func (r *ResponsesRequest) Summarized() bool {
+	if r == nil || r.Reasoning == nil {
+		return false
+	}
+	for _, s := range []*string{r.Reasoning.Summary, r.Reasoning.GenerateSummary} {
+		if s != nil && *s != "" && *s != "none" {
+			return true
+		}
+	}
+	return false
+}
+
+// ResponsesTool is a tool of a Responses request: a function, a custom
+// tool (free-form text in, perhaps of a grammar), a namespace grouping
+// functions and custom tools, or a hosted tool, which the gateway cannot
+// run (hosted.go).
 type ResponsesTool struct {
 	Type        string          `json:"type"`
 	Name        string          `json:"name,omitempty"`
 	Description string          `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
 	Strict      *bool           `json:"strict,omitempty"`
+	// Tools are a namespace's functions and custom tools.
+	Tools []ResponsesTool `json:"tools,omitempty"`
+	// Format is a custom tool's input: {"type":"text"}, or a grammar
+	// ({"type":"grammar","syntax":"lark","definition":"..."}).
+	Format json.RawMessage `json:"format,omitempty"`
+
+	raw  json.RawMessage // the tool as the client sent it, which the answer echoes
+	path string          // where it is in the request: tools[3], input[0].tools[1]
 }
 
-// responsesItem is one input item: a message, a function call the model
-// made, or a function call's output.
+// responsesItem is one input item: a message, a function or custom tool
+// call the model made, a call's output, or tools added to the request's.
 type responsesItem struct {
 	Type      string          `json:"type"`
 	Role      string          `json:"role"`
 	Content   json.RawMessage `json:"content"` // a string or parts
 	CallID    string          `json:"call_id"`
 	Name      string          `json:"name"`
+	Namespace string          `json:"namespace"` // of a namespaced tool's call
 	Arguments string          `json:"arguments"`
+	Input     json.RawMessage `json:"input"`  // a custom tool call's: a string
 	Output    json.RawMessage `json:"output"` // a string or parts
+	Tools     json.RawMessage `json:"tools"`  // an additional_tools item's
 }
 
 // responsesPart is one part of an input message's content.
@@ -71,17 +136,41 @@ type responsesPart struct {
 
 // ParseResponses reads a Responses API request body. Its errors are 400
 // *openai.Error naming the field at fault, among them any request that
-// needs stored responses. It stops with ctx's error when ctx ends.
+// needs stored responses or prompts. It stops with ctx's error when ctx
+// ends.
 func ParseResponses(ctx context.Context, body []byte) (*ResponsesRequest, error) {
-	if err := ctx.Err(); err != nil {
+	p, err := begin(ctx)
+	if err != nil {
 		return nil, err
 	}
 	if !json.Valid(body) {
 		return nil, openai.BadRequest("", "The request body is not valid JSON.")
 	}
-	r := new(ResponsesRequest)
-	if err := decodeObject(body, r); err != nil {
+	var top struct {
+		ResponsesRequest
+		Tools json.RawMessage `json:"tools"`
+	}
+	if err := decodeObject(body, &top); err != nil {
 		return nil, err
+	}
+	r := &top.ResponsesRequest
+	switch {
+	case isNull(top.Tools):
+	case jsonKind(top.Tools) != "an array":
+		return nil, typeError("tools", "an array", jsonKind(top.Tools))
+	default:
+		var tools []json.RawMessage
+		json.Unmarshal(top.Tools, &tools)
+		r.Tools = make([]ResponsesTool, len(tools))
+		for i, raw := range tools {
+			if err := p.step(); err != nil {
+				return nil, err
+			}
+			if err := decode(raw, &r.Tools[i], at("tools", i)); err != nil {
+				return nil, err
+			}
+			r.Tools[i].raw, r.Tools[i].path = raw, at("tools", i)
+		}
 	}
 	switch {
 	case r.Model == "":
@@ -92,14 +181,18 @@ func ParseResponses(ctx context.Context, body []byte) (*ResponsesRequest, error)
 		return nil, openai.BadRequest("conversation", "conversation: this gateway stores no conversations; send the whole conversation as input")
 	case r.Background != nil && *r.Background:
 		return nil, openai.BadRequest("background", "background: this gateway stores no responses, so it cannot run one in the background")
+	case !isNull(r.Prompt):
+		return nil, openai.BadRequest("prompt", "prompt: this gateway stores no prompts; send the prompt's text as instructions and input")
 	case r.MaxOutputTokens != nil && (*r.MaxOutputTokens < 1 || *r.MaxOutputTokens > openai.MaxTokensLimit):
 		return nil, openai.BadRequest("max_output_tokens", "max_output_tokens: must be from 1 to %d, got %d", openai.MaxTokensLimit, *r.MaxOutputTokens)
 	}
 	return r, nil
 }
 
-// ToChat is the chat completions request that asks what r asks. It stops
-// with ctx's error when ctx ends.
+// ToChat is the chat completions request that asks what r asks: its
+// function and custom tools, namespaces flattened, offered as functions,
+// its hosted tools left out (HostedTools). It stops with ctx's error when
+// ctx ends.
 func (r *ResponsesRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
 	p, err := begin(ctx)
 	if err != nil {
@@ -120,67 +213,53 @@ func (r *ResponsesRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
 			IncludeUsage bool `json:"include_usage"`
 		}{true}
 	}
+	if r.PromptCacheKey != nil {
+		c.PromptCacheKey = *r.PromptCacheKey
+	}
+	if r.Reasoning != nil && r.Reasoning.Effort != nil {
+		c.ReasoningEffort = *r.Reasoning.Effort
+	}
 	if r.Instructions != nil && *r.Instructions != "" {
 		c.Messages = append(c.Messages, ChatMessage{Role: "system", Content: jsonString(*r.Instructions)})
 	}
+	var items []responsesItem
 	switch {
 	case isNull(r.Input):
 		return nil, openai.BadRequest("input", "input: field required")
 	case isString(r.Input):
 		c.Messages = append(c.Messages, ChatMessage{Role: "user", Content: r.Input})
 	case jsonKind(r.Input) == "an array":
-		var items []json.RawMessage
-		json.Unmarshal(r.Input, &items)
-		for i, raw := range items {
-			if err := p.step(); err != nil {
-				return nil, err
-			}
-			path := at("input", i)
-			var it responsesItem
-			if err := decode(raw, &it, path); err != nil {
-				return nil, err
-			}
-			var err error
-			if c.Messages, err = appendItem(p, c.Messages, it, path); err != nil {
-				return nil, err
-			}
+		if items, err = r.inputItems(p); err != nil {
+			return nil, err
 		}
 	default:
 		return nil, typeError("input", "a string or an array of items", jsonKind(r.Input))
 	}
-	for i, t := range r.Tools {
+	// The tools before the items that call them: a call names the chat
+	// function its tool is offered as.
+	tools := r.Tools
+	if len(r.added) > 0 {
+		tools = append(slices.Clip(r.Tools), r.added...)
+	}
+	if c.Tools, r.names, err = offerTools(p, tools); err != nil {
+		return nil, err
+	}
+	for i, it := range items {
 		if err := p.step(); err != nil {
 			return nil, err
 		}
-		if t.Type != "function" {
-			return nil, unsupported(at("tools", i)+".type", "%q is a hosted tool this gateway cannot run; only function tools can be used", t.Type)
+		if c.Messages, err = r.appendItem(p, c.Messages, it, at("input", i)); err != nil {
+			return nil, err
 		}
-		var ct ChatTool
-		ct.Type = "function"
-		ct.Function.Name, ct.Function.Description, ct.Function.Parameters, ct.Function.Strict = t.Name, t.Description, t.Parameters, t.Strict
-		c.Tools = append(c.Tools, ct)
 	}
-	if !isNull(r.ToolChoice) {
-		if isString(r.ToolChoice) {
-			var s string
-			json.Unmarshal(r.ToolChoice, &s)
-			if s != "auto" && s != "none" && s != "required" {
-				return nil, openai.BadRequest("tool_choice", "tool_choice: must be auto, none, required or a function, got %q", s)
-			}
-			c.ToolChoice = r.ToolChoice
-		} else {
-			var tc struct {
-				Type string `json:"type"`
-				Name string `json:"name"`
-			}
-			if err := decode(r.ToolChoice, &tc, "tool_choice"); err != nil {
-				return nil, err
-			}
-			if tc.Type != "function" || tc.Name == "" {
-				return nil, unsupported("tool_choice", "only auto, none, required or a function by name can be translated, not %q", tc.Type)
-			}
-			c.ToolChoice = namedToolChoice(tc.Name)
-		}
+	c.Messages = joinLeadingSystem(c.Messages)
+	if c.ToolChoice, err = r.chatToolChoice(); err != nil {
+		return nil, err
+	}
+	if len(c.Tools) == 0 && (string(c.ToolChoice) == `"auto"` || string(c.ToolChoice) == `"none"`) {
+		// No tool is offered (each was a hosted one, or there were
+		// none): a backend refuses a choice among none.
+		c.ToolChoice, c.Parallel = nil, nil
 	}
 	if r.Text != nil && !isNull(r.Text.Format) {
 		var f struct {
@@ -207,17 +286,78 @@ func (r *ResponsesRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
 	return c, nil
 }
 
-// appendItem adds one input item to a chat conversation. A function call
+// inputItems decodes r's input items, and keeps the tools its
+// additional_tools items add in r.added: chat offers every tool for the
+// whole conversation, so those are offered with the request's own.
+func (r *ResponsesRequest) inputItems(p *progress) ([]responsesItem, error) {
+	var raws []json.RawMessage
+	json.Unmarshal(r.Input, &raws)
+	items := make([]responsesItem, len(raws))
+	r.added = nil
+	for i, raw := range raws {
+		if err := p.step(); err != nil {
+			return nil, err
+		}
+		path := at("input", i)
+		if err := decode(raw, &items[i], path); err != nil {
+			return nil, err
+		}
+		if items[i].Type != "additional_tools" {
+			continue
+		}
+		tools, err := decodeArray[ResponsesTool](p, items[i].Tools, path+".tools")
+		if err != nil {
+			return nil, err
+		}
+		for j := range tools {
+			tools[j].path = at(path+".tools", j)
+		}
+		r.added = append(r.added, tools...)
+	}
+	return items, nil
+}
+
+// chatToolChoice is r's tool_choice as chat's: auto, none, required, or a
+// function or custom tool by name (in a namespace, when it names one).
+func (r *ResponsesRequest) chatToolChoice() (json.RawMessage, error) {
+	if isNull(r.ToolChoice) {
+		return nil, nil
+	}
+	if isString(r.ToolChoice) {
+		var s string
+		json.Unmarshal(r.ToolChoice, &s)
+		if s != "auto" && s != "none" && s != "required" {
+			return nil, openai.BadRequest("tool_choice", "tool_choice: must be auto, none, required or a function, got %q", s)
+		}
+		return r.ToolChoice, nil
+	}
+	var tc struct {
+		Type      string `json:"type"`
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	}
+	if err := decode(r.ToolChoice, &tc, "tool_choice"); err != nil {
+		return nil, err
+	}
+	if tc.Type != "function" && tc.Type != "custom" || tc.Name == "" {
+		return nil, unsupported("tool_choice", "only auto, none, required or a function or custom tool by name can be translated, not %q", tc.Type)
+	}
+	return namedToolChoice(r.names.chatName(tc.Namespace, tc.Name)), nil
+}
+
+// appendItem adds one input item to a chat conversation. A tool call
 // joins the assistant message before it, if that is the last one, as chat
 // puts a turn's calls in one message.
-func appendItem(p *progress, msgs []ChatMessage, it responsesItem, path string) ([]ChatMessage, error) {
+func (r *ResponsesRequest) appendItem(p *progress, msgs []ChatMessage, it responsesItem, path string) ([]ChatMessage, error) {
 	switch it.Type {
 	case "", "message":
 		role := it.Role
 		switch role {
 		case "user", "assistant", "system":
 		case "developer":
-			role = "system" // what open models' templates know
+			// Chat's system: every open model's template knows it, and
+			// many know no developer role, which they drop or refuse.
+			role = "system"
 		default:
 			return nil, openai.BadRequest(path+".role", "%s.role: must be user, assistant, system or developer, got %q", path, it.Role)
 		}
@@ -226,24 +366,67 @@ func appendItem(p *progress, msgs []ChatMessage, it responsesItem, path string) 
 			return nil, err
 		}
 		return append(msgs, ChatMessage{Role: role, Content: content}), nil
-	case "function_call":
+	case "function_call", "custom_tool_call":
 		var call ChatToolCall
-		call.ID, call.Type, call.Function.Name, call.Function.Arguments = it.CallID, "function", it.Name, it.Arguments
+		call.ID, call.Type, call.Function.Name = it.CallID, "function", r.names.chatName(it.Namespace, it.Name)
+		call.Function.Arguments = it.Arguments
+		if it.Type == "custom_tool_call" {
+			if !isString(it.Input) {
+				return nil, typeError(path+".input", "a string", jsonKind(it.Input))
+			}
+			var input string
+			json.Unmarshal(it.Input, &input)
+			call.Function.Arguments = customArguments(input)
+		}
 		if n := len(msgs); n > 0 && msgs[n-1].Role == "assistant" {
 			msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, call)
 			return msgs, nil
 		}
 		return append(msgs, ChatMessage{Role: "assistant", ToolCalls: []ChatToolCall{call}}), nil
-	case "function_call_output":
+	case "function_call_output", "custom_tool_call_output":
 		content, err := responsesContent(p, it.Output, path+".output")
 		if err != nil {
 			return nil, err
 		}
 		return append(msgs, ChatMessage{Role: "tool", ToolCallID: it.CallID, Content: jsonString(contentText(content))}), nil
 	case "reasoning":
-		return msgs, nil // a model's earlier reasoning: chat takes none back
+		// A model's earlier reasoning: chat takes none back, and what
+		// it would need to, encrypted_content, no gateway can read.
+		return msgs, nil
+	case "additional_tools":
+		return msgs, nil // offered with the request's own tools (inputItems)
+	case "web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call", "mcp_call", "mcp_list_tools":
+		// Hosted tools' calls, from a conversation held with OpenAI: no
+		// tool of this model made them.
+		return msgs, nil
 	}
-	return nil, unsupported(path+".type", "input items of type %q cannot be translated; send messages, function calls and their outputs", it.Type)
+	return nil, unsupported(path+".type", "input items of type %q cannot be translated; send messages, function and custom tool calls and their outputs", it.Type)
+}
+
+// joinLeadingSystem joins the system messages msgs starts with into one,
+// their parts in order: a Responses conversation often starts with
+// instructions and developer messages, and many open models' templates
+// take one system message, first.
+func joinLeadingSystem(msgs []ChatMessage) []ChatMessage {
+	n := 0
+	for n < len(msgs) && msgs[n].Role == "system" {
+		n++
+	}
+	if n < 2 {
+		return msgs
+	}
+	var parts []ChatPart
+	for _, m := range msgs[:n] {
+		if isString(m.Content) {
+			parts = append(parts, ChatPart{Type: "text", Text: contentText(m.Content)})
+			continue
+		}
+		var ps []ChatPart
+		json.Unmarshal(m.Content, &ps)
+		parts = append(parts, ps...)
+	}
+	msgs[n-1] = ChatMessage{Role: "system", Content: mustJSON(parts)}
+	return msgs[n-1:]
 }
 
 // responsesContent is a message's content, a string or input parts, as

@@ -3,7 +3,12 @@ package translate
 // Chat completions answers as OpenAI's Responses API answers them: a
 // response object with output items, and streamed as response.created,
 // output items opening, their deltas, their ends and response.completed,
-// each event numbered.
+// each event numbered. The items are a message, function and custom tool
+// calls (named as the client named its tools: responses_tools.go) and,
+// when the request asks for a summary, the model's reasoning as a
+// reasoning item whose summary is the reasoning_content a backend sent;
+// never encrypted_content, which llmgw has none of. The event names and
+// shapes are openai-go's (responses.ResponseStreamEventUnion).
 
 import (
 	"bytes"
@@ -49,7 +54,7 @@ type responseObject struct {
 	Temperature       *float64          `json:"temperature"`
 	TopP              *float64          `json:"top_p"`
 	ToolChoice        json.RawMessage   `json:"tool_choice"`
-	Tools             []ResponsesTool   `json:"tools"`
+	Tools             []json.RawMessage `json:"tools"` // the request's, as it sent them
 	Store             bool              `json:"store"`
 	Truncation        string            `json:"truncation"`
 	Metadata          map[string]string `json:"metadata"`
@@ -77,7 +82,8 @@ type responsesUsage struct {
 	TotalTokens int64 `json:"total_tokens"`
 }
 
-// messageItem and functionItem are the output items a chat answer makes.
+// messageItem, functionItem, customItem and reasoningItem are the output
+// items a chat answer makes.
 type messageItem struct {
 	Type    string       `json:"type"` // message
 	ID      string       `json:"id"`
@@ -98,8 +104,50 @@ type functionItem struct {
 	ID        string `json:"id"`
 	CallID    string `json:"call_id"`
 	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
 	Arguments string `json:"arguments"`
 	Status    string `json:"status"`
+}
+
+type customItem struct {
+	Type      string `json:"type"` // custom_tool_call
+	ID        string `json:"id"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+	Input     string `json:"input"`
+	Status    string `json:"status"`
+}
+
+type reasoningItem struct {
+	Type    string        `json:"type"` // reasoning
+	ID      string        `json:"id"`
+	Summary []summaryText `json:"summary"`
+}
+
+type summaryText struct {
+	Type string `json:"type"` // summary_text
+	Text string `json:"text"`
+}
+
+// callItem is the output item of the chat tool call tc, at output index
+// n, named as the client's tool the request's names say it stands for.
+func (r *Responses) callItem(tc ChatToolCall, n int, status string) any {
+	ref := r.names().ref(tc.Function.Name)
+	if ref.custom {
+		return customItem{Type: "custom_tool_call", ID: r.itemID("ctc", n), CallID: tc.ID, Name: ref.name, Namespace: ref.namespace,
+			Input: customInput(tc.Function.Arguments), Status: status}
+	}
+	return functionItem{Type: "function_call", ID: r.itemID("fc", n), CallID: tc.ID, Name: ref.name, Namespace: ref.namespace,
+		Arguments: tc.Function.Arguments, Status: status}
+}
+
+// names is what the request's chat functions stand for.
+func (r *Responses) names() *toolNames {
+	if r.Request == nil {
+		return &toolNames{}
+	}
+	return &r.Request.names
 }
 
 func newOutputText(text json.RawMessage) outputText {
@@ -109,7 +157,7 @@ func newOutputText(text json.RawMessage) outputText {
 // object is the response in status, with output and usage.
 func (r *Responses) object(status string, output []any, u *openai.Usage) *responseObject {
 	o := &responseObject{ID: r.ID, Object: "response", CreatedAt: r.CreatedAt, Status: status, Model: r.Model,
-		Output: output, ParallelToolCalls: true, ToolChoice: json.RawMessage(`"auto"`), Tools: []ResponsesTool{},
+		Output: output, ParallelToolCalls: true, ToolChoice: json.RawMessage(`"auto"`), Tools: []json.RawMessage{},
 		Truncation: "disabled", Metadata: map[string]string{}}
 	if o.Output == nil {
 		o.Output = []any{}
@@ -123,7 +171,7 @@ func (r *Responses) object(status string, output []any, u *openai.Usage) *respon
 			o.ToolChoice = q.ToolChoice
 		}
 		if q.Tools != nil {
-			o.Tools = q.Tools
+			o.Tools = rawTools(q.Tools)
 		}
 		if q.Metadata != nil {
 			o.Metadata = q.Metadata
@@ -159,21 +207,23 @@ func (r *Responses) Answer(chat []byte) ([]byte, error) {
 	}
 	ch := c.Choices[0]
 	var output []any
+	if rc := ch.Message.ReasoningContent; rc != "" && r.Request.Summarized() {
+		output = append(output, reasoningItem{Type: "reasoning", ID: r.itemID("rs", 0), Summary: []summaryText{{"summary_text", rc}}})
+	}
 	if text := contentText(ch.Message.Content); text != "" {
-		output = append(output, messageItem{Type: "message", ID: r.itemID("msg", 0), Status: "completed", Role: "assistant",
+		output = append(output, messageItem{Type: "message", ID: r.itemID("msg", len(output)), Status: "completed", Role: "assistant",
 			Content: []outputText{newOutputText(jsonString(text))}})
 	}
 	for _, tc := range ch.Message.ToolCalls {
-		output = append(output, functionItem{Type: "function_call", ID: r.itemID("fc", len(output)), CallID: tc.ID,
-			Name: tc.Function.Name, Arguments: tc.Function.Arguments, Status: "completed"})
+		output = append(output, r.callItem(tc, len(output), "completed"))
 	}
 	o := r.object("completed", output, c.Usage)
 	o.finished(ch.FinishReason)
 	return mustJSON(o), nil
 }
 
-// itemID is the id of the response's output item n: msg_ or fc_, the
-// response's id and n.
+// itemID is the id of the response's output item n: msg_, fc_, ctc_ or
+// rs_, the response's id and n.
 func (r *Responses) itemID(prefix string, n int) string {
 	return prefix + "_" + r.ID + "_" + strconv.Itoa(n)
 }
@@ -183,29 +233,40 @@ func (r *Responses) ErrorBody(e *openai.Error) []byte { return e.Body() }
 
 // Stream begins translating a streamed answer.
 func (r *Responses) Stream() proxy.EventTranslator {
-	return &responsesStream{r: r, open: -1}
+	return &responsesStream{r: r, open: -1, summarize: r.Request.Summarized()}
 }
+
+// itemKind is the kind of a stream's open output item.
+type itemKind uint8
+
+const (
+	itemMessage itemKind = iota
+	itemReasoning
+	itemCall
+)
 
 // responsesStream is one streamed answer's translation: each output item
 // is opened, filled and closed in turn, and the response completed with
 // all of them.
 type responsesStream struct {
-	r       *Responses
-	seq     int64 // the next event's sequence_number
-	started bool
-	ended   bool
-	items   []json.RawMessage // the closed output items
-	open    int               // the open item's output_index; -1 when none
-	inText  bool              // the open item is a message
-	tool    int               // the chat index of the open function call
-	id      string
-	text    []byte // the open message's text, JSON-escaped, no quotes
-	call    functionItem
-	args    strings.Builder // the open function call's arguments so far
-	finish  string
-	usage   *openai.Usage
-	buf     []byte
-	deltas  openai.DeltaReader
+	r         *Responses
+	summarize bool  // the request asks for the model's reasoning
+	seq       int64 // the next event's sequence_number
+	started   bool
+	ended     bool
+	items     []json.RawMessage // the closed output items
+	open      int               // the open item's output_index; -1 when none
+	kind      itemKind          // the open item's
+	tool      int               // the chat index of the open call
+	id        string
+	text      []byte // the open message's or reasoning's text, JSON-escaped, no quotes
+	call      ChatToolCall
+	ref       toolRef         // the client's tool the open call is of
+	args      strings.Builder // the open call's arguments so far
+	finish    string
+	usage     *openai.Usage
+	buf       []byte
+	deltas    openai.DeltaReader
 }
 
 var kindTextDelta = []byte("response.output_text.delta")
@@ -246,6 +307,11 @@ func (s *responsesStream) Event(data []byte, emit proxy.Emit) error {
 		s.usage = c.Usage
 	}
 	for _, ch := range c.Choices {
+		if rc := ch.Delta.ReasoningContent; rc != nil && *rc != "" && s.summarize {
+			if err := s.reasoningDelta(jsonString(*rc), emit); err != nil {
+				return err
+			}
+		}
 		if ch.Delta.Content != nil && *ch.Delta.Content != "" {
 			if err := s.textDelta(jsonString(*ch.Delta.Content), emit); err != nil {
 				return err
@@ -279,11 +345,11 @@ func (s *responsesStream) start(emit proxy.Emit) error {
 // textDelta writes a piece of text, the raw JSON string text, opening a
 // message item first if none is open.
 func (s *responsesStream) textDelta(text []byte, emit proxy.Emit) error {
-	if s.open < 0 || !s.inText {
+	if s.open < 0 || s.kind != itemMessage {
 		if err := s.closeItem(emit); err != nil {
 			return err
 		}
-		s.open, s.inText, s.id, s.text = len(s.items), true, s.r.itemID("msg", len(s.items)), s.text[:0]
+		s.open, s.kind, s.id, s.text = len(s.items), itemMessage, s.r.itemID("msg", len(s.items)), s.text[:0]
 		b := s.head("response.output_item.added", s.open)
 		b = append(append(b, `,"item":{"type":"message","id":"`...), s.id...)
 		b = append(b, `","status":"in_progress","role":"assistant","content":[]}}`...)
@@ -313,21 +379,63 @@ func (s *responsesStream) textDelta(text []byte, emit proxy.Emit) error {
 	return emit(kindTextDelta, b)
 }
 
-// toolDelta writes a piece of a function call, opening a function_call
-// item for a new call.
+// reasoningDelta writes a piece of the model's reasoning, the raw JSON
+// string text, as its summary's text, opening a reasoning item first if
+// none is open.
+func (s *responsesStream) reasoningDelta(text []byte, emit proxy.Emit) error {
+	if s.open < 0 || s.kind != itemReasoning {
+		if err := s.closeItem(emit); err != nil {
+			return err
+		}
+		s.open, s.kind, s.id, s.text = len(s.items), itemReasoning, s.r.itemID("rs", len(s.items)), s.text[:0]
+		b := s.head("response.output_item.added", s.open)
+		b = append(append(b, `,"item":{"type":"reasoning","id":"`...), s.id...)
+		b = append(b, `","summary":[]}}`...)
+		if err := emit([]byte("response.output_item.added"), b); err != nil {
+			return err
+		}
+		b = s.head("response.reasoning_summary_part.added", s.open)
+		b = append(append(b, `,"item_id":"`...), s.id...)
+		b = append(b, `","summary_index":0,"part":{"type":"summary_text","text":""}}`...)
+		s.buf = b
+		if err := emit([]byte("response.reasoning_summary_part.added"), b); err != nil {
+			return err
+		}
+	}
+	s.text = append(s.text, text[1:len(text)-1]...)
+	b := s.head("response.reasoning_summary_text.delta", s.open)
+	b = append(append(b, `,"item_id":"`...), s.id...)
+	b = append(b, `","summary_index":0,"delta":`...)
+	b = append(append(b, text...), '}')
+	s.buf = b
+	return emit([]byte("response.reasoning_summary_text.delta"), b)
+}
+
+// toolDelta writes a piece of a tool call, opening a function_call or
+// custom_tool_call item for a new call. A custom tool's input is the
+// call's arguments decoded, and so is written whole once the call ends.
 func (s *responsesStream) toolDelta(tc ChatToolCall, emit proxy.Emit) error {
 	index := 0
 	if tc.Index != nil {
 		index = *tc.Index
 	}
-	if s.open < 0 || s.inText || index != s.tool || tc.ID != "" && tc.Function.Name != "" {
+	if s.open < 0 || s.kind != itemCall || index != s.tool || tc.ID != "" && tc.Function.Name != "" {
 		if err := s.closeItem(emit); err != nil {
 			return err
 		}
-		s.open, s.inText, s.tool, s.id = len(s.items), false, index, s.r.itemID("fc", len(s.items))
-		s.call = functionItem{Type: "function_call", ID: s.id, CallID: tc.ID, Name: tc.Function.Name, Status: "in_progress"}
+		s.open, s.kind, s.tool, s.call = len(s.items), itemCall, index, tc
+		s.ref = s.r.names().ref(tc.Function.Name)
 		s.args.Reset()
-		if err := s.emitJSON(emit, "response.output_item.added", map[string]any{"output_index": s.open, "item": s.call}); err != nil {
+		item := s.r.callItem(tc, s.open, "in_progress")
+		switch it := item.(type) {
+		case functionItem:
+			it.Arguments, s.id = "", it.ID
+			item = it
+		case customItem:
+			it.Input, s.id = "", it.ID
+			item = it
+		}
+		if err := s.emitJSON(emit, "response.output_item.added", map[string]any{"output_index": s.open, "item": item}); err != nil {
 			return err
 		}
 	}
@@ -335,28 +443,28 @@ func (s *responsesStream) toolDelta(tc ChatToolCall, emit proxy.Emit) error {
 		return nil
 	}
 	s.args.WriteString(tc.Function.Arguments)
+	if s.ref.custom {
+		return nil
+	}
 	return s.emitJSON(emit, "response.function_call_arguments.delta", map[string]any{"output_index": s.open, "item_id": s.id,
 		"delta": tc.Function.Arguments})
 }
 
 // closeItem ends the open item, if any, with its done events. A message's
-// events are written by hand around its text, which the stream holds
-// already escaped: encoding/json would scan the whole text again for each.
+// and a reasoning's events are written by hand around their text, which
+// the stream holds already escaped: encoding/json would scan the whole
+// text again for each.
 func (s *responsesStream) closeItem(emit proxy.Emit) error {
 	if s.open < 0 {
 		return nil
 	}
 	open := s.open
 	s.open = -1
-	if !s.inText {
-		s.call.Status, s.call.Arguments = "completed", s.args.String()
-		if err := s.emitJSON(emit, "response.function_call_arguments.done", map[string]any{"output_index": open, "item_id": s.id,
-			"name": s.call.Name, "arguments": s.call.Arguments}); err != nil {
-			return err
-		}
-		item := mustJSON(s.call)
-		s.items = append(s.items, item)
-		return s.emitJSON(emit, "response.output_item.done", map[string]any{"output_index": open, "item": json.RawMessage(item)})
+	switch s.kind {
+	case itemCall:
+		return s.closeCall(open, emit)
+	case itemReasoning:
+		return s.closeReasoning(open, emit)
 	}
 	head := func(kind string) []byte { return s.head(kind, open) }
 	part := func(b []byte) []byte {
@@ -383,6 +491,61 @@ func (s *responsesStream) closeItem(emit proxy.Emit) error {
 	b = append(append(append(b, `,"item":`...), item...), '}')
 	s.buf = b
 	return emit([]byte("response.output_item.done"), b)
+}
+
+// closeReasoning ends the reasoning item at output index open: its
+// summary's text and part done, then the item.
+func (s *responsesStream) closeReasoning(open int, emit proxy.Emit) error {
+	part := func(b []byte) []byte {
+		b = append(b, `{"type":"summary_text","text":"`...)
+		b = append(b, s.text...)
+		return append(b, `"}`...)
+	}
+	b := s.head("response.reasoning_summary_text.done", open)
+	b = append(append(append(b, `,"item_id":"`...), s.id...), `","summary_index":0,"text":"`...)
+	b = append(append(b, s.text...), `"}`...)
+	if err := emit([]byte("response.reasoning_summary_text.done"), b); err != nil {
+		return err
+	}
+	b = s.head("response.reasoning_summary_part.done", open)
+	b = append(append(append(b, `,"item_id":"`...), s.id...), `","summary_index":0,"part":`...)
+	b = append(part(b), '}')
+	if err := emit([]byte("response.reasoning_summary_part.done"), b); err != nil {
+		return err
+	}
+	item := append(append([]byte(`{"type":"reasoning","id":"`), s.id...), `","summary":[`...)
+	item = append(part(item), "]}"...)
+	s.items = append(s.items, item)
+	b = s.head("response.output_item.done", open)
+	b = append(append(append(b, `,"item":`...), item...), '}')
+	s.buf = b
+	return emit([]byte("response.output_item.done"), b)
+}
+
+// closeCall ends the tool call at output index open: its arguments done,
+// or a custom tool's input written and done, then the item.
+func (s *responsesStream) closeCall(open int, emit proxy.Emit) error {
+	s.call.Function.Arguments = s.args.String()
+	item := s.r.callItem(s.call, open, "completed")
+	if s.ref.custom {
+		input := item.(customItem).Input
+		if input != "" {
+			if err := s.emitJSON(emit, "response.custom_tool_call_input.delta", map[string]any{"output_index": open, "item_id": s.id,
+				"delta": input}); err != nil {
+				return err
+			}
+		}
+		if err := s.emitJSON(emit, "response.custom_tool_call_input.done", map[string]any{"output_index": open, "item_id": s.id,
+			"input": input}); err != nil {
+			return err
+		}
+	} else if err := s.emitJSON(emit, "response.function_call_arguments.done", map[string]any{"output_index": open, "item_id": s.id,
+		"name": s.ref.name, "arguments": s.call.Function.Arguments}); err != nil {
+		return err
+	}
+	raw := mustJSON(item)
+	s.items = append(s.items, raw)
+	return s.emitJSON(emit, "response.output_item.done", map[string]any{"output_index": open, "item": json.RawMessage(raw)})
 }
 
 // head begins an event of kind about output item index, in s.buf: its

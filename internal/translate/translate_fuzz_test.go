@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -307,6 +308,7 @@ func FuzzTranslateResponses(f *testing.F) {
 		    {"type":"message","role":"assistant","content":[{"type":"output_text","text":"a"}]},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},
 		    {"type":"function_call_output","call_id":"c","output":"42"},{"type":"reasoning","summary":[]}]}`,
 		`{"model":"m","input":[],"previous_response_id":"resp_1"}`,
+		codexRequest, toolsRequest, additionalToolsRequest,
 	} {
 		f.Add([]byte(s))
 	}
@@ -334,8 +336,42 @@ func FuzzTranslateResponses(f *testing.F) {
 		if r.MaxOutputTokens != nil {
 			limit = *r.MaxOutputTokens
 		}
-		if p.Model != r.Model || p.MaxTokens != limit || p.Stream != r.Stream || p.IncludeUsage != r.Stream || p.User != r.User {
+		key := ""
+		if r.PromptCacheKey != nil {
+			key = *r.PromptCacheKey
+		}
+		if p.Model != r.Model || p.MaxTokens != limit || p.Stream != r.Stream || p.IncludeUsage != r.Stream || p.User != r.User || p.PromptCacheKey != key {
 			t.Errorf("chat %s asks %+v of request %s", chat, p, body)
+		}
+		// Every tool but the hosted ones is offered, a namespace's each
+		// under a function name of its own that maps back to it.
+		offered := map[string]bool{}
+		for _, ct := range c.Tools {
+			offered[ct.Function.Name] = true
+		}
+		want := 0
+		for _, tl := range append(slices.Clip(r.Tools), r.added...) {
+			switch tl.Type {
+			case "function", "custom":
+				want++
+				if !offered[tl.Name] {
+					t.Errorf("%s is not offered", tl.Name)
+				}
+			case "namespace":
+				for _, m := range tl.Tools {
+					want++
+					name := r.names.chatName(tl.Name, m.Name)
+					if len(name) > maxFunctionName || string(appendFunctionName(nil, name)) != name {
+						t.Errorf("%s.%s is offered as %q", tl.Name, m.Name, name)
+					}
+					if got := r.names.ref(name); !offered[name] || got != (toolRef{tl.Name, m.Name, m.Type == "custom"}) {
+						t.Errorf("%s.%s is offered as %q (%v), which stands for %+v", tl.Name, m.Name, name, offered[name], got)
+					}
+				}
+			}
+		}
+		if len(c.Tools) != want {
+			t.Errorf("%d tools offered of %d", len(c.Tools), want)
 		}
 	})
 }
@@ -365,6 +401,13 @@ func FuzzTranslateStream(f *testing.F) {
 {"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"c2ln"}}
 {"type":"content_block_start","index":1,"content_block":{"type":"redacted_thinking","data":"ZGF0YQ=="}}
 {"type":"message","content":[{"type":"thinking","thinking":"hm","signature":"c2ln"},{"type":"redacted_thinking","data":"eA=="},{"type":"text","text":"a"}]}`))
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"reasoning_content":"The user"}}]}
+{"choices":[{"index":0,"delta":{"reasoning_content":" wants a patch.","content":"Patching."}}]}
+{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"multi_agent_v1__spawn_agent","arguments":"{}"}}]}}]}
+{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"c2","type":"function","function":{"name":"apply_patch","arguments":"{\"input\":"}}]}}]}
+{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"\"*** Begin Patch\"}"}}]}}]}
+{"choices":[{"index":0,"delta":{"reasoning_content":"More."}}]}
+{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`))
 	f.Add([]byte(`{"choices":[{"delta":{"content":"a","Content":"b"}}]}
 {"choices":[{"delta":{"content":"x"}},{"delta":{"content":"y"}}]}
 {"error":{"message":"boom"}}`))
@@ -375,6 +418,13 @@ func FuzzTranslateStream(f *testing.F) {
 {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":15}}
 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}
 {"type":"message_stop"}`))
+	codex, err := ParseResponses(context.Background(), []byte(codexRequest))
+	if err != nil {
+		f.Fatal(err)
+	}
+	if _, err := codex.ToChat(context.Background()); err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		lines := bytes.Split(stream, []byte("\n"))
 		// Each line read as an Anthropic upstream's event, and as its
@@ -400,15 +450,18 @@ func FuzzTranslateStream(f *testing.F) {
 				want.WriteString(*c.Choices[0].Delta.Content)
 			}
 		}
-		for _, name := range []string{"anthropic", "responses"} {
+		for _, name := range []string{"anthropic", "responses", "responses to codex"} {
 			var got [2][]any
 			var text [2]string
 			for i, decodeAll := range []bool{false, true} {
 				var tr proxy.EventTranslator
 				if name == "anthropic" {
 					tr = (&Anthropic{ID: "msg_1", Model: "m", StopSequences: []string{"END"}, decodeAll: decodeAll}).Stream()
-				} else {
+				} else if name == "responses" {
 					tr = (&Responses{ID: "resp_1", Model: "m", decodeAll: decodeAll}).Stream()
+				} else {
+					// Reasoning summarized, namespaced and custom tools.
+					tr = (&Responses{ID: "resp_1", Model: "m", Request: codex, decodeAll: decodeAll}).Stream()
 				}
 				emit := func(kind, data []byte) error {
 					var v map[string]any

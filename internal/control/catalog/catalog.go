@@ -30,7 +30,19 @@ type Model struct {
 	// Admission is how requests wait for room in the model's pool when it
 	// is busy; off unless enabled.
 	Admission Admission `yaml:"admission,omitempty"`
+	// HostedTools is what a Responses or Messages request naming tools
+	// that run on the provider's side (web search, code interpreter...)
+	// gets: drop (the default: the model is offered the client's tools
+	// alone, and X-Llmgw-Dropped-Tools names the rest) or refuse (a 400
+	// naming the first).
+	HostedTools string `yaml:"hosted_tools,omitempty"`
 }
+
+// The values of a model's hosted_tools.
+const (
+	HostedToolsDrop   = "drop"
+	HostedToolsRefuse = "refuse"
+)
 
 // Admission is a model's SLO-aware admission: a bounded queue in front of
 // its pool, served by priority class, earliest deadline and tenant share.
