@@ -379,6 +379,46 @@ func TestClaudeCodeToAnthropicPool(t *testing.T) {
 	}
 }
 
+// TestAnthropicPoolGetsNoServerTools: a Messages client's server tools,
+// which run and are billed on the pool's account, are dropped from the
+// body an anthropic pool is sent, as from what any other pool is offered,
+// and so are its MCP servers; the answer names what was dropped.
+func TestAnthropicPoolGetsNoServerTools(t *testing.T) {
+	up := &recordingUpstream{}
+	base := strings.TrimSuffix(startKindGateway(t, "anthropic", up).URL(), "/v1")
+	header := http.Header{"Anthropic-Version": {"2023-06-01"}, "Content-Type": {"application/json"}}
+	for _, tc := range []struct {
+		name, body, want, dropped string
+	}{
+		{"server tools", `{"model":"claude-opus-4-5","max_tokens":50,"tools":[{"name":"Bash","input_schema":{"type":"object"}},{"type":"web_search_20250305","name":"web_search","max_uses":5}],"messages":[{"role":"user","content":"hi"}]}`,
+			`{"model":"up/coder","max_tokens":50,"tools":[{"name":"Bash","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"hi"}]}`, "web_search_20250305"},
+		{"only server tools", `{"model":"claude-opus-4-5","max_tokens":50,"tools":[{"type":"code_execution_20250825","name":"code_execution"}],"messages":[{"role":"user","content":"hi"}]}`,
+			`{"model":"up/coder","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`, "code_execution_20250825"},
+		{"MCP servers", `{"model":"claude-opus-4-5","max_tokens":50,"mcp_servers":[{"type":"url","url":"https://example.com/sse","name":"x"}],"messages":[{"role":"user","content":"hi"}]}`,
+			`{"model":"up/coder","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, base+"/v1/messages", strings.NewReader(tc.body))
+			req.Header = header
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			answer, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("%d %s", resp.StatusCode, answer)
+			}
+			if sent := up.last(t); string(sent.body) != tc.want {
+				t.Errorf("the anthropic pool was sent\n%s\nwant\n%s", sent.body, tc.want)
+			}
+			if got := resp.Header.Get("X-Llmgw-Dropped-Tools"); got != tc.dropped {
+				t.Errorf("X-Llmgw-Dropped-Tools %q, want %q", got, tc.dropped)
+			}
+		})
+	}
+}
+
 // signedThinkingStream is an anthropic pool's streamed answer with
 // interleaved thinking: a signed thinking block, a redacted one, text and
 // a tool use.

@@ -7,6 +7,7 @@ package router
 // what each kind is told of a request's reasoning.
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/url"
@@ -151,11 +152,13 @@ func (s *snapshot) reachesAnthropic(m *catalog.Model) bool {
 // provider takes. For anthropic:
 //
 //   - a Messages request's own body, its model renamed to model (the
-//     pool's name for it) and max_tokens the bound reserved: every field
-//     the client sent reaches the provider, thinking, cache_control and
-//     context_management among them; it is refused (400) when it gives
-//     model or max_tokens twice or in another case, as a provider could
-//     read it otherwise than the gateway;
+//     pool's name for it) and max_tokens the bound reserved: the fields
+//     the client sent reach the provider, thinking, cache_control and
+//     context_management among them, but for its server tools, dropped
+//     as on every pool, and its MCP servers, which would run on the
+//     pool's account; it is refused (400) when it gives model or
+//     max_tokens twice or in another case, as a provider could read it
+//     otherwise than the gateway;
 //   - any other request's chat body as a Messages API body asking for
 //     req's max tokens (defaultMaxTokens when it names none);
 //   - the version an Anthropic client asked for unless the pool sets one,
@@ -180,7 +183,20 @@ func (p *pool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequest, m
 		if err := own.Parse(req.messages); err != nil {
 			return err
 		}
-		c.Body = own.Rewrite(req.messages, openai.Edits{Model: model, MaxTokens: bound})
+		body := req.messages
+		if len(req.hosted) > 0 || bytes.Contains(body, []byte(`"mcp_servers"`)) {
+			// Server tools, dropped (hosted_tools: drop), leave the body
+			// too, and so do MCP servers: both run, and are billed, on
+			// the pool's account.
+			var err error
+			if body, err = translate.WithoutServerTools(body); err != nil {
+				return err
+			}
+			if err := own.Parse(body); err != nil {
+				return err
+			}
+		}
+		c.Body = own.Rewrite(body, openai.Edits{Model: model, MaxTokens: bound})
 	} else {
 		ctx, cancel := workContext(ctx, c.Deadline)
 		defer cancel()

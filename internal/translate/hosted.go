@@ -8,6 +8,8 @@ package translate
 // entry asks it to (hosted_tools: refuse).
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
@@ -114,4 +116,75 @@ func isToolType(s string) bool {
 		}
 	}
 	return true
+}
+
+// WithoutServerTools is body, a Messages API request the gateway has
+// read, with its server tools left out of tools (and tools left out when
+// none is left) and without mcp_servers (connectors the provider would
+// reach on the client's word): what an anthropic pool is sent of a
+// request whose server tools were dropped, as they run, and are billed,
+// on the pool's account, not the tenant's. Every other member is kept as
+// it came, in its place.
+func WithoutServerTools(body []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, openai.BadRequest("", "The request body must be a JSON object.")
+	}
+	out := append(make([]byte, 0, len(body)), '{')
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, openai.BadRequest("", "The request body is not valid JSON.")
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, openai.BadRequest("", "The request body is not valid JSON.")
+		}
+		key := tok.(string)
+		switch key {
+		case "mcp_servers":
+			continue
+		case "tools":
+			if v, err = clientTools(v); err != nil {
+				return nil, err
+			}
+			if string(v) == "[]" {
+				continue
+			}
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = appendJSONString(out, key)
+		out = append(append(out, ':'), v...)
+	}
+	return append(out, '}'), nil
+}
+
+// clientTools is a tools array with Anthropic's server tools left out.
+func clientTools(raw json.RawMessage) (json.RawMessage, error) {
+	var tools []json.RawMessage
+	if err := json.Unmarshal(raw, &tools); err != nil {
+		return nil, typeError("tools", "an array", jsonKind(raw))
+	}
+	kept := tools[:0]
+	for _, t := range tools {
+		var typed struct {
+			Type string `json:"type"`
+		}
+		json.Unmarshal(t, &typed)
+		if !isServerTool(AnthropicTool{Type: typed.Type}) {
+			kept = append(kept, t)
+		}
+	}
+	if len(kept) == 0 {
+		return json.RawMessage("[]"), nil
+	}
+	return mustJSON(kept), nil
+}
+
+// appendJSONString appends s to dst as a JSON string.
+func appendJSONString(dst []byte, s string) []byte {
+	return append(dst, mustJSON(s)...)
 }
