@@ -115,6 +115,7 @@ func TestAdminListenerAccess(t *testing.T) {
 		{"/debug/pprof/goroutine", func(string) string { return "" }},
 		{"/metrics", func(string) string { return "go_goroutines" }},
 		{"/healthz", func(string) string { return "ok" }},
+		{"/livez", func(string) string { return "live" }},
 		{"/readyz", func(string) string { return "ready" }},
 	}
 	for _, c := range configs {
@@ -125,7 +126,7 @@ func TestAdminListenerAccess(t *testing.T) {
 			for _, a := range auths {
 				for _, p := range paths {
 					want := http.StatusOK
-					open := p.path == "/metrics" || p.path == "/healthz" || p.path == "/readyz"
+					open := p.path == "/metrics" || p.path == "/healthz" || p.path == "/livez" || p.path == "/readyz"
 					switch {
 					case open:
 					case !tokenSet:

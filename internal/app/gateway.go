@@ -269,8 +269,8 @@ func (g *Gateway) newLimiter(ctx context.Context) (limits.Limiter, error) {
 	return l, nil
 }
 
-// adminMux serves the admin listener. /metrics, /healthz and /readyz
-// answer anyone; every other path, the admin API and profiles among them,
+// adminMux serves the admin listener. /metrics, /healthz, /livez and
+// /readyz answer anyone; every other path, the admin API and profiles among them,
 // is behind the admin token's guard.
 func (g *Gateway) adminMux() http.Handler {
 	guarded := http.NewServeMux()
@@ -294,9 +294,14 @@ func (g *Gateway) adminMux() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	// Liveness asks nothing of anything: not the store, Redis, the
+	// upstreams or whether the gateway drains. A process that answers it
+	// is alive, and restarting it would help nothing else.
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("live\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		// Readiness is the gateway's own: a store outage spools the ledger
 		// and serves keys from the cache, so it does not make llmgw unready.
+		// It ends when a drain begins.
 		if !g.ready.Load() {
 			http.Error(w, "not ready\n", http.StatusServiceUnavailable)
 			return
@@ -326,7 +331,7 @@ func (g *Gateway) warnAdminExposed() {
 			guarded += ", and reads Go's profiles at /debug/pprof/"
 		}
 	}
-	g.log.Warn("the admin listener is not on loopback: anyone who can reach it reads /metrics, /healthz and /readyz; "+guarded, "addr", addr)
+	g.log.Warn("the admin listener is not on loopback: anyone who can reach it reads /metrics, /healthz, /livez and /readyz; "+guarded, "addr", addr)
 }
 
 // onLoopback reports whether addr, a host:port a listener has bound,
@@ -361,12 +366,19 @@ func hostPort(a net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-// Run serves until ctx ends, then drains: it stops taking requests, lets
-// those in flight finish for up to server.shutdown_grace, and flushes the
-// ledger.
+// Run serves until ctx ends, then drains: /readyz answers 503 at once, the
+// API listener goes on taking requests for server.drain_delay while load
+// balancers catch up, then closes; the requests in flight finish for up to
+// server.shutdown_grace, and the ledger is flushed. A part that fails ends
+// the run at once, with no delay.
 func (g *Gateway) Run(ctx context.Context) error {
 	defer g.close()
-	grp, gctx := errgroup.WithContext(ctx)
+	// The parts below serve until the listeners have drained, not until
+	// ctx ends: keys go on being read again, and the config watched,
+	// for the requests still taken and those still in flight.
+	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
+	defer endLife()
+	grp, gctx := errgroup.WithContext(life)
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
 
@@ -397,9 +409,16 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	g.ready.Store(true)
 
-	<-gctx.Done()
-	g.ready.Store(false)
-	g.log.Info("draining", "grace", g.cfg.Server.ShutdownGrace)
+	select {
+	case <-ctx.Done():
+		g.ready.Store(false)
+		g.log.Info("draining: /readyz answers 503; requests are still taken until the delay is over",
+			"delay", g.cfg.Server.DrainDelay, "grace", g.cfg.Server.ShutdownGrace)
+		g.drainDelay(gctx)
+	case <-gctx.Done():
+		g.ready.Store(false) // a part failed: stop at once
+	}
+	g.log.Info("draining: the API listener is closed; requests in flight may finish", "grace", g.cfg.Server.ShutdownGrace)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.Server.ShutdownGrace)
 	defer cancel()
 	if err := g.api.Shutdown(sctx); err != nil {
@@ -407,6 +426,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		g.api.Close()
 	}
 	g.admin.Shutdown(sctx)
+	endLife()
 	err := grp.Wait()
 	stopBG()
 	if berr := background.Wait(); berr != nil && !errors.Is(berr, context.Canceled) {
@@ -416,6 +436,20 @@ func (g *Gateway) Run(ctx context.Context) error {
 		err = nil
 	}
 	return err
+}
+
+// drainDelay waits server.drain_delay, or until failed ends (a part of
+// the gateway failed, and there is nothing to wait for).
+func (g *Gateway) drainDelay(failed context.Context) {
+	if g.cfg.Server.DrainDelay <= 0 {
+		return
+	}
+	t := time.NewTimer(g.cfg.Server.DrainDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-failed.Done():
+	}
 }
 
 // close releases what newGateway opened.
