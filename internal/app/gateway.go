@@ -412,13 +412,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		g.ready.Store(false)
-		g.log.Info("draining: /readyz answers 503; requests are still taken until the delay is over",
-			"delay", g.cfg.Server.DrainDelay, "grace", g.cfg.Server.ShutdownGrace)
 		g.drainDelay(gctx)
 	case <-gctx.Done():
 		g.ready.Store(false) // a part failed: stop at once
 	}
-	g.log.Info("draining: the API listener is closed; requests in flight may finish", "grace", g.cfg.Server.ShutdownGrace)
+	g.log.Info("draining: the API listener closes; requests in flight may finish", "grace", g.cfg.Server.ShutdownGrace)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.Server.ShutdownGrace)
 	defer cancel()
 	if err := g.api.Shutdown(sctx); err != nil {
@@ -441,10 +439,12 @@ func (g *Gateway) Run(ctx context.Context) error {
 // drainDelay waits server.drain_delay, or until failed ends (a part of
 // the gateway failed, and there is nothing to wait for).
 func (g *Gateway) drainDelay(failed context.Context) {
-	if g.cfg.Server.DrainDelay <= 0 {
+	d := g.cfg.Server.DrainDelay
+	if d <= 0 {
 		return
 	}
-	t := time.NewTimer(g.cfg.Server.DrainDelay)
+	g.log.Info("draining: /readyz answers 503; requests are still taken until the delay is over", "delay", d)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
