@@ -74,17 +74,18 @@ func readStream(client *http.Client, base string, maxTokens int, started chan<- 
 
 // TestDrainCutsNothing opens 200 streams, ends the gateway's Run context
 // as SIGTERM does, and checks each step of the drain: /readyz answers 503
-// at once while /livez stays 200; a request on a new connection during
-// server.drain_delay is served; after it, a new connection is refused (the
+// at once while /livez stays 200; during server.drain_delay a request on
+// a kept-alive connection is served with Connection: close, and one on a
+// new connection is served; after it, a new connection is refused (the
 // listener is closed: ECONNREFUSED, never a half-written answer); and
 // every one of the 200 streams ends with [DONE].
 func TestDrainCutsNothing(t *testing.T) {
 	const (
 		streams = 200
-		delay   = 2 * time.Second
-		// Each stream lasts 150 × 30 ms = 4.5 s, well past the delay, so
+		delay   = 3 * time.Second
+		// Each stream lasts 200 × 30 ms = 6 s, well past the delay, so
 		// that the streams finish after the listener has closed.
-		tokens = 150
+		tokens = 200
 		tpot   = 30 * time.Millisecond
 	)
 	ctx := t.Context()
@@ -122,6 +123,26 @@ func TestDrainCutsNothing(t *testing.T) {
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: streams}}
 	defer client.CloseIdleConnections()
+
+	// A client that keeps its connection alive, as a load balancer does.
+	kept := &http.Client{Transport: &http.Transport{}}
+	defer kept.CloseIdleConnections()
+	keptAlive := func(when string) bool {
+		resp, err := kept.Post(g.URL()+"/chat/completions", "application/json",
+			strings.NewReader(`{"model":"chat","max_tokens":2,"messages":[{"role":"user","content":"kept"}]}`))
+		if err != nil {
+			t.Fatalf("a request on a kept-alive connection %s: %v", when, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("a request on a kept-alive connection %s: status %d", when, resp.StatusCode)
+		}
+		return !resp.Close
+	}
+	if !keptAlive("before the signal") {
+		t.Error("the gateway closed a client's connection before any drain")
+	}
 	started := make(chan struct{}, streams)
 	results := make(chan streamResult, streams)
 	for range streams {
@@ -151,12 +172,17 @@ func TestDrainCutsNothing(t *testing.T) {
 		t.Errorf("/livez during the drain: %d, want 200", got)
 	}
 
-	// During the delay: a new connection, served.
+	// During the delay: a kept-alive connection is served and told to
+	// close, and a new connection is served.
+	if keptAlive("during the drain delay") {
+		t.Error("during the drain delay the gateway let a client keep its connection alive to a listener about to close")
+	}
 	fresh := func() *http.Client {
 		return &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	}
+	sentAfter := time.Since(signalled)
 	resp, err := fresh().Post(g.URL()+"/chat/completions", "application/json",
-		strings.NewReader(`{"model":"chat","max_tokens":3,"messages":[{"role":"user","content":"late"}]}`))
+		strings.NewReader(`{"model":"chat","max_tokens":3,"messages":[{"role":"user","content":"during"}]}`))
 	if err != nil {
 		t.Fatalf("a request during the drain delay: %v", err)
 	}
@@ -165,8 +191,8 @@ func TestDrainCutsNothing(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("a request during the drain delay: status %d, want 200", resp.StatusCode)
 	}
-	if took := time.Since(signalled); took >= delay {
-		t.Fatalf("the request meant for the drain delay was answered %v after the signal, past the %v delay", took, delay)
+	if sentAfter >= delay {
+		t.Fatalf("the requests meant for the drain delay were sent %v after the signal, past the %v delay: the machine is too slow for this test", sentAfter, delay)
 	}
 
 	// After the delay: the listener closes, and new connections are refused.

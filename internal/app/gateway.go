@@ -161,7 +161,7 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	if g.adminToken == "" {
 		g.adminToken = os.Getenv("LLMGW_ADMIN_TOKEN")
 	}
-	g.api = newAPIServer(cfg.Server, g.router, log)
+	g.api = newAPIServer(cfg.Server, closeWhileDraining{g.router, &g.ready}, log)
 	g.admin = &http.Server{Handler: g.adminMux(), ReadHeaderTimeout: 10 * time.Second}
 	g.warnAdminExposed()
 	return g, nil
@@ -229,6 +229,22 @@ func newAPIServer(s config.Server, h http.Handler, log *slog.Logger) apiServer {
 		IdleTimeout:       apiIdleTimeout,
 		Logger:            log,
 	}
+}
+
+// closeWhileDraining serves next, and once the gateway drains asks each
+// client it answers to close its connection afterwards, so that no client
+// keeps a connection alive to a listener about to close: its next request
+// opens a new one, through the load balancer to a gateway that stays.
+type closeWhileDraining struct {
+	next  http.Handler
+	ready *atomic.Bool // the gateway's readiness: false once it drains
+}
+
+func (h closeWhileDraining) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.ready.Load() {
+		w.Header().Set("Connection", "close")
+	}
+	h.next.ServeHTTP(w, r)
 }
 
 // upstreamTransport is what carries upstream calls: nil for llmgw's own
