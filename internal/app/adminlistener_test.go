@@ -301,7 +301,7 @@ func TestAdminListenerWarnsOffLoopback(t *testing.T) {
 			}
 			if want == 1 {
 				w := warnings[0]
-				for _, s := range []string{"anyone who can reach it reads /metrics, /healthz and /readyz", "admin token", "/admin/", "addr="} {
+				for _, s := range []string{"anyone who can reach it reads /metrics, /healthz, /livez and /readyz", "admin token", "/admin/", "addr="} {
 					if !strings.Contains(w, s) {
 						t.Errorf("warning does not say %q: %s", s, w)
 					}
