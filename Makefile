@@ -1,6 +1,6 @@
 # The commands the README names. Each is a plain go command too.
 
-.PHONY: run test bench lint build fuzz agents
+.PHONY: run test bench lint build fuzz agents image
 
 build:
 	go build -o llmgw ./cmd/llmgw
@@ -38,3 +38,11 @@ fuzz:
 	go test -run '^$$' -fuzz '^FuzzTranslateAnthropic$$' -fuzztime $(FUZZTIME) ./internal/translate
 	go test -run '^$$' -fuzz '^FuzzTranslateResponses$$' -fuzztime $(FUZZTIME) ./internal/translate
 	go test -run '^$$' -fuzz '^FuzzTranslateStream$$' -fuzztime $(FUZZTIME) ./internal/translate
+
+# The container image, built without a container daemon: an OCI image
+# layout in llmgw-image/ and a tarball for `docker load -i llmgw-image.tar`.
+# The Dockerfile builds the same image with one.
+VERSION ?= dev
+image:
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) go run ./deploy/image -version $(VERSION) \
+		-revision $$(git rev-parse HEAD) -oci llmgw-image -tar llmgw-image.tar

@@ -115,6 +115,7 @@ func TestAdminListenerAccess(t *testing.T) {
 		{"/debug/pprof/goroutine", func(string) string { return "" }},
 		{"/metrics", func(string) string { return "go_goroutines" }},
 		{"/healthz", func(string) string { return "ok" }},
+		{"/livez", func(string) string { return "live" }},
 		{"/readyz", func(string) string { return "ready" }},
 	}
 	for _, c := range configs {
@@ -125,7 +126,7 @@ func TestAdminListenerAccess(t *testing.T) {
 			for _, a := range auths {
 				for _, p := range paths {
 					want := http.StatusOK
-					open := p.path == "/metrics" || p.path == "/healthz" || p.path == "/readyz"
+					open := p.path == "/metrics" || p.path == "/healthz" || p.path == "/livez" || p.path == "/readyz"
 					switch {
 					case open:
 					case !tokenSet:
@@ -300,7 +301,7 @@ func TestAdminListenerWarnsOffLoopback(t *testing.T) {
 			}
 			if want == 1 {
 				w := warnings[0]
-				for _, s := range []string{"anyone who can reach it reads /metrics, /healthz and /readyz", "admin token", "/admin/", "addr="} {
+				for _, s := range []string{"anyone who can reach it reads /metrics, /healthz, /livez and /readyz", "admin token", "/admin/", "addr="} {
 					if !strings.Contains(w, s) {
 						t.Errorf("warning does not say %q: %s", s, w)
 					}

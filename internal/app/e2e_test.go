@@ -156,7 +156,7 @@ func testOfficialClient(t *testing.T, impl string) {
 
 func TestHealthAndReadiness(t *testing.T) {
 	g, _ := startDemo(t)
-	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+	for _, path := range []string{"/healthz", "/livez", "/readyz", "/metrics"} {
 		resp, err := http.Get(g.AdminURL() + path)
 		if err != nil {
 			t.Fatal(err)

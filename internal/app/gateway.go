@@ -161,7 +161,7 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	if g.adminToken == "" {
 		g.adminToken = os.Getenv("LLMGW_ADMIN_TOKEN")
 	}
-	g.api = newAPIServer(cfg.Server, g.router, log)
+	g.api = newAPIServer(cfg.Server, closeWhileDraining{g.router, &g.ready}, log)
 	g.admin = &http.Server{Handler: g.adminMux(), ReadHeaderTimeout: 10 * time.Second}
 	g.warnAdminExposed()
 	return g, nil
@@ -231,6 +231,22 @@ func newAPIServer(s config.Server, h http.Handler, log *slog.Logger) apiServer {
 	}
 }
 
+// closeWhileDraining serves next, and once the gateway drains asks each
+// client it answers to close its connection afterwards, so that no client
+// keeps a connection alive to a listener about to close: its next request
+// opens a new one, through the load balancer to a gateway that stays.
+type closeWhileDraining struct {
+	next  http.Handler
+	ready *atomic.Bool // the gateway's readiness: false once it drains
+}
+
+func (h closeWhileDraining) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.ready.Load() {
+		w.Header().Set("Connection", "close")
+	}
+	h.next.ServeHTTP(w, r)
+}
+
 // upstreamTransport is what carries upstream calls: nil for llmgw's own
 // client, or net/http's Transport when server.http says so.
 func upstreamTransport(s config.Server) http.RoundTripper {
@@ -269,8 +285,8 @@ func (g *Gateway) newLimiter(ctx context.Context) (limits.Limiter, error) {
 	return l, nil
 }
 
-// adminMux serves the admin listener. /metrics, /healthz and /readyz
-// answer anyone; every other path, the admin API and profiles among them,
+// adminMux serves the admin listener. /metrics, /healthz, /livez and
+// /readyz answer anyone; every other path, the admin API and profiles among them,
 // is behind the admin token's guard.
 func (g *Gateway) adminMux() http.Handler {
 	guarded := http.NewServeMux()
@@ -294,9 +310,14 @@ func (g *Gateway) adminMux() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	// Liveness asks nothing of anything: not the store, Redis, the
+	// upstreams or whether the gateway drains. A process that answers it
+	// is alive, and restarting it would help nothing else.
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("live\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		// Readiness is the gateway's own: a store outage spools the ledger
 		// and serves keys from the cache, so it does not make llmgw unready.
+		// It ends when a drain begins.
 		if !g.ready.Load() {
 			http.Error(w, "not ready\n", http.StatusServiceUnavailable)
 			return
@@ -326,7 +347,7 @@ func (g *Gateway) warnAdminExposed() {
 			guarded += ", and reads Go's profiles at /debug/pprof/"
 		}
 	}
-	g.log.Warn("the admin listener is not on loopback: anyone who can reach it reads /metrics, /healthz and /readyz; "+guarded, "addr", addr)
+	g.log.Warn("the admin listener is not on loopback: anyone who can reach it reads /metrics, /healthz, /livez and /readyz; "+guarded, "addr", addr)
 }
 
 // onLoopback reports whether addr, a host:port a listener has bound,
@@ -361,12 +382,19 @@ func hostPort(a net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-// Run serves until ctx ends, then drains: it stops taking requests, lets
-// those in flight finish for up to server.shutdown_grace, and flushes the
-// ledger.
+// Run serves until ctx ends, then drains: /readyz answers 503 at once, the
+// API listener goes on taking requests for server.drain_delay while load
+// balancers catch up, then closes; the requests in flight finish for up to
+// server.shutdown_grace, and the ledger is flushed. A part that fails ends
+// the run at once, with no delay.
 func (g *Gateway) Run(ctx context.Context) error {
 	defer g.close()
-	grp, gctx := errgroup.WithContext(ctx)
+	// The parts below serve until the listeners have drained, not until
+	// ctx ends: keys go on being read again, and the config watched,
+	// for the requests still taken and those still in flight.
+	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
+	defer endLife()
+	grp, gctx := errgroup.WithContext(life)
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
 
@@ -397,9 +425,14 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	g.ready.Store(true)
 
-	<-gctx.Done()
-	g.ready.Store(false)
-	g.log.Info("draining", "grace", g.cfg.Server.ShutdownGrace)
+	select {
+	case <-ctx.Done():
+		g.ready.Store(false)
+		g.drainDelay(gctx)
+	case <-gctx.Done():
+		g.ready.Store(false) // a part failed: stop at once
+	}
+	g.log.Info("draining: the API listener closes; requests in flight may finish", "grace", g.cfg.Server.ShutdownGrace)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.Server.ShutdownGrace)
 	defer cancel()
 	if err := g.api.Shutdown(sctx); err != nil {
@@ -407,6 +440,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		g.api.Close()
 	}
 	g.admin.Shutdown(sctx)
+	endLife()
 	err := grp.Wait()
 	stopBG()
 	if berr := background.Wait(); berr != nil && !errors.Is(berr, context.Canceled) {
@@ -416,6 +450,22 @@ func (g *Gateway) Run(ctx context.Context) error {
 		err = nil
 	}
 	return err
+}
+
+// drainDelay waits server.drain_delay, or until failed ends (a part of
+// the gateway failed, and there is nothing to wait for).
+func (g *Gateway) drainDelay(failed context.Context) {
+	d := g.cfg.Server.DrainDelay
+	if d <= 0 {
+		return
+	}
+	g.log.Info("draining: /readyz answers 503; requests are still taken until the delay is over", "delay", d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-failed.Done():
+	}
 }
 
 // close releases what newGateway opened.

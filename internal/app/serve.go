@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/cli"
@@ -25,8 +26,10 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 const serveAbout = `Serves the OpenAI API and, on a second listener, metrics, health and the
 admin API. With --config the pools, models and tenants come from the file;
 with --upstream and --model, one model is served by the servers named; with
-neither, a demo model is served by two simulated backends. --listen,
---admin-listen, --store, --auth and --http override the file.`
+neither, a demo model is served by two simulated backends.
+LLMGW_STORE_URL and LLMGW_REDIS_URL, when set, take the place of the
+store.url and limits.redis the file names; --listen, --admin-listen,
+--store, --auth and --http override the file and the environment.`
 
 // ServeCommand runs `llmgw serve` until ctx ends.
 func ServeCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -85,6 +88,7 @@ func ServeCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		cfg = demoConfig(urls)
 	}
+	cfg.ApplyEnv(os.Getenv)
 	for flagValue, field := range map[*string]*string{listen: &cfg.Server.Listen, adminListen: &cfg.Server.AdminListen, storeURL: &cfg.Store.URL, auth: &cfg.Router.Auth, httpImpl: &cfg.Server.HTTP} {
 		if *flagValue != "" {
 			*field = *flagValue

@@ -7,14 +7,16 @@ package app
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
 )
 
-// openStore opens the store storeURL names; without one, the store the
-// configuration file at configPath names; without either, the default
-// store (config.DefaultStoreURL). The configuration is returned as well:
+// openStore opens the store storeURL names; without one, the store
+// LLMGW_STORE_URL names; without that, the store the configuration file
+// at configPath names; without any, the default store
+// (config.DefaultStoreURL). The configuration is returned as well:
 // the file's when configPath is set, else the defaults, with Store.URL
 // being the store opened.
 func openStore(ctx context.Context, configPath, storeURL string) (store.Store, *config.Config, error) {
@@ -29,6 +31,7 @@ func openStore(ctx context.Context, configPath, storeURL string) (store.Store, *
 		d := config.Default()
 		cfg = &d
 	}
+	cfg.ApplyEnv(os.Getenv)
 	if storeURL != "" {
 		cfg.Store.URL = storeURL
 	}

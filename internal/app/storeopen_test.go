@@ -25,23 +25,28 @@ func TestOpenStore(t *testing.T) {
 	t.Chdir(dir)
 	fromConfig := "sqlite:" + filepath.Join(dir, "config.db")
 	fromFlag := "sqlite:" + filepath.Join(dir, "flag.db")
+	fromEnv := "sqlite:" + filepath.Join(dir, "env.db")
 	cfgPath := writeConfig(t, dir, fromConfig)
 
 	tests := []struct {
-		name                 string
-		configPath, storeURL string
-		wantURL, wantFile    string
+		name                      string
+		configPath, storeURL, env string
+		wantURL, wantFile         string
 	}{
-		{"the flag wins over the config", cfgPath, fromFlag, fromFlag, "flag.db"},
-		{"the config's store", cfgPath, "", fromConfig, "config.db"},
-		{"the flag alone", "", fromFlag, fromFlag, "flag.db"},
-		{"neither: the default", "", "", config.DefaultStoreURL, "llmgw.db"},
+		{"the flag wins over the config", cfgPath, fromFlag, "", fromFlag, "flag.db"},
+		{"the config's store", cfgPath, "", "", fromConfig, "config.db"},
+		{"the flag alone", "", fromFlag, "", fromFlag, "flag.db"},
+		{"neither: the default", "", "", "", config.DefaultStoreURL, "llmgw.db"},
+		{"LLMGW_STORE_URL wins over the config", cfgPath, "", fromEnv, fromEnv, "env.db"},
+		{"the flag wins over LLMGW_STORE_URL", cfgPath, fromFlag, fromEnv, fromFlag, "flag.db"},
+		{"LLMGW_STORE_URL alone", "", "", fromEnv, fromEnv, "env.db"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, f := range []string{"flag.db", "config.db", "llmgw.db"} {
+			for _, f := range []string{"flag.db", "config.db", "llmgw.db", "env.db"} {
 				os.Remove(filepath.Join(dir, f))
 			}
+			t.Setenv(config.EnvStoreURL, tt.env)
 			st, cfg, err := openStore(t.Context(), tt.configPath, tt.storeURL)
 			if err != nil {
 				t.Fatal(err)
@@ -53,7 +58,7 @@ func TestOpenStore(t *testing.T) {
 			if cfg.Store.URL != tt.wantURL {
 				t.Errorf("cfg.Store.URL = %q, want %q", cfg.Store.URL, tt.wantURL)
 			}
-			for _, f := range []string{"flag.db", "config.db", "llmgw.db"} {
+			for _, f := range []string{"flag.db", "config.db", "llmgw.db", "env.db"} {
 				_, err := os.Stat(filepath.Join(dir, f))
 				if exists := err == nil; exists != (f == tt.wantFile) {
 					t.Errorf("%s exists: %v, want %v", f, exists, f == tt.wantFile)

@@ -51,8 +51,12 @@ type Server struct {
 	// Retries is how many other endpoints are tried after a failure before
 	// the first byte.
 	Retries int `yaml:"retries"`
-	// ShutdownGrace is how long open requests may run on after a shutdown
-	// signal before they are cut.
+	// DrainDelay is how long the API listener goes on taking requests
+	// after a shutdown signal, while /readyz answers 503, so that load
+	// balancers stop sending before it closes. Zero closes it at once.
+	DrainDelay time.Duration `yaml:"drain_delay"`
+	// ShutdownGrace is how long open requests may run on once the API
+	// listener has closed before they are cut.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 }
 
@@ -134,11 +138,11 @@ type Limits struct {
 }
 
 // Admin guards the admin listener: every path on it but /metrics,
-// /healthz and /readyz asks for the token.
+// /healthz, /livez and /readyz asks for the token.
 type Admin struct {
 	// Token is the bearer token the admin API and profiles demand. Empty
 	// means the LLMGW_ADMIN_TOKEN environment variable, and without that
-	// every path but /metrics, /healthz and /readyz is refused.
+	// every path but /metrics, /healthz, /livez and /readyz is refused.
 	Token string `yaml:"token,omitempty"`
 	// PProf serves Go's profiles at /debug/pprof/, behind the token. Off,
 	// /debug/pprof/ answers 404 to whoever holds the token.

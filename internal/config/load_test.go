@@ -104,7 +104,7 @@ func TestFullExample(t *testing.T) {
 		Server: Server{
 			Listen: ":8080", AdminListen: "127.0.0.1:8081", MaxBodyBytes: 8 << 20, BodyTimeout: 30 * time.Second, HTTP: "llmgw",
 			ConnectTimeout: 5 * time.Second, FirstTokenTimeout: time.Minute, IdleTimeout: time.Minute,
-			RequestTimeout: 10 * time.Minute, KeepAlive: 15 * time.Second, Retries: 1, ShutdownGrace: 30 * time.Second,
+			RequestTimeout: 10 * time.Minute, KeepAlive: 15 * time.Second, Retries: 1, DrainDelay: 0, ShutdownGrace: 30 * time.Second,
 		},
 		Router: Router{Auth: "keys", TenantLabel: "team", DefaultMaxTokens: 1024, SharePrefixIndex: true, ShareLoad: true, ShareChannel: "llmgw:placements", CacheIsolation: "org"},
 		Store:  Store{URL: "sqlite:/var/lib/llmgw/llmgw.db", SpoolDir: "/var/lib/llmgw/spool"},

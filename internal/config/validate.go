@@ -130,6 +130,7 @@ func (s *Server) validate(ps *problems) {
 	positive(ps, "server.idle_timeout", s.IdleTimeout)
 	positive(ps, "server.request_timeout", s.RequestTimeout)
 	notNegative(ps, "server.keepalive", s.KeepAlive)
+	notNegative(ps, "server.drain_delay", s.DrainDelay)
 	notNegative(ps, "server.shutdown_grace", s.ShutdownGrace)
 	if s.Retries < 0 {
 		ps.add("server.retries", "must not be negative, got %d", s.Retries)
