@@ -1,9 +1,11 @@
 // Package ledger writes usage records to the store off the request path:
-// the router hands each record over without waiting, a writer sends them
-// in batches, and while the store is unreachable they wait in a local
-// spool, replayed when it answers again. Replaying a record twice is
-// harmless, since the store skips IDs it has, so each request is in the
-// ledger exactly once.
+// the router hands each record over without waiting on the store, a
+// writer sends them in batches, and while the store is unreachable they
+// wait in a local spool, replayed when it answers again. Each record is
+// also appended to a local journal as it is handed over, so that one
+// whose batch a killed process never wrote is replayed at the next start.
+// Replaying a record twice is harmless, since the store skips IDs it has,
+// so each request is in the ledger exactly once.
 package ledger
 
 import (
@@ -56,7 +58,8 @@ const (
 
 // Options tune a Ledger. Zero values take the defaults.
 type Options struct {
-	// SpoolDir holds records while the store is unreachable; empty means
+	// SpoolDir holds records while the store is unreachable, and the
+	// journal in its subdirectory journal; empty means
 	// os.TempDir()/llmgw-spool. DefaultSpoolDir suggests one for a store.
 	// One process owns a directory.
 	SpoolDir string
@@ -92,14 +95,22 @@ type Ledger struct {
 	now       func() time.Time
 	m         *metrics
 	spool     *spool
+	journal   *journal
 
-	queue chan usage.Record
+	queue chan entry
 
 	stopMu  sync.RWMutex // protects stopped against Record's send
 	stopped bool         // Run has ended; Record spools directly
 
-	writeMu sync.Mutex     // serialises writes to the store and replays; protects pending
+	writeMu sync.Mutex     // serialises writes to the store and replays; protects pending, taken
 	pending []usage.Record // records taken off the queue, not yet written
+	taken   uint64         // journal number of the last record taken off the queue
+}
+
+// entry is a queued record and its number in the journal.
+type entry struct {
+	rec usage.Record
+	n   uint64
 }
 
 // New returns a ledger writing to st. Records already in the spool
@@ -127,7 +138,7 @@ func New(st store.Store, opts Options) *Ledger {
 		interval:  opts.FlushInterval,
 		log:       opts.Logger,
 		now:       opts.Now,
-		queue:     make(chan usage.Record, opts.BatchSize*queueBatches),
+		queue:     make(chan entry, opts.BatchSize*queueBatches),
 	}
 	sp, err := openSpool(opts.SpoolDir)
 	if err != nil {
@@ -135,29 +146,85 @@ func New(st store.Store, opts Options) *Ledger {
 	}
 	l.spool = sp
 	l.m = newMetrics(opts.Registerer, func() float64 { return float64(sp.count.Load()) })
+	l.journal = l.openJournal(filepath.Join(opts.SpoolDir, journalDir))
 	if n := sp.count.Load(); n > 0 {
 		l.log.Info("ledger spool holds records from before; replaying them", "dir", opts.SpoolDir, "records", n)
 	}
 	return l
 }
 
-// Record hands r to the ledger without waiting on the store. A record
-// without a time is stamped now. When the queue is full, or Run has
-// ended, r is appended to the spool instead, so nothing is lost.
+// openJournal opens the journal in dir, first adopting into the spool
+// what a process that stopped without releasing it left there.
+func (l *Ledger) openJournal(dir string) *journal {
+	j, err := openJournal(dir)
+	if err != nil {
+		l.log.Error("ledger journal unusable; records may be lost if the process dies", "dir", dir, "err", err)
+		return j
+	}
+	left, err := j.leftovers()
+	if err != nil {
+		l.log.Error("ledger journal", "err", err)
+	}
+	var adopted int
+	for _, p := range left {
+		n, err := l.spool.adopt(p)
+		if err != nil {
+			l.log.Error("ledger journal segment not adopted", "segment", p, "err", err)
+			continue
+		}
+		adopted += n
+	}
+	if adopted > 0 {
+		l.log.Info("ledger journal holds records of a process that stopped before writing them; replaying them",
+			"dir", dir, "records", adopted)
+	}
+	return j
+}
+
+// Record hands r to the ledger without waiting on the store, after
+// appending it to the journal. A record without a time is stamped now.
+// When the queue is full, or Run has ended, r is appended to the spool
+// instead, so nothing is lost.
 func (l *Ledger) Record(r usage.Record) {
 	if r.Time.IsZero() {
 		r.Time = l.now()
 	}
+	line, err := encodeLine(r)
 	l.stopMu.RLock()
 	defer l.stopMu.RUnlock()
+	// The journal's numbers and the queue's order must agree, so that the
+	// writer, taking the record numbered n, knows it has taken every
+	// queued record before it.
+	j := l.journal
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n, err := j.appendLocked(line, err)
+	l.noteJournalLocked(err)
 	if !l.stopped {
 		select {
-		case l.queue <- r:
+		case l.queue <- entry{r, n}:
 			return
 		default:
 		}
 	}
 	l.toSpool([]usage.Record{r})
+}
+
+// noteJournalLocked counts a failed append, logging the first of a run of
+// them and the append that ends it. The journal's mu is held.
+func (l *Ledger) noteJournalLocked(err error) {
+	j := l.journal
+	switch {
+	case err != nil:
+		l.m.journalErrors.Inc()
+		if !j.failing {
+			j.failing = true
+			l.log.Error("ledger journal append failed; records are lost if the process dies before writing them", "err", err)
+		}
+	case j.failing:
+		j.failing = false
+		l.log.Info("ledger journal appends again")
+	}
 }
 
 // Run writes batches until ctx ends: a batch when it is full or has
@@ -187,9 +254,9 @@ func (l *Ledger) Run(ctx context.Context) error {
 				retry.Stop()
 			}
 			return l.shutdown(ctx)
-		case r := <-l.queue:
+		case e := <-l.queue:
 			l.writeMu.Lock()
-			l.pending = append(l.pending, r)
+			l.pending, l.taken = append(l.pending, e.rec), e.n
 			l.takeQueuedLocked(l.batchSize - len(l.pending))
 			if len(l.pending) >= l.batchSize {
 				l.writePendingLocked(ctx)
@@ -225,6 +292,11 @@ func (l *Ledger) shutdown(ctx context.Context) error {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
 	err := l.Flush(fctx)
+	// Every record is written or spooled now, and later ones spool as
+	// they are journaled: the journal holds nothing the next start needs.
+	if jerr := l.journal.release(l.journal.last()); jerr != nil {
+		l.log.Error("ledger journal", "err", jerr)
+	}
 	if cerr := l.spool.close(); cerr != nil {
 		l.log.Error("ledger spool close", "err", cerr)
 	}
@@ -254,8 +326,8 @@ func (l *Ledger) Flush(ctx context.Context) error {
 func (l *Ledger) takeQueuedLocked(n int) {
 	for ; n > 0; n-- {
 		select {
-		case r := <-l.queue:
-			l.pending = append(l.pending, r)
+		case e := <-l.queue:
+			l.pending, l.taken = append(l.pending, e.rec), e.n
 		default:
 			return
 		}
@@ -264,8 +336,10 @@ func (l *Ledger) takeQueuedLocked(n int) {
 
 // writePendingLocked writes the pending records, BatchSize at a time. While
 // the spool holds records the store is taken to be down and they join the
-// spool directly; replays alone probe the store.
+// spool directly; replays alone probe the store. When every one is kept,
+// the journal is released up to the last of them.
 func (l *Ledger) writePendingLocked(ctx context.Context) {
+	kept := true
 	for i := 0; i < len(l.pending); i += l.batchSize {
 		batch := l.pending[i:min(i+l.batchSize, len(l.pending))]
 		if l.spool.count.Load() == 0 {
@@ -276,10 +350,15 @@ func (l *Ledger) writePendingLocked(ctx context.Context) {
 			}
 			l.log.Warn("ledger write failed; spooling the batch", "records", len(batch), "err", err)
 		}
-		l.toSpool(batch)
+		kept = l.toSpool(batch) && kept
 	}
 	clear(l.pending)
 	l.pending = l.pending[:0]
+	if kept {
+		if err := l.journal.release(l.taken); err != nil {
+			l.log.Error("ledger journal", "err", err)
+		}
+	}
 }
 
 // add writes recs to the store within writeTimeout.
@@ -294,14 +373,15 @@ func (l *Ledger) add(ctx context.Context, recs []usage.Record) error {
 }
 
 // toSpool appends recs to the spool, or counts them dropped if even that
-// fails.
-func (l *Ledger) toSpool(recs []usage.Record) {
+// fails, and reports whether the spool took them.
+func (l *Ledger) toSpool(recs []usage.Record) bool {
 	if err := l.spool.append(recs); err != nil {
 		l.m.records.WithLabelValues(resultDropped).Add(float64(len(recs)))
 		l.log.Error("ledger spool failed; usage records lost", "records", len(recs), "err", err)
-		return
+		return false
 	}
 	l.m.records.WithLabelValues(resultSpooled).Add(float64(len(recs)))
+	return true
 }
 
 // replayLocked writes the spool's segments to the store, oldest first,

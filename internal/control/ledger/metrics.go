@@ -14,9 +14,10 @@ const (
 )
 
 type metrics struct {
-	records     *prometheus.CounterVec // label: result
-	writeErrors prometheus.Counter
-	spooled     prometheus.GaugeFunc
+	records       *prometheus.CounterVec // label: result
+	writeErrors   prometheus.Counter
+	journalErrors prometheus.Counter
+	spooled       prometheus.GaugeFunc
 }
 
 // newMetrics builds the ledger's metrics over spooled, the records waiting
@@ -31,6 +32,10 @@ func newMetrics(reg prometheus.Registerer, spooled func() float64) *metrics {
 			Name: "llmgw_ledger_write_errors_total",
 			Help: "Writes of usage records the store failed.",
 		}),
+		journalErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "llmgw_ledger_journal_errors_total",
+			Help: "Usage records the local journal failed to take; each is still written, unless the process dies first.",
+		}),
 		spooled: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "llmgw_ledger_spooled_records",
 			Help: "Usage records waiting in the local spool for the store.",
@@ -40,7 +45,7 @@ func newMetrics(reg prometheus.Registerer, spooled func() float64) *metrics {
 		m.records.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.records, m.writeErrors, m.spooled)
+		reg.MustRegister(m.records, m.writeErrors, m.journalErrors, m.spooled)
 	}
 	return m
 }

@@ -66,18 +66,21 @@ func openSpool(dir string) (*spool, error) {
 }
 
 // list returns the segment files, oldest first.
-func (s *spool) list() ([]string, error) {
-	entries, err := os.ReadDir(s.dir)
+func (s *spool) list() ([]string, error) { return listSegments(s.dir) }
+
+// listSegments returns the segment files in dir, oldest first.
+func listSegments(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("spool %s: %w", s.dir, err)
+		return nil, fmt.Errorf("spool %s: %w", dir, err)
 	}
 	var out []string
 	for _, e := range entries {
 		if !e.IsDir() && strings.HasSuffix(e.Name(), segmentExt) {
-			out = append(out, filepath.Join(s.dir, e.Name()))
+			out = append(out, filepath.Join(dir, e.Name()))
 		}
 	}
 	sort.Strings(out) // zero-padded numbers sort in order
@@ -185,4 +188,36 @@ func readSegment(path string) (recs []usage.Record, bad int, err error) {
 		return nil, bad, fmt.Errorf("spool: read %s: %w", path, err)
 	}
 	return recs, bad, nil
+}
+
+// adopt moves a journal segment a stopped process left into the spool, as
+// its newest segment and synced like the rest, and returns how many
+// records it holds. A segment with none is removed.
+func (s *spool) adopt(path string) (int, error) {
+	recs, _, err := readSegment(path)
+	if err != nil {
+		return 0, err
+	}
+	if len(recs) == 0 {
+		return 0, os.Remove(path)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return 0, fmt.Errorf("spool: %w", err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("spool: sync %s: %w", path, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	if err := os.Rename(path, filepath.Join(s.dir, fmt.Sprintf("%012d%s", s.seq, segmentExt))); err != nil {
+		return 0, fmt.Errorf("spool: %w", err)
+	}
+	s.count.Add(int64(len(recs)))
+	return len(recs), nil
 }
