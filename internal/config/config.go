@@ -110,7 +110,8 @@ type Router struct {
 type Store struct {
 	// URL is sqlite:PATH, postgres://... or memory:.
 	URL string `yaml:"url"`
-	// SpoolDir holds ledger records while the store is unreachable.
+	// SpoolDir holds ledger records while the store is unreachable, and
+	// the journal of those not yet written.
 	SpoolDir string `yaml:"spool_dir"`
 }
 

@@ -6,6 +6,7 @@ package ledger
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -67,26 +68,36 @@ func TestJournalReleasedOnceKept(t *testing.T) {
 	for i := range 20 {
 		l.Record(rec(i))
 	}
-	if len(segments(t, jdir)) == 0 {
-		t.Fatal("no journal segment holds the records handed over")
+	if n := journaled(t, jdir); n != 20 {
+		t.Fatalf("the journal holds %d records of the 20 handed over", n)
 	}
 	if err := l.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if s := segments(t, jdir); len(s) != 0 {
-		t.Errorf("journal segments left once the store has the records: %v", s)
+	if n := journaled(t, jdir); n != 0 {
+		t.Errorf("the journal holds %d records once the store has them all", n)
+	}
+	// Emptied segments are reused.
+	for i := 20; i < 25; i++ {
+		l.Record(rec(i))
+	}
+	if err := l.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if s := segments(t, jdir); len(s) != 1 {
+		t.Errorf("journal segments after two flushes: %v, want the first, reused", s)
 	}
 
 	// With the store down, the spool keeps them: the journal is released.
 	st.down.Store(true)
-	for i := 20; i < 30; i++ {
+	for i := 25; i < 30; i++ {
 		l.Record(rec(i))
 	}
 	if err := l.Flush(t.Context()); err == nil {
 		t.Fatal("Flush with the store down: got nil error")
 	}
-	if s := segments(t, jdir); len(s) != 0 {
-		t.Errorf("journal segments left once the spool has the records: %v", s)
+	if n := journaled(t, jdir); n != 0 {
+		t.Errorf("the journal holds %d records once the spool has them all", n)
 	}
 	st.down.Store(false)
 
@@ -223,4 +234,19 @@ func storedIDs(t *testing.T, st store.Store) map[string]int64 {
 		got[r.Group] = r.Requests
 	}
 	return got
+}
+
+// journaled counts the records in the journal's segments: their lines up
+// to the zeros of the room not yet written.
+func journaled(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	for _, p := range segments(t, dir) {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += bytes.Count(data, []byte("\n"))
+	}
+	return n
 }

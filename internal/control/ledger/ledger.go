@@ -189,7 +189,6 @@ func (l *Ledger) Record(r usage.Record) {
 	if r.Time.IsZero() {
 		r.Time = l.now()
 	}
-	line, err := encodeLine(r)
 	l.stopMu.RLock()
 	defer l.stopMu.RUnlock()
 	// The journal's numbers and the queue's order must agree, so that the
@@ -198,7 +197,7 @@ func (l *Ledger) Record(r usage.Record) {
 	j := l.journal
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	n, err := j.appendLocked(line, err)
+	n, err := j.appendLocked(r)
 	l.noteJournalLocked(err)
 	if !l.stopped {
 		select {
@@ -294,7 +293,7 @@ func (l *Ledger) shutdown(ctx context.Context) error {
 	err := l.Flush(fctx)
 	// Every record is written or spooled now, and later ones spool as
 	// they are journaled: the journal holds nothing the next start needs.
-	if jerr := l.journal.release(l.journal.last()); jerr != nil {
+	if jerr := l.journal.shut(); jerr != nil {
 		l.log.Error("ledger journal", "err", jerr)
 	}
 	if cerr := l.spool.close(); cerr != nil {

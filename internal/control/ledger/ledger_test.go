@@ -109,7 +109,7 @@ func segments(t *testing.T, dir string) []string {
 	return m
 }
 
-func counter(t *testing.T, l *Ledger, result string) int {
+func counter(t testing.TB, l *Ledger, result string) int {
 	t.Helper()
 	return int(testutil.ToFloat64(l.m.records.WithLabelValues(result)))
 }

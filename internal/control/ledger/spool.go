@@ -7,6 +7,7 @@ package ledger
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -192,8 +193,20 @@ func readSegment(path string) (recs []usage.Record, bad int, err error) {
 
 // adopt moves a journal segment a stopped process left into the spool, as
 // its newest segment and synced like the rest, and returns how many
-// records it holds. A segment with none is removed.
+// records it holds. The segment is first cut after its last whole line:
+// what follows is room never written, or a line cut short by the death,
+// whose record was never handed over. A segment with no record is removed.
 func (s *spool) adopt(path string) (int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("spool: %w", err)
+	}
+	end := bytes.LastIndexByte(data, '\n') + 1
+	if end < len(data) {
+		if err := os.Truncate(path, int64(end)); err != nil {
+			return 0, fmt.Errorf("spool: %w", err)
+		}
+	}
 	recs, _, err := readSegment(path)
 	if err != nil {
 		return 0, err
