@@ -20,8 +20,11 @@ agents:
 bench:
 	go test -run '^$$' -bench . -benchmem ./internal/openai ./internal/router/... ./internal/limits ./internal/control/keys ./internal/tokenize
 
+# gofmt -l lists what it would change and still exits 0: a file it lists,
+# or one it cannot parse, fails the target.
 lint:
-	gofmt -l . && go vet ./...
+	@unformatted=$$(gofmt -l .) || exit 1; if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+	go vet ./...
 
 # The differential fuzz targets, the API translations' round trips and
 # the redaction of upstreams' errors, each for FUZZTIME (default 10m);

@@ -111,8 +111,8 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	opts := router.Options{
 		CacheSecret: secret,
 		Transport:   upstreamTransport(cfg.Server),
-		Server:      cfg.Server,
-		Router:      cfg.Router,
+		Server:      serverOptions(cfg.Server),
+		Router:      routerOptions(cfg.Router),
 		Recorder:    g.ledger,
 		Registerer:  g.reg,
 		Logger:      log,

@@ -325,19 +325,41 @@ models:
 }
 
 func TestParseBillionLaughs(t *testing.T) {
-	// Merge keys of aliases of aliases, nine deep and ten wide: a billion
-	// mappings if expanded. Parse must refuse it quickly.
-	var b strings.Builder
-	b.WriteString("x0: &x0 {listen: \":1\"}\n")
-	for i := 1; i <= 9; i++ {
-		fmt.Fprintf(&b, "x%d: &x%d {<<: [%s]}\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*x%d, ", i-1), 10), ", "))
+	// laughs is a server block of merge keys of aliases of aliases,
+	// depth deep and ten wide, every anchor defined where it is first
+	// used so that every key is a server field: 10^depth mappings if
+	// expanded, and nothing else wrong with the file.
+	laughs := func(depth int) string {
+		m := `&x0 {listen: "127.0.0.1:18081"}`
+		for i := 1; i <= depth; i++ {
+			m = fmt.Sprintf("&x%d {<<: [%s%s]}", i, m, strings.Repeat(fmt.Sprintf(", *x%d", i-1), 9))
+		}
+		return "server: " + m + "\n" + minimalPoolsAndModels
 	}
-	b.WriteString("server: {<<: *x9}\n")
-	_, err := Parse([]byte(b.String()))
-	if err == nil {
-		t.Fatal("Parse accepted a billion laughs")
+
+	// Two deep, a hundred mappings: an ordinary file.
+	c, err := Parse([]byte(laughs(2)))
+	if err != nil {
+		t.Fatalf("Parse refused a hundred merged mappings: %v", err)
 	}
-	t.Log(err)
+	if c.Server.Listen != "127.0.0.1:18081" {
+		t.Errorf("merged server.listen = %q, want 127.0.0.1:18081", c.Server.Listen)
+	}
+
+	// Nine deep, a billion: the walk that names fields stops at its
+	// bound, and the decoder refuses the aliasing.
+	doc := laughs(9)
+	var root yaml.Node
+	if err := yaml.Unmarshal([]byte(doc), &root); err != nil {
+		t.Fatal(err)
+	}
+	if w := walkFields(&root); !w.cut || w.visited > 2*maxWalk || len(w.unknown) > 0 {
+		t.Errorf("walk: cut %v after %d nodes, unknown fields %v; want it cut near %d, none unknown", w.cut, w.visited, w.unknown, maxWalk)
+	}
+	_, err = Parse([]byte(doc))
+	if err == nil || !strings.Contains(err.Error(), "excessive aliasing") {
+		t.Fatalf("Parse of a billion laughs: got %v, want the aliasing refused", err)
+	}
 }
 
 // FuzzParse feeds Parse arbitrary bytes: it must never panic, and a config

@@ -41,7 +41,7 @@ func benchRouter(b *testing.B, rt http.RoundTripper) *Router {
 // neither scraped nor probed.
 func benchRouterOf(b *testing.B, rt http.RoundTripper, kind string) *Router {
 	cfg := config.Default()
-	r, err := New(Options{Server: cfg.Server, Router: cfg.Router, Registerer: prometheus.NewRegistry(), Transport: rt})
+	r, err := New(Options{Server: serverOptions(cfg.Server), Router: routerOptions(cfg.Router), Registerer: prometheus.NewRegistry(), Transport: rt})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -22,7 +22,6 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
-	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 )
@@ -54,7 +53,7 @@ type isolation struct {
 // this process's alone.
 func newIsolation(level string, secret []byte) *isolation {
 	switch level {
-	case config.CacheIsolationNone:
+	case CacheIsolationNone:
 		level = ""
 	case "":
 		level = tenant.LevelOrg

@@ -11,10 +11,10 @@ import (
 	"net/http"
 	"net/url"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
@@ -33,10 +33,12 @@ type Recorder interface {
 	Record(usage.Record)
 }
 
-// Options is what a Router is built from. Zero fields take defaults.
+// Options is what a Router is built from. Server and Router are used as
+// given, a zero meaning what each field says rather than a default:
+// llmgw's defaults are its configuration's.
 type Options struct {
-	Server config.Server
-	Router config.Router
+	Server ServerOptions
+	Router RouterOptions
 	// Auth checks keys; nil serves without authentication.
 	Auth Authenticator
 	// Limits enforces rate limits and budgets; nil enforces none.
@@ -65,6 +67,53 @@ type Options struct {
 	// this process's alone.
 	CacheSecret []byte
 }
+
+// ServerOptions bounds a request and each call it makes upstream.
+type ServerOptions struct {
+	// MaxBodyBytes is the largest request body read; a larger one gets
+	// 413. Zero or less lets no body in.
+	MaxBodyBytes int64
+	// BodyTimeout bounds reading a request's body, from the end of its
+	// headers to its last byte; a slower body gets 408. Zero or less
+	// means no bound.
+	BodyTimeout time.Duration
+	// ConnectTimeout bounds dialling an endpoint; zero means the system's
+	// bound alone.
+	ConnectTimeout time.Duration
+	// FirstTokenTimeout bounds the wait for an upstream's first byte; a
+	// model's own first_token_timeout overrides it. Zero means no bound.
+	FirstTokenTimeout time.Duration
+	// IdleTimeout is the longest silence allowed between two streamed
+	// events once the answer has begun. Zero means no bound.
+	IdleTimeout time.Duration
+	// RequestTimeout bounds a whole request, end to end; it must be
+	// positive, or every upstream call is out of time when it starts.
+	RequestTimeout time.Duration
+	// KeepAlive, when positive, sends an SSE comment to a streaming client
+	// after this long without an event.
+	KeepAlive time.Duration
+	// Retries is how many other endpoints are tried after a failure before
+	// the first byte; zero tries one alone.
+	Retries int
+}
+
+// RouterOptions says how tenants are labelled and kept apart, and what a
+// request that names no max_tokens reserves.
+type RouterOptions struct {
+	// TenantLabel is the tenant level, org, team or user, that becomes the
+	// tenant label of the per-tenant metrics; empty means org.
+	TenantLabel string
+	// DefaultMaxTokens is the completion length reserved against token
+	// limits for a request that names no max_tokens; zero reserves none.
+	DefaultMaxTokens int64
+	// CacheIsolation is the tenant level, org, team or user, within which
+	// prompts may share a prefix cache, or CacheIsolationNone; empty
+	// means org.
+	CacheIsolation string
+}
+
+// CacheIsolationNone lets every tenant's prompts share the prefix cache.
+const CacheIsolationNone = "none"
 
 // Placements takes this gateway's placements to the others. Publish must
 // not block.
@@ -99,13 +148,6 @@ type Router struct {
 
 // New builds a Router and registers its metrics.
 func New(opts Options) (*Router, error) {
-	d := config.Default()
-	if opts.Server.Listen == "" {
-		opts.Server = d.Server
-	}
-	if opts.Router.TenantLabel == "" {
-		opts.Router = d.Router
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}

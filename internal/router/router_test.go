@@ -89,7 +89,7 @@ func newTestGatewayWith(t *testing.T, opts Options, mutate func(*config.Config),
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	opts.Server, opts.Router, opts.Registerer = cfg.Server, cfg.Router, reg
+	opts.Server, opts.Router, opts.Registerer = serverOptions(cfg.Server), routerOptions(cfg.Router), reg
 	r, err := New(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -501,7 +501,7 @@ func TestHealthProbeTakesAStalledEndpointOut(t *testing.T) {
 		}
 		cfg := config.Default()
 		reg := prometheus.NewRegistry()
-		r, err := New(Options{Server: cfg.Server, Router: cfg.Router, Registerer: reg, Transport: servers,
+		r, err := New(Options{Server: serverOptions(cfg.Server), Router: routerOptions(cfg.Router), Registerer: reg, Transport: servers,
 			ProbeClient: &http.Client{Transport: servers}, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
@@ -610,7 +610,7 @@ func TestWaitedRequestRoutedBySLOLeft(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg := config.Default()
-		r, err := New(Options{Server: cfg.Server, Router: cfg.Router, Registerer: prometheus.NewRegistry(),
+		r, err := New(Options{Server: serverOptions(cfg.Server), Router: routerOptions(cfg.Router), Registerer: prometheus.NewRegistry(),
 			Transport: servers, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)

@@ -51,7 +51,7 @@ func TestTokenMetricsGolden(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg := config.Default()
 	cfg.Router.TenantLabel = tenant.LevelTeam
-	r, err := New(Options{Server: cfg.Server, Router: cfg.Router, Registerer: reg})
+	r, err := New(Options{Server: serverOptions(cfg.Server), Router: routerOptions(cfg.Router), Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func serveAndAccountOn(t *testing.T, up http.Handler, bodies <-chan []byte, pool
 	reg := prometheus.NewRegistry()
 	lim := &recordingLimiter{Local: limits.NewLocal()}
 	recs := &records{}
-	r, err := New(Options{Server: cfg.Server, Router: cfg.Router, Registerer: reg, Auth: tpmKey{}, Limits: lim, Recorder: recs})
+	r, err := New(Options{Server: serverOptions(cfg.Server), Router: routerOptions(cfg.Router), Registerer: reg, Auth: tpmKey{}, Limits: lim, Recorder: recs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func keyedRouter(t *testing.T, lim tenant.Limits, up http.Handler) *Router {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(Options{Server: cfg.Server, Router: cfg.Router, Auth: oneKey{lim}, Limits: limits.NewLocal()})
+	r, err := New(Options{Server: serverOptions(cfg.Server), Router: routerOptions(cfg.Router), Auth: oneKey{lim}, Limits: limits.NewLocal()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestReloadDropsARemovedEndpointsConnections(t *testing.T) {
 		return cat
 	}
 	cfg := config.Default()
-	r, err := New(Options{Server: cfg.Server, Router: cfg.Router})
+	r, err := New(Options{Server: serverOptions(cfg.Server), Router: routerOptions(cfg.Router)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func workGateway(t *testing.T, up http.Handler, set func(*config.Config), wrap f
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	r, err := New(Options{Server: cfg.Server, Router: cfg.Router, Registerer: reg})
+	r, err := New(Options{Server: serverOptions(cfg.Server), Router: routerOptions(cfg.Router), Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestCountTokens(t *testing.T) {
 	}
 	lim := &recordingLimiter{Local: limits.NewLocal()}
 	recs := &records{}
-	r, err := New(Options{Server: cfg.Server, Router: cfg.Router, Auth: globKey{}, Limits: lim, Recorder: recs})
+	r, err := New(Options{Server: serverOptions(cfg.Server), Router: routerOptions(cfg.Router), Auth: globKey{}, Limits: lim, Recorder: recs})
 	if err != nil {
 		t.Fatal(err)
 	}
