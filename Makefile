@@ -23,7 +23,8 @@ bench:
 lint:
 	gofmt -l . && go vet ./...
 
-# The differential fuzz targets, the API translations' round trips and
+# The differential fuzz targets (the SSE framer's against a reading of
+# the specification among them), the API translations' round trips and
 # the redaction of upstreams' errors, each for FUZZTIME (default 10m);
 # see docs/SECURITY.md.
 FUZZTIME ?= 10m
@@ -34,6 +35,7 @@ fuzz:
 	go test -run '^$$' -fuzz '^FuzzRequestMatchesEncodingJSON$$' -fuzztime $(FUZZTIME) ./internal/openai
 	go test -run '^$$' -fuzz '^FuzzScanMatchesJSONValid$$' -fuzztime $(FUZZTIME) ./internal/openai
 	go test -run '^$$' -fuzz '^FuzzRenameModel$$' -fuzztime $(FUZZTIME) ./internal/openai
+	go test -run '^$$' -fuzz '^FuzzFramerMatchesSpec$$' -fuzztime $(FUZZTIME) ./internal/openai
 	go test -run '^$$' -fuzz '^FuzzParseMatchesExpfmt$$' -fuzztime $(FUZZTIME) ./internal/router/scrape
 	go test -run '^$$' -fuzz '^FuzzTranslateAnthropic$$' -fuzztime $(FUZZTIME) ./internal/translate
 	go test -run '^$$' -fuzz '^FuzzTranslateResponses$$' -fuzztime $(FUZZTIME) ./internal/translate
