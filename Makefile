@@ -26,7 +26,8 @@ lint:
 	@unformatted=$$(gofmt -l .) || exit 1; if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
 
-# The differential fuzz targets, the API translations' round trips and
+# The differential fuzz targets (the SSE framer's against a reading of
+# the specification among them), the API translations' round trips and
 # the redaction of upstreams' errors, each for FUZZTIME (default 10m);
 # see docs/SECURITY.md.
 FUZZTIME ?= 10m
@@ -37,6 +38,7 @@ fuzz:
 	go test -run '^$$' -fuzz '^FuzzRequestMatchesEncodingJSON$$' -fuzztime $(FUZZTIME) ./internal/openai
 	go test -run '^$$' -fuzz '^FuzzScanMatchesJSONValid$$' -fuzztime $(FUZZTIME) ./internal/openai
 	go test -run '^$$' -fuzz '^FuzzRenameModel$$' -fuzztime $(FUZZTIME) ./internal/openai
+	go test -run '^$$' -fuzz '^FuzzFramerMatchesSpec$$' -fuzztime $(FUZZTIME) ./internal/openai
 	go test -run '^$$' -fuzz '^FuzzParseMatchesExpfmt$$' -fuzztime $(FUZZTIME) ./internal/router/scrape
 	go test -run '^$$' -fuzz '^FuzzTranslateAnthropic$$' -fuzztime $(FUZZTIME) ./internal/translate
 	go test -run '^$$' -fuzz '^FuzzTranslateResponses$$' -fuzztime $(FUZZTIME) ./internal/translate

@@ -128,6 +128,30 @@ func TestRelaySplitReadsCRLFAndComments(t *testing.T) {
 	}
 }
 
+// The relay reads an upstream's stream as the SSE specification does:
+// lines may end in a lone CR, an event's data lines are joined (and
+// written on as data lines again), comments and unknown fields are
+// skipped, and the type of an event is its own. A last event with no
+// blank line after it is relayed all the same.
+func TestRelayFramesAsTheSpecificationDoes(t *testing.T) {
+	multi := "{\"choices\":[{\"delta\":\ndata: {\"content\":\"Hel\"},\"finish_reason\":null}]}"
+	up := script{
+		"data: {\"choices\":[{\"delta\":\r",
+		"data: {\"content\":\"Hel\"},\"finish_reason\":null}]}\r",
+		"\r: note\rid: 7\revent: note\r\r",
+		"event: delta\ndata: " + tokB + "\r\n\r\n",
+		"data: " + finish + "\n\ndata: [DONE]",
+	}
+	got, o := relayThrough(t, up, Call{Stream: true})
+	want := "data: " + multi + "\n\nevent: delta\n" + sse(tokB, finish) + "data: [DONE]\n\n"
+	if got != want {
+		t.Errorf("client read\n%q\nwant\n%q", got, want)
+	}
+	if o.Status != 200 || o.Reason != "" || o.Usage.CompletionTokens != 2 {
+		t.Errorf("outcome %+v, usage %+v; want 200, no fault, 2 tokens counted", o, o.Usage)
+	}
+}
+
 func TestRelayStripsUsageTheClientDidNotAskFor(t *testing.T) {
 	got, o := relayThrough(t, script{sse(tokA, tokB, finish, usageChunk, "[DONE]")}, Call{Stream: true, StripUsage: true})
 	if strings.Contains(got, "usage") {

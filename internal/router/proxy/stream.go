@@ -1,7 +1,8 @@
 package proxy
 
 // The SSE relay: each event from the upstream reaches the client as soon as
-// it is read. Nothing waits for company: the relay flushes whenever its next
+// it is read, the stream framed as the SSE specification reads it
+// (openai.Framer). Nothing waits for company: the relay flushes whenever its next
 // read could block, so an event is held back only while the events that
 // arrived with it are written, and those leave in the same write. On the
 // way it times every token, picks up the usage chunk (and drops it when only
@@ -27,13 +28,14 @@ import (
 // 150-400 bytes; a longer line is read in pieces.
 const relayBufSize = 1 << 10
 
-// maxEventLine bounds one line of an upstream's stream. A token's event is
-// a few hundred bytes and a final chunk with every logprob a few hundred
-// KiB; a line that runs on past this is a broken or hostile upstream, and
-// its stream ends rather than grow without bound.
+// maxEventLine bounds one line of an upstream's stream, and one event's
+// data. A token's event is a few hundred bytes and a final chunk with
+// every logprob a few hundred KiB; a line or event that runs on past this
+// is a broken or hostile upstream, and its stream ends rather than grow
+// without bound.
 const maxEventLine = 4 << 20
 
-var errLineTooLong = fmt.Errorf("upstream sent a stream line longer than %d bytes", maxEventLine)
+var errLineTooLong = fmt.Errorf("upstream sent a stream line or event longer than %d bytes", maxEventLine)
 
 // errStreamClosed is what a keep-alive comment due after the relay ended
 // finds: nothing more is written.
@@ -126,7 +128,8 @@ func (s *streamWriter) startLocked() {
 }
 
 // event writes one event, its optional type line and its data, into the
-// response's buffer; flush sends it.
+// response's buffer; flush sends it. Data of several lines, joined by
+// "\n" as a framer joins them, goes as one data line each.
 func (s *streamWriter) event(kind, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -137,6 +140,14 @@ func (s *streamWriter) event(kind, data []byte) error {
 	s.deadlineLocked()
 	if len(kind) > 0 {
 		s.write("event: ", kind, "\n")
+	}
+	for {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			break
+		}
+		s.write("data: ", data[:i], "\n")
+		data = data[i+1:]
 	}
 	s.write("data: ", data, "\n\n")
 	s.pending = true
@@ -210,205 +221,228 @@ func (s *streamWriter) wrote() bool {
 	return s.started
 }
 
-// relay streams resp to the client.
+// relay streams resp to the client: the upstream's events framed as they
+// arrive (frameEvents), each read and written by an observer, and what the
+// stream came to settled at its end (finish).
 func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter, c *Call, resp *http.Response) Outcome {
 	sw := newStreamWriter(w, c.KeepAlive, c.Idle)
 	defer sw.close()
-	src := piecesOf(resp.Body)
-	var (
-		tr      EventTranslator // nil: events are relayed as they came
-		emit    Emit
-		dec     EventDecoder // nil: the upstream's events are chat chunks
-		decoded [][]byte     // one event's chat chunks, from dec
-	)
+	ob := observer{c: c, sw: sw}
 	if c.Translate != nil {
-		tr, emit = c.Translate.Stream(), sw.event
+		ob.tr, ob.emit = c.Translate.Stream(), sw.event
 	}
 	if c.Provider != nil {
-		dec = c.Provider.Stream()
+		ob.dec = c.Provider.Stream()
 	}
-
-	var (
-		o                  Outcome
-		first, last        time.Time
-		events             int64
-		sawDone, sawFinish bool
-		kind               []byte // the pending event's type, from an "event:" line
-		piece              []byte // read and not yet relayed
-		partial            []byte // a line begun in an earlier piece
-		renamed            []byte // the event's data with the catalog's model name
-		readErr, clientErr error
-	)
-	for clientErr == nil {
-		line, ok := cutLine(&piece)
-		if !ok {
-			if len(partial)+len(piece) > maxEventLine {
-				readErr = errLineTooLong
-				break
-			}
-			partial = append(partial, piece...)
-			var err error
-			piece, err = src.next(math.MaxInt, false)
-			if errors.Is(err, errWouldWait) {
-				// The next read waits on the upstream: what is written
-				// goes out first.
-				if clientErr = sw.flush(); clientErr != nil {
-					break
-				}
-				piece, err = src.next(math.MaxInt, true)
-			}
-			if err == nil {
-				continue
-			}
-			if !errors.Is(err, io.EOF) || len(partial) == 0 {
-				readErr = err
-				break
-			}
-			line = partial // the last line, with no line end
-		} else if len(partial) > 0 {
-			line = append(partial, line...)
-		}
-		partial = partial[:0]
-		dog.event()
-		line = bytes.TrimRight(line, "\r\n")
-		switch {
-		case len(line) == 0 || line[0] == ':':
-			// An event's end, or a comment: events are flushed as they come
-			// and keep-alives are the gateway's own.
-			continue
-		case bytes.HasPrefix(line, []byte("event:")):
-			kind = append(kind[:0], bytes.TrimSpace(line[6:])...)
-			continue
-		case !bytes.HasPrefix(line, []byte("data:")):
-			continue // id: and retry: mean nothing to a completion stream
-		}
-		data := line[5:]
-		if len(data) > 0 && data[0] == ' ' {
-			data = data[1:]
-		}
-		k := kind
-		kind = kind[:0]
-		var one [1][]byte
-		one[0] = data
-		chunks := one[:]
-		if dec != nil {
-			// The provider's event, as the chat chunks it means.
-			decoded, k = dec.Event(k, data, decoded[:0]), nil
-			chunks = decoded
-		}
-		for _, data := range chunks {
-			switch {
-			case bytes.Equal(data, openai.Done):
-				sawDone = true
-			case openai.HasToken(data):
-				now := time.Now()
-				if events == 0 {
-					first = now
-					o.TTFT = now.Sub(c.Start)
-					if c.FirstToken != nil {
-						c.FirstToken(now)
-					}
-				} else if c.Gap != nil {
-					c.Gap.Observe(now.Sub(last).Seconds())
-				}
-				last = now
-				events++
-			case isErrorEvent(data):
-				// The upstream's own words reach the client: without
-				// a secret in them.
-				data, _ = redact(data, sentKeys(c.Header))
-				if o.Reason == "" {
-					o.Reason = "stream_error"
-					o.Err = openai.BadGateway(errors.New("upstream sent an error event"))
-				}
-			case isErrorObject(data):
-				data, _ = redact(data, sentKeys(c.Header))
-			}
-			if !sawFinish && openai.HasFinish(data) {
-				sawFinish = true
-			}
-			if openai.HasUsage(data) {
-				if u, err := openai.UsageOf(data); err == nil && u != nil {
-					o.Usage = u
-				}
-				if c.StripUsage && openai.IsUsageOnly(data) {
-					continue
-				}
-			}
-			if c.Model != "" {
-				if out, ok := openai.RenameModel(renamed, data, c.Model); ok {
-					renamed, data = out, out
-				}
-			}
-			if tr != nil {
-				clientErr = tr.Event(data, emit)
-			} else {
-				clientErr = sw.event(k, data)
-			}
-			if clientErr != nil {
-				break
-			}
-		}
-	}
+	readErr, clientErr := frameEvents(dog, sw, piecesOf(resp.Body), &ob)
 	dog.stop()
 	if clientErr == nil {
 		clientErr = sw.flush()
 	}
+	return ob.finish(ctx, readErr, clientErr)
+}
 
-	if events > 0 {
-		o.Decode = last.Sub(first)
+// frameEvents reads src's events and hands each to ob as soon as its
+// blank line is read, flushing what was written whenever the next read
+// could wait on the upstream. Each line read tells the watchdog the
+// upstream is alive. readErr is how reading ended (io.EOF: the stream
+// ended cleanly), clientErr the client's failure; one of them is set.
+// A last event with no blank line after it is relayed all the same.
+func frameEvents(dog *watchdog, sw *streamWriter, src pieceReader, ob *observer) (readErr, clientErr error) {
+	f := openai.Framer{Max: maxEventLine}
+	var piece []byte
+	lines := 0
+	for {
+		ev, ok, err := f.Next(&piece)
+		if n := f.Lines(); n != lines {
+			lines = n
+			dog.event()
+		}
+		if err != nil {
+			return errLineTooLong, nil
+		}
+		if ok {
+			if err := ob.event(ev); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		piece, err = src.next(math.MaxInt, false)
+		if errors.Is(err, errWouldWait) {
+			// The next read waits on the upstream: what is written
+			// goes out first.
+			if err := sw.flush(); err != nil {
+				return nil, err
+			}
+			piece, err = src.next(math.MaxInt, true)
+		}
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, io.EOF) {
+			if ev, ok, _ := f.End(); ok {
+				dog.event()
+				if err := ob.event(ev); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return err, nil
+	}
+}
+
+// observer reads a stream's chat chunks on their way to the client: it
+// times the tokens, keeps the usage, notes the finish, [DONE] and error
+// events (redacting those), renames the model, and writes each chunk, or
+// has the Translator write the client's events for it.
+type observer struct {
+	c       *Call
+	sw      *streamWriter
+	tr      EventTranslator // nil: events are relayed as they came
+	emit    Emit
+	dec     EventDecoder // nil: the upstream's events are chat chunks
+	decoded [][]byte     // one event's chat chunks, from dec
+	renamed []byte       // a chunk's data with the catalog's model name
+
+	o                  Outcome // Usage, TTFT and the upstream's fault, so far
+	first, last        time.Time
+	events             int64 // token events
+	sawDone, sawFinish bool
+}
+
+// event relays one upstream event: a chat chunk, or with a Provider the
+// chat chunks it means.
+func (ob *observer) event(ev openai.Event) error {
+	if ob.dec == nil {
+		return ob.chunk(ev.Type, ev.Data)
+	}
+	ob.decoded = ob.dec.Event(ev.Type, ev.Data, ob.decoded[:0])
+	for _, data := range ob.decoded {
+		if err := ob.chunk(nil, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chunk observes one chat chunk, of SSE type kind, and writes it on; an
+// error is the client's.
+func (ob *observer) chunk(kind, data []byte) error {
+	data, relay := ob.observe(data)
+	if !relay {
+		return nil
+	}
+	if ob.c.Model != "" {
+		if out, ok := openai.RenameModel(ob.renamed, data, ob.c.Model); ok {
+			ob.renamed, data = out, out
+		}
+	}
+	return ob.write(kind, data)
+}
+
+// observe reads a chunk for the outcome. It returns the chunk as the
+// client may see it, an upstream's error with its secrets redacted, and
+// false for a usage chunk only the gateway asked for.
+func (ob *observer) observe(data []byte) ([]byte, bool) {
+	switch {
+	case bytes.Equal(data, openai.Done):
+		ob.sawDone = true
+	case openai.HasToken(data):
+		ob.token(time.Now())
+	case isErrorEvent(data):
+		// The upstream's own words reach the client: without a secret
+		// in them.
+		data, _ = redact(data, sentKeys(ob.c.Header))
+		if ob.o.Reason == "" {
+			ob.o.Reason = "stream_error"
+			ob.o.Err = openai.BadGateway(errors.New("upstream sent an error event"))
+		}
+	case isErrorObject(data):
+		data, _ = redact(data, sentKeys(ob.c.Header))
+	}
+	if !ob.sawFinish && openai.HasFinish(data) {
+		ob.sawFinish = true
+	}
+	if openai.HasUsage(data) {
+		if u, err := openai.UsageOf(data); err == nil && u != nil {
+			ob.o.Usage = u
+		}
+		if ob.c.StripUsage && openai.IsUsageOnly(data) {
+			return data, false
+		}
+	}
+	return data, true
+}
+
+// token times a token event that arrived at now: the first's TTFT, the
+// gap since the one before for the others.
+func (ob *observer) token(now time.Time) {
+	if ob.events == 0 {
+		ob.first = now
+		ob.o.TTFT = now.Sub(ob.c.Start)
+		if ob.c.FirstToken != nil {
+			ob.c.FirstToken(now)
+		}
+	} else if ob.c.Gap != nil {
+		ob.c.Gap.Observe(now.Sub(ob.last).Seconds())
+	}
+	ob.last = now
+	ob.events++
+}
+
+// write sends one chunk to the client, through the Translator when there
+// is one.
+func (ob *observer) write(kind, data []byte) error {
+	if ob.tr != nil {
+		return ob.tr.Event(data, ob.emit)
+	}
+	return ob.sw.event(kind, data)
+}
+
+// finish is what the stream came to, once reading ended with readErr and
+// writing with clientErr. A stream that ended cleanly after a finish but
+// without [DONE] gets one; a broken stream whose client has part of an
+// answer ends with an error event and no [DONE].
+func (ob *observer) finish(ctx context.Context, readErr, clientErr error) Outcome {
+	o := ob.o
+	if ob.events > 0 {
+		o.Decode = ob.last.Sub(ob.first)
 	}
 	if o.Usage == nil {
-		o.Usage = &openai.Usage{PromptTokens: c.PromptEstimate, CompletionTokens: events, TotalTokens: c.PromptEstimate + events}
+		o.Usage = &openai.Usage{PromptTokens: ob.c.PromptEstimate, CompletionTokens: ob.events, TotalTokens: ob.c.PromptEstimate + ob.events}
 		o.Estimated = true
 	}
 	o.Status = http.StatusOK
 	if clientErr != nil {
 		o.Status, o.Reason, o.Err = openai.StatusClientClosed, "", clientErr
-	} else if ended, ok := cancelled(ctx); ok && !sawDone {
+	} else if ended, ok := cancelled(ctx); ok && !ob.sawDone {
 		ended.Usage, ended.Estimated, ended.TTFT, ended.Decode = o.Usage, o.Estimated, o.TTFT, o.Decode
 		o = ended
-	} else if !sawDone {
-		if errors.Is(readErr, io.EOF) && sawFinish {
+	} else if !ob.sawDone {
+		if errors.Is(readErr, io.EOF) && ob.sawFinish {
 			// The answer is whole; the backend only left out the terminator.
-			if tr != nil {
-				tr.Event(openai.Done, emit)
-			} else {
-				sw.event(nil, openai.Done)
-			}
-			sw.flush()
+			ob.write(nil, openai.Done)
+			ob.sw.flush()
 		} else {
 			o.Reason, o.Err = "stream_broken", openai.BadGateway(readErr)
 		}
 	}
-	o.Wrote = sw.wrote()
+	o.Wrote = ob.sw.wrote()
 	if o.Err != nil && o.Status != openai.StatusClientClosed {
 		e := openai.AsError(o.Err)
 		o.Status = e.Status
 		if o.Wrote {
 			// The client has part of an answer: end with an error event
 			// and no [DONE], so that it cannot take the part for the whole.
-			if tr != nil {
-				tr.Fail(e, emit)
+			if ob.tr != nil {
+				ob.tr.Fail(e, ob.emit)
 			} else {
-				sw.event(nil, e.Body())
+				ob.sw.event(nil, e.Body())
 			}
-			sw.flush()
+			ob.sw.flush()
 		}
 	}
 	return o
-}
-
-// cutLine takes the first line, with its line end, off *piece, and false
-// when *piece holds no whole line.
-func cutLine(piece *[]byte) ([]byte, bool) {
-	i := bytes.IndexByte(*piece, '\n')
-	if i < 0 {
-		return nil, false
-	}
-	line := (*piece)[:i+1]
-	*piece = (*piece)[i+1:]
-	return line, true
 }
 
 // isErrorEvent reports whether a chunk is an error as OpenAI streams one:
