@@ -43,7 +43,7 @@ type Gateway struct {
 	cfg        *config.Config
 	configPath string // empty when the configuration came from flags
 	log        *slog.Logger
-	reg        *prometheus.Registry
+	reg        registry
 	router     *router.Router
 
 	store   store.Store
@@ -70,6 +70,17 @@ type Gateway struct {
 	adminToken string
 }
 
+// registry is what a gateway's parts register their metrics with, and
+// what /metrics serves.
+type registry interface {
+	prometheus.Registerer
+	prometheus.Gatherer
+}
+
+// newRegistry makes a gateway's registry. docs/reference/metrics.md is
+// written from one that also keeps every collector registered.
+var newRegistry = func() registry { return prometheus.NewRegistry() }
+
 // newGateway builds a gateway from cfg and opens its listeners; Run serves.
 // The store and listeners it opened are closed again if it fails.
 func newGateway(ctx context.Context, cfg *config.Config, configPath string, log *slog.Logger) (g *Gateway, err error) {
@@ -77,7 +88,7 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	if err != nil {
 		return nil, err
 	}
-	gw := &Gateway{cfg: cfg, configPath: configPath, log: log, reg: prometheus.NewRegistry()}
+	gw := &Gateway{cfg: cfg, configPath: configPath, log: log, reg: newRegistry()}
 	g = gw
 	defer func() {
 		if err != nil {
