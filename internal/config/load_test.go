@@ -423,24 +423,3 @@ func TestHedgeDefaults(t *testing.T) {
 		})
 	}
 }
-
-// The README's configuration reference is the full example, word for
-// word, so that it lists every field and parses as it says.
-func TestReadmeShowsTheFullExample(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, block, ok := strings.Cut(string(readme), "\n```yaml\n")
-	block, _, ok2 := strings.Cut(block, "\n```\n")
-	if !ok || !ok2 {
-		t.Fatal("README.md has no yaml block")
-	}
-	want, err := os.ReadFile("testdata/full.good.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), block+"\n"); diff != "" {
-		t.Errorf("README.md's first yaml block differs from testdata/full.good.yaml (-full.good.yaml +README):\n%s", diff)
-	}
-}
