@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// Codex CLI goes through the Responses API with the README's recipe,
-// through a whole tool loop: its first request offers namespaced and
+// Codex CLI goes through the Responses API with the recipe in
+// docs/CLIENTS.md, through a whole tool loop: its first request offers namespaced and
 // custom tools and web search, asks for reasoning summaries and sends a
 // prompt_cache_key; the backend's call of exec_command reaches Codex as
 // a function_call it runs, and the command's output comes back as a

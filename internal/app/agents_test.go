@@ -359,8 +359,8 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 // opencode (https://opencode.ai) goes through chat completions, with the
-// README's recipe: a provider of the AI SDK's OpenAI-compatible kind whose
-// base URL is llmgw's.
+// recipe in docs/CLIENTS.md: a provider of the AI SDK's OpenAI-compatible
+// kind whose base URL is llmgw's.
 func TestOpencodeToolLoop(t *testing.T) {
 	bin := agentBin(t, "opencode")
 	g := startAgentGateway(t, "vllm")
@@ -384,8 +384,9 @@ func TestOpencodeToolLoop(t *testing.T) {
 }
 
 // runClaudeCode runs Claude Code on agentPrompt through g with the
-// README's recipe: ANTHROPIC_BASE_URL at llmgw, a key of llmgw's, a
-// catalog model; streamed, as it asks. It returns what Claude Code wrote.
+// recipe in docs/CLIENTS.md: ANTHROPIC_BASE_URL at llmgw, a key of
+// llmgw's, a catalog model; streamed, as it asks. It returns what Claude
+// Code wrote.
 func runClaudeCode(t *testing.T, g *agentGateway, extraEnv ...string) string {
 	t.Helper()
 	bin := agentBin(t, "claude")
@@ -401,8 +402,9 @@ func runClaudeCode(t *testing.T, g *agentGateway, extraEnv ...string) string {
 	return runAgent(t, t.TempDir(), env, bin, "-p", agentPrompt, "--model", agentModel, "--allowedTools", "Bash")
 }
 
-// runCodex runs Codex CLI on agentPrompt through g with the README's
-// recipe: a model provider in config.toml whose wire_api is responses.
+// runCodex runs Codex CLI on agentPrompt through g with the recipe in
+// docs/CLIENTS.md: a model provider in config.toml whose wire_api is
+// responses.
 // It returns what Codex wrote.
 func runCodex(t *testing.T, g *agentGateway) string {
 	t.Helper()
@@ -421,9 +423,10 @@ env_key = "LLMGW_API_KEY"
 		bin, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", agentPrompt)
 }
 
-// Claude Code goes through the Messages API with the README's recipe:
-// streamed, as it asks; and not streamed, as it asks again after a stream
-// that broke, when the backend breaks every stream mid-answer.
+// Claude Code goes through the Messages API with the recipe in
+// docs/CLIENTS.md: streamed, as it asks; and not streamed, as it asks
+// again after a stream that broke, when the backend breaks every stream
+// mid-answer.
 func TestClaudeCodeToolLoop(t *testing.T) {
 	for _, cut := range []bool{false, true} {
 		name := map[bool]string{false: "streamed", true: "not streamed"}[cut]
