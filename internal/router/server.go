@@ -216,7 +216,7 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 	if a.counts {
 		// Answered here, from the prompt alone: never queued for a
 		// pool's gate nor dispatched.
-		if err := r.admit(hr.Context(), w, req); err != nil {
+		if err := r.reserveLimits(hr.Context(), w, req); err != nil {
 			r.refuse(w, req, "", err)
 			return
 		}
@@ -237,7 +237,7 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 	inflight.Inc()
 	defer inflight.Dec()
 
-	if err := r.admit(hr.Context(), w, req); err != nil {
+	if err := r.reserveLimits(hr.Context(), w, req); err != nil {
 		r.refuse(w, req, "", err)
 		return
 	}
