@@ -265,7 +265,7 @@ func (g *gate) look(p *pool, model string, now time.Time) poolView {
 			continue
 		}
 		if v.batched {
-			e.startBatch()
+			e.StartBatch()
 		}
 		limit, room := e.batchRoom()
 		v.batched = v.batched && limit > 0
@@ -273,7 +273,7 @@ func (g *gate) look(p *pool, model string, now time.Time) poolView {
 		v.batchFree += room
 		v.eps = append(v.eps, e)
 		v.loads = append(v.loads, e.freshLoad(now, p.maxAge))
-		v.peers = append(v.peers, e.freshPeers(now))
+		v.peers = append(v.peers, e.Peers(now))
 		v.pending += e.pending.Load()
 		v.owed += float64(e.owed.Load())
 		b, pt := e.firstTokenCost()

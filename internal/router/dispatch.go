@@ -149,12 +149,12 @@ func (r *Router) settle(req *parsedRequest, p *pool, ep *endpoint, o proxy.Outco
 	if o.Reason != "" {
 		r.m.upstreamErrors.WithLabelValues(p.name, o.Reason).Inc()
 		r.log.Warn("upstream failed", "id", req.id, "pool", p.name, "endpoint", ep.name, "reason", o.Reason, "err", o.Err)
-		if countsAgainst(o) && ep.failed(time.Now()) {
+		if countsAgainst(o) && ep.Failed(time.Now()) {
 			r.m.ejections.WithLabelValues(p.name, ep.name, "failures").Inc()
 			r.log.Warn("endpoint ejected", "pool", p.name, "endpoint", ep.name, "after", o.Reason)
 		}
 	} else if o.Status < 500 {
-		ep.succeeded()
+		ep.Succeeded()
 	}
 }
 
@@ -174,11 +174,10 @@ func countsAgainst(o proxy.Outcome) bool {
 // computed nothing, as far as the index knows.
 func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedRequest, p *pool, i int, rt *route, call *proxy.Call, started *atomic.Bool) proxy.Outcome {
 	ep := p.endpoints[i]
-	t := &sent{ep: ep, uncached: rt.uncached(i), stream: req.Stream, at: time.Now(), ticket: req.ticket, gate: r.existingGate(p.name), started: started, critical: req.class == classCritical}
-	ep.inflight.Add(1)
-	ep.pending.Add(1)
-	t.work = ep.owed.Add(t.uncached) + ep.freshPeers(t.at).owed
-	p.notePrompt(t.uncached)
+	uncached := rt.uncached(i)
+	t := &sent{ticket: req.ticket, gate: r.existingGate(p.name), started: started}
+	t.call = ep.Send(uncached, req.Stream, req.class == classCritical, time.Now())
+	p.notePrompt(uncached)
 	if rt.indexed {
 		r.notePlaced(p, i, rt, rt.hashes, false)
 	}
@@ -193,7 +192,7 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 	t.end()
 
 	matched := rt.matched[i]
-	computedNothing := o.Reason != "" && !o.Wrote || !t.first && errors.Is(context.Cause(ctx), errLostRace)
+	computedNothing := o.Reason != "" && !o.Wrote || !t.call.Started() && errors.Is(context.Cause(ctx), errLostRace)
 	switch {
 	case computedNothing && rt.indexed && len(rt.hashes) > int(matched):
 		// The blocks past the prefix it held are not there.
@@ -202,26 +201,20 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 		share := min(float64(matched)*float64(rt.index.block)/float64(rt.promptBytes), 1)
 		predicted := int64(share * float64(o.Usage.PromptTokens))
 		cached := min(o.Usage.CachedTokens(), predicted)
-		ep.confirm(predicted, cached)
+		ep.Confirm(predicted, cached)
 		p.m.predicted.Add(float64(predicted))
 		p.m.confirmed.Add(float64(cached))
 	}
 	return o
 }
 
-// sent is one call's mark on its endpoint's signals. Its methods run on
-// the call's goroutine.
+// sent is one call's mark on its endpoint's signals and on its pool's
+// gate. Its methods run on the call's goroutine.
 type sent struct {
-	ep       *endpoint
-	uncached int64     // prompt tokens the endpoint was expected to compute
-	work     int64     // prefill owed at the endpoint when sent, this call's and other gateways' included
-	at       time.Time // when it was sent
-	stream   bool
-	critical bool         // the request is of class critical
-	first    bool         // the first token is in
-	ticket   *ticket      // the request's admission, nil without
-	gate     *gate        // the pool's admission point, nil when none was made
-	started  *atomic.Bool // set at the first token, for a hedged race; nil outside one
+	call    epCall       // the call's mark on its endpoint's counts
+	ticket  *ticket      // the request's admission, nil without
+	gate    *gate        // the pool's admission point, nil when none was made
+	started *atomic.Bool // set at the first token, for a hedged race; nil outside one
 	// gap observes the stream's inter-token gaps for the model's
 	// histogram; they pass through Observe.
 	gap prometheus.Observer
@@ -233,27 +226,17 @@ func (t *sent) Observe(seconds float64) {
 	if t.gap != nil {
 		t.gap.Observe(seconds)
 	}
-	t.ep.noteGap(time.Duration(seconds * float64(time.Second)))
+	t.call.Gap(time.Duration(seconds * float64(time.Second)))
 }
 
-// firstToken ends the call's prefill owed, and
-// teaches the endpoint what the first token cost. A plain answer's
-// headers come with its last token, so only streams teach.
+// firstToken ends the call's prefill owed, teaches the endpoint what the
+// first token cost, and releases the request's place at its gate.
 func (t *sent) firstToken(now time.Time) {
-	if t.first {
+	if !t.call.FirstToken(now) {
 		return
 	}
-	t.first = true
 	if t.started != nil {
 		t.started.Store(true)
-	}
-	t.ep.pending.Add(-1)
-	t.ep.owed.Add(-t.uncached)
-	if t.critical {
-		t.ep.critical.Add(1)
-	}
-	if t.stream {
-		t.ep.learn(now.Sub(t.at), t.work)
 	}
 	t.ticket.firstToken()
 	if t.gate != nil {
@@ -261,19 +244,15 @@ func (t *sent) firstToken(now time.Time) {
 	}
 }
 
-// end takes the call off its endpoint's signals.
+// end takes the call off its endpoint's signals; with a gate, it decides
+// the endpoint's batch limit by the gate's aim, and moves the queue on.
 func (t *sent) end() {
-	if !t.first {
-		t.ep.pending.Add(-1)
-		t.ep.owed.Add(-t.uncached)
-	} else if t.critical {
-		t.ep.critical.Add(-1)
+	if t.gate == nil {
+		t.call.Done(0)
+		return
 	}
-	n := t.ep.inflight.Add(-1)
-	if t.gate != nil {
-		t.ep.tuneBatch(t.gate.tpotAim(), n+1)
-		t.gate.wake()
-	}
+	t.call.Done(t.gate.tpotAim())
+	t.gate.wake()
 }
 
 // nextFallback is the fallback to try after cur, in the order the

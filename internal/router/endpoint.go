@@ -84,6 +84,29 @@ type endpointLoad struct {
 	at      time.Time
 }
 
+// loadCounts is what is in flight at an endpoint: requests, those without
+// a first token, the prefill they owe, and the critical requests past
+// their first token.
+type loadCounts struct{ inflight, pending, owed, critical int64 }
+
+// peerLoad is what the other gateways have in flight at one endpoint,
+// summed, as last heard at at (Unix nanoseconds).
+type peerLoad struct {
+	loadCounts
+	at int64
+}
+
+// Peers is the other gateways' load at e if it was heard within
+// peerMaxAge of now, else zero: a silent peer's count is unknown, and
+// the scrape stands in for it.
+func (e *endpoint) Peers(now time.Time) loadCounts {
+	l := e.peers.Load()
+	if l == nil || now.UnixNano()-l.at > int64(peerMaxAge) {
+		return loadCounts{}
+	}
+	return l.loadCounts
+}
+
 func newEndpoint(name, base string) *endpoint {
 	ep := &endpoint{name: name, url: base, targets: make(map[string]*url.URL, len(apis)), id: xxhash.Sum64String(base)}
 	for _, a := range apis {
@@ -92,6 +115,104 @@ func newEndpoint(name, base string) *endpoint {
 		}
 	}
 	return ep
+}
+
+// Name is the endpoint's configured name, its endpoint label.
+func (e *endpoint) Name() string { return e.name }
+
+// URL is the endpoint's base URL, without a trailing slash.
+func (e *endpoint) URL() string { return e.url }
+
+// Counts is what this gateway has in flight at the endpoint now. The
+// counts are read one after another while calls come and go.
+func (e *endpoint) Counts() loadCounts {
+	return loadCounts{e.inflight.Load(), e.pending.Load(), e.owed.Load(), e.critical.Load()}
+}
+
+// SetLoad takes a scrape of the endpoint's /metrics: requests waiting and
+// the share of its KV cache in use, negative where it exports none.
+func (e *endpoint) SetLoad(waiting, kvUsage float64, at time.Time) {
+	e.load.Store(&endpointLoad{waiting: waiting, kvUsage: kvUsage, at: at})
+}
+
+// SetDown takes a health probe's verdict, and reports whether the
+// endpoint was down before it.
+func (e *endpoint) SetDown(down bool) (was bool) { return e.down.Swap(down) }
+
+// SetPeers takes what the other gateways have in flight at the endpoint,
+// summed, as heard at now; all zero forgets it.
+func (e *endpoint) SetPeers(c loadCounts, now time.Time) {
+	if c == (loadCounts{}) {
+		e.peers.Store(nil)
+		return
+	}
+	e.peers.Store(&peerLoad{loadCounts: c, at: now.UnixNano()})
+}
+
+// epCall is one call's mark on its endpoint's counts, from Send to Done:
+// in flight all along, and until its first token pending, owing its
+// uncached prompt. Its methods run on the call's goroutine.
+type epCall struct {
+	e        *endpoint
+	uncached int64     // prompt tokens the endpoint was expected to compute
+	work     int64     // prefill owed at the endpoint when sent, this call's and other gateways' included
+	at       time.Time // when it was sent
+	stream   bool
+	critical bool // the request is of class critical
+	first    bool // the first token is in
+}
+
+// Send counts a call sent at now, whose prompt the endpoint must compute
+// uncached tokens of. A streamed call teaches the cost model at its first
+// token; a critical one counts, past it, as a stream to keep prefill off.
+func (e *endpoint) Send(uncached int64, stream, critical bool, now time.Time) epCall {
+	e.inflight.Add(1)
+	e.pending.Add(1)
+	work := e.owed.Add(uncached) + e.Peers(now).owed
+	return epCall{e: e, uncached: uncached, work: work, at: now, stream: stream, critical: critical}
+}
+
+// FirstToken ends the call's prefill owed, and teaches the endpoint what
+// the first token cost. It reports false, and does nothing, after the
+// first time. A plain answer's headers come with its last token, so only
+// streams teach.
+func (c *epCall) FirstToken(now time.Time) bool {
+	if c.first {
+		return false
+	}
+	c.first = true
+	c.e.pending.Add(-1)
+	c.e.owed.Add(-c.uncached)
+	if c.critical {
+		c.e.critical.Add(1)
+	}
+	if c.stream {
+		c.e.learn(now.Sub(c.at), c.work)
+	}
+	return true
+}
+
+// Started reports whether the call's first token is in.
+func (c *epCall) Started() bool { return c.first }
+
+// Gap counts one inter-token gap of the call's stream.
+func (c *epCall) Gap(d time.Duration) {
+	c.e.gapNanos.Add(int64(d))
+	c.e.gaps.Add(1)
+}
+
+// Done takes the call off its endpoint's counts. With aim, the step time
+// admission holds the endpoint to, it decides the batch limit on the way;
+// zero leaves the limit alone.
+func (c *epCall) Done(aim time.Duration) {
+	if !c.first {
+		c.e.pending.Add(-1)
+		c.e.owed.Add(-c.uncached)
+	} else if c.critical {
+		c.e.critical.Add(-1)
+	}
+	n := c.e.inflight.Add(-1)
+	c.e.tuneBatch(aim, n+1)
 }
 
 // out reports whether the endpoint should be passed over: its health
@@ -110,10 +231,10 @@ func (e *endpoint) freshLoad(now time.Time, maxAge time.Duration) *endpointLoad 
 	return l
 }
 
-// failed counts a failed request, and ejects the endpoint after ejectAfter
+// Failed counts a failed request, and ejects the endpoint after ejectAfter
 // in a row, or after one when it is just back from an ejection. It reports
 // whether this failure ejected it.
-func (e *endpoint) failed(now time.Time) bool {
+func (e *endpoint) Failed(now time.Time) bool {
 	until := e.ejectedUntil.Load()
 	if until > now.UnixNano() {
 		return false // a request sent before the ejection: its outage already counted
@@ -135,9 +256,9 @@ func (e *endpoint) failed(now time.Time) bool {
 	return true
 }
 
-// succeeded counts a request the endpoint served: one brings an ejected
+// Succeeded counts a request the endpoint served: one brings an ejected
 // endpoint back for good.
-func (e *endpoint) succeeded() {
+func (e *endpoint) Succeeded() {
 	if e.failures.Load() != 0 {
 		e.failures.Store(0)
 	}
@@ -205,9 +326,9 @@ func (e *endpoint) predictTTFT(uncached int64, l *endpointLoad, peers loadCounts
 	return base + perToken*(ahead+float64(uncached))
 }
 
-// precision is the share of its predicted prefix hits the endpoint's
+// Precision is the share of its predicted prefix hits the endpoint's
 // answers confirm: below 1 when it evicts sooner than the index assumes.
-func (e *endpoint) precision() float64 {
+func (e *endpoint) Precision() float64 {
 	if v := math.Float64frombits(e.hits.Load()); v > 0 {
 		return v
 	}
@@ -218,21 +339,15 @@ func (e *endpoint) precision() float64 {
 // from having its prefix ignored for good: its next hit raises it again.
 const minPrecision = 0.05
 
-// confirm folds one answer into the endpoint's precision: predicted
+// Confirm folds one answer into the endpoint's precision: predicted
 // prompt tokens were expected cached, and the answer reported cached.
-func (e *endpoint) confirm(predicted, cached int64) {
+func (e *endpoint) Confirm(predicted, cached int64) {
 	if predicted <= 0 {
 		return
 	}
 	sample := min(float64(cached)/float64(predicted), 1)
-	p := e.precision()
+	p := e.Precision()
 	e.hits.Store(math.Float64bits(max(p+costSmoothing*(sample-p), minPrecision)))
-}
-
-// noteGap counts one inter-token gap of a stream here.
-func (e *endpoint) noteGap(d time.Duration) {
-	e.gapNanos.Add(int64(d))
-	e.gaps.Add(1)
 }
 
 // The batch limit's constants. It starts at batchStart when admission
@@ -302,12 +417,12 @@ func (e *endpoint) tuneBatch(aim time.Duration, inflight int64) {
 	b.bits.Store(math.Float64bits(b.limit))
 }
 
-// startBatch gives the endpoint its first batch limit, batchStart, when
+// StartBatch gives the endpoint its first batch limit, batchStart, when
 // admission first holds it to an aim: like a TCP connection's first
 // window, the limit starts small and doubles while the step time allows,
 // so that a burst at the start, before anything is measured, cannot fill
 // the server's batch. The requests it already has stay.
-func (e *endpoint) startBatch() {
+func (e *endpoint) StartBatch() {
 	if e.batch.bits.Load() != 0 {
 		return
 	}

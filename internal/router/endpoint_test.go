@@ -14,7 +14,7 @@ func TestEjectionBackoff(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	for _, want := range []time.Duration{1, 2, 4, 8, 16, 30, 30} {
 		want *= time.Second
-		if !e.failed(now) {
+		if !e.Failed(now) {
 			t.Fatalf("a failure did not eject the endpoint (next wait %v)", want)
 		}
 		if got := time.Duration(e.ejectedUntil.Load() - now.UnixNano()); got != want {
@@ -29,11 +29,11 @@ func TestEjectionBackoff(t *testing.T) {
 		}
 	}
 
-	e.succeeded()
+	e.Succeeded()
 	if e.out(now.UnixNano()) {
 		t.Error("out after a success")
 	}
-	e.failed(now)
+	e.Failed(now)
 	if got := time.Duration(e.ejectedUntil.Load() - now.UnixNano()); got != ejectBase {
 		t.Errorf("the first ejection after a success lasts %v, want %v", got, ejectBase)
 	}
@@ -121,30 +121,30 @@ func TestPredictTTFTCountsOthersQueue(t *testing.T) {
 // floor, hits raise it, and answers with nothing predicted change nothing.
 func TestConfirmPrecision(t *testing.T) {
 	e := newEndpoint("a", "http://a/v1")
-	if p := e.precision(); p != 1 {
+	if p := e.Precision(); p != 1 {
 		t.Fatalf("precision %v before any answer, want 1", p)
 	}
-	e.confirm(0, 0)
-	if p := e.precision(); p != 1 {
+	e.Confirm(0, 0)
+	if p := e.Precision(); p != 1 {
 		t.Errorf("an answer with nothing predicted moved precision to %v", p)
 	}
-	e.confirm(1000, 0)
-	if p, want := e.precision(), 1-costSmoothing; math.Abs(p-want) > 1e-12 {
+	e.Confirm(1000, 0)
+	if p, want := e.Precision(), 1-costSmoothing; math.Abs(p-want) > 1e-12 {
 		t.Errorf("precision %v after one miss, want %v", p, want)
 	}
-	last := e.precision()
+	last := e.Precision()
 	for range 100 {
-		e.confirm(1000, 0)
-		if p := e.precision(); p > last || p < minPrecision {
+		e.Confirm(1000, 0)
+		if p := e.Precision(); p > last || p < minPrecision {
 			t.Fatalf("precision went from %v to %v on a miss", last, p)
 		}
-		last = e.precision()
+		last = e.Precision()
 	}
 	if last != minPrecision {
 		t.Errorf("precision %v after many misses, want the floor %v", last, minPrecision)
 	}
-	e.confirm(1000, 5000) // more cached than predicted counts as a full hit
-	if p, want := e.precision(), minPrecision+costSmoothing*(1-minPrecision); math.Abs(p-want) > 1e-12 {
+	e.Confirm(1000, 5000) // more cached than predicted counts as a full hit
+	if p, want := e.Precision(), minPrecision+costSmoothing*(1-minPrecision); math.Abs(p-want) > 1e-12 {
 		t.Errorf("precision %v after a hit, want %v", p, want)
 	}
 }
@@ -159,7 +159,7 @@ func TestFailuresDuringAnEjectionDoNotExtendIt(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	ejections := 0
 	for k := range 8 { // eight streams in flight break within 8 ms
-		if e.failed(now.Add(time.Duration(k) * time.Millisecond)) {
+		if e.Failed(now.Add(time.Duration(k) * time.Millisecond)) {
 			ejections++
 		}
 	}
@@ -174,8 +174,9 @@ func TestFailuresDuringAnEjectionDoNotExtendIt(t *testing.T) {
 // gapsAt feeds the endpoint a decision window of gaps of d, for inflight
 // streams.
 func gapsAt(e *endpoint, d time.Duration, inflight int64) {
+	c := epCall{e: e}
 	for range batchSteps * inflight {
-		e.noteGap(d)
+		c.Gap(d)
 	}
 }
 
@@ -197,7 +198,7 @@ func TestBatchLimitFollowsTheStepTime(t *testing.T) {
 	if got := batchOf(e); got != 0 {
 		t.Fatalf("limit %v with no aim, want none", got)
 	}
-	e.startBatch()
+	e.StartBatch()
 	if got := batchOf(e); got != batchStart {
 		t.Fatalf("first limit %v, want %v", got, batchStart)
 	}
@@ -207,9 +208,10 @@ func TestBatchLimitFollowsTheStepTime(t *testing.T) {
 	}
 
 	short := newEndpoint("b", "http://b/v1")
-	short.startBatch()
+	short.StartBatch()
+	c := epCall{e: short}
 	for range batchSteps*4 - 1 {
-		short.noteGap(aim / 4)
+		c.Gap(aim / 4)
 	}
 	short.tuneBatch(aim, 4)
 	if got := batchOf(short); got != batchStart {
@@ -250,27 +252,24 @@ func TestBatchLimitFollowsTheStepTime(t *testing.T) {
 // never counts; other classes never do.
 func TestCriticalStreamsCounted(t *testing.T) {
 	ep := newEndpoint("e", "http://10.0.0.1:8000/v1")
-	calls := []*sent{
-		{ep: ep, critical: true, stream: true, at: time.Now()},
-		{ep: ep, critical: true, stream: true, at: time.Now()},
-		{ep: ep, stream: true, at: time.Now()},
+	now := time.Now()
+	calls := []epCall{
+		ep.Send(100, true, true, now),
+		ep.Send(100, true, true, now),
+		ep.Send(100, true, false, now),
 	}
-	for range calls {
-		ep.inflight.Add(1)
-		ep.pending.Add(1)
-	}
-	calls[0].firstToken(time.Now())
-	calls[2].firstToken(time.Now())
-	if got := ep.critical.Load(); got != 1 {
+	calls[0].FirstToken(time.Now())
+	calls[2].FirstToken(time.Now())
+	if got := ep.Counts().critical; got != 1 {
 		t.Fatalf("%d critical streams decoding, want 1", got)
 	}
-	calls[1].end() // ended before its first token
-	calls[2].end()
-	if got := ep.critical.Load(); got != 1 {
+	calls[1].Done(0) // ended before its first token
+	calls[2].Done(0)
+	if got := ep.Counts().critical; got != 1 {
 		t.Fatalf("%d critical streams after the others ended, want 1", got)
 	}
-	calls[0].end()
-	if got := ep.critical.Load(); got != 0 {
-		t.Errorf("%d critical streams after all ended, want 0", got)
+	calls[0].Done(0)
+	if got := ep.Counts(); got != (loadCounts{}) {
+		t.Errorf("counts after all ended = %+v, want none", got)
 	}
 }

@@ -37,8 +37,7 @@ const (
 func (p *pool) hedgeWait(rt *route, i int, now time.Time) time.Duration {
 	pred := rt.predicted
 	if pred <= 0 {
-		e := p.endpoints[i]
-		pred = e.predictTTFT(rt.uncachedBelieved(i, e.precision()), e.freshLoad(now, p.maxAge), e.freshPeers(now), p.meanPromptTokens())
+		pred = p.predictTTFT(rt, i, now)
 	}
 	return max(time.Duration(p.hedge.After*pred*float64(time.Second)), p.hedge.MinWait)
 }

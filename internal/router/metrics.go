@@ -208,7 +208,7 @@ func (c endpointCollector) Collect(ch chan<- prometheus.Metric) {
 				up = 0
 			}
 			ch <- prometheus.MustNewConstMetric(c.r.m.endpointUp, prometheus.GaugeValue, up, p.name, e.name)
-			ch <- prometheus.MustNewConstMetric(c.r.m.endpointIn, prometheus.GaugeValue, float64(e.inflight.Load()), p.name, e.name)
+			ch <- prometheus.MustNewConstMetric(c.r.m.endpointIn, prometheus.GaugeValue, float64(e.Counts().inflight), p.name, e.name)
 		}
 	}
 }

@@ -56,32 +56,9 @@ const (
 	callsPerRequest = 2
 )
 
-// peerLoad is what the other gateways have in flight at one endpoint,
-// summed, as last heard at at (Unix nanoseconds).
-type peerLoad struct {
-	loadCounts
-	at int64
-}
-
-// freshPeers is the other gateways' load at e if it was heard within
-// peerMaxAge of now, else zero: a silent peer's count is unknown, and
-// the scrape stands in for it.
-func (e *endpoint) freshPeers(now time.Time) loadCounts {
-	l := e.peers.Load()
-	if l == nil || now.UnixNano()-l.at > int64(peerMaxAge) {
-		return loadCounts{}
-	}
-	return l.loadCounts
-}
-
 // loadKey names an endpoint across gateways: by its pool's name and its
 // own configured name.
 type loadKey struct{ pool, endpoint string }
-
-// loadCounts is what is in flight at an endpoint: requests, those without
-// a first token, the prefill they owe, and the critical requests past
-// their first token.
-type loadCounts struct{ inflight, pending, owed, critical int64 }
 
 // peerBook is what every other gateway last said of its load, and the sum
 // of it per endpoint. Only the bus's receiver writes it.
@@ -180,15 +157,16 @@ func (r *Router) Loads(buf []placement.Load) []placement.Load {
 	maxPrompt := r.maxPrompt()
 	for _, p := range s.pools {
 		for _, e := range p.endpoints {
-			inflight := min(e.inflight.Load(), peerMaxInflight)
+			c := e.Counts()
+			inflight := min(c.inflight, peerMaxInflight)
 			if inflight <= 0 {
 				continue
 			}
 			// The counts are read one after another while requests come
 			// and go; keep them consistent with each other.
-			pending := min(max(e.pending.Load(), 0), inflight)
-			owed := min(max(e.owed.Load(), 0), mulCap(pending, maxPrompt))
-			critical := min(max(e.critical.Load(), 0), inflight-pending)
+			pending := min(max(c.pending, 0), inflight)
+			owed := min(max(c.owed, 0), mulCap(pending, maxPrompt))
+			critical := min(max(c.critical, 0), inflight-pending)
 			buf = append(buf, placement.Load{
 				Pool: p.name, Endpoint: e.name, Inflight: inflight, Pending: pending, Owed: owed, Critical: critical,
 			})
@@ -281,15 +259,13 @@ func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) p
 		if i < 0 {
 			continue
 		}
-		if !ok {
-			p.endpoints[i].peers.Store(nil)
-			continue
+		if ok {
+			if c := s.within(p.peerCap); c != s {
+				refused.Add(placement.RefusedSum, 1)
+				s = c
+			}
 		}
-		if c := s.within(p.peerCap); c != s {
-			refused.Add(placement.RefusedSum, 1)
-			s = c
-		}
-		p.endpoints[i].peers.Store(&peerLoad{loadCounts: s, at: now.UnixNano()})
+		p.endpoints[i].SetPeers(s, now)
 	}
 	return refused
 }

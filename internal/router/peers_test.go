@@ -26,7 +26,7 @@ func twoEndpoints(t *testing.T) *testGateway {
 func (g *testGateway) peersAt(now time.Time) []loadCounts {
 	var got []loadCounts
 	for _, e := range g.r.snap.Load().pools["main"].endpoints {
-		got = append(got, e.freshPeers(now))
+		got = append(got, e.Peers(now))
 	}
 	return got
 }

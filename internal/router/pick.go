@@ -277,6 +277,13 @@ func (p *pool) pick(rt *route, candidates uint64, now time.Time) (int, string) {
 	}
 }
 
+// predictTTFT is auto's prediction of rt's time to first token at
+// endpoint i, in seconds.
+func (p *pool) predictTTFT(rt *route, i int, now time.Time) float64 {
+	e := p.endpoints[i]
+	return e.predictTTFT(rt.uncachedBelieved(i, e.Precision()), e.freshLoad(now, p.maxAge), e.Peers(now), p.meanPromptTokens())
+}
+
 // meanPromptTokens is the pool's mean uncached prompt, in tokens.
 func (p *pool) meanPromptTokens() float64 {
 	if v := math.Float64frombits(p.meanPrompt.Load()); v > 0 {

@@ -242,8 +242,8 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 	for m := c; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
 		e := p.endpoints[i]
-		uncached := rt.uncachedBelieved(i, e.precision())
-		peers := e.freshPeers(now)
+		uncached := rt.uncachedBelieved(i, e.Precision())
+		peers := e.Peers(now)
 		pred[i] = e.predictTTFT(uncached, e.freshLoad(now, p.maxAge), peers, meanPrompt)
 		_, perToken := e.firstTokenCost()
 		score[i] = pred[i] - cacheCredit*perToken*float64(rt.prompt-uncached)
@@ -287,7 +287,7 @@ func (p *pool) pickAuto(rt *route, c uint64, now time.Time) (int, string) {
 		for m := eligible; m != 0; m &= m - 1 {
 			i := bits.TrailingZeros64(m)
 			e := p.endpoints[i]
-			if e.critical.Load()+e.freshPeers(now).critical == 0 || p.stall(rt, i) <= spareShare*rt.spare {
+			if e.critical.Load()+e.Peers(now).critical == 0 || p.stall(rt, i) <= spareShare*rt.spare {
 				clear |= 1 << i
 			}
 		}

@@ -310,7 +310,7 @@ func (r *Router) watchTargets(c *catalog.Catalog, s *snapshot) []scrape.Target {
 				HealthInterval: cp.Health.Interval,
 				HealthTimeout:  cp.Health.Timeout,
 				OnLoad: func(l scrape.Load) {
-					ep.load.Store(&endpointLoad{waiting: l.Waiting, kvUsage: l.KVUsage, at: l.At})
+					ep.SetLoad(l.Waiting, l.KVUsage, l.At)
 					p.setKVBlock(l.BlockSize)
 				},
 				OnHealth: func(up bool, err error) { r.probed(p, ep, up, err) },
@@ -332,7 +332,7 @@ func (r *Router) watchTargets(c *catalog.Catalog, s *snapshot) []scrape.Target {
 // probed notes a health probe of ep: a failure takes it out of the pool,
 // a success brings it back.
 func (r *Router) probed(p *pool, ep *endpoint, up bool, err error) {
-	wasDown := ep.down.Swap(!up)
+	wasDown := ep.SetDown(!up)
 	switch {
 	case !up && !wasDown:
 		r.m.ejections.WithLabelValues(p.name, ep.name, "health_check").Inc()

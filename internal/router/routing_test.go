@@ -418,7 +418,7 @@ func TestPrefixHitsAreChecked(t *testing.T) {
 			if confirmed != wantConfirmed {
 				t.Errorf("llmgw_prefix_confirmed_hits_total = %v, want %v", confirmed, wantConfirmed)
 			}
-			if got := g.r.snap.Load().pools["main"].endpoints[0].precision(); math.Abs(got-tc.wantPrecision) > 1e-9 {
+			if got := g.r.snap.Load().pools["main"].endpoints[0].Precision(); math.Abs(got-tc.wantPrecision) > 1e-9 {
 				t.Errorf("precision %v, want %v", got, tc.wantPrecision)
 			}
 		})
