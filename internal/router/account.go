@@ -56,7 +56,7 @@ func (r *Router) account(req *parsedRequest, res dispatchResult) {
 	if req.model.Admission.Enabled && o.Status != openai.StatusClientClosed && !req.api.counts {
 		r.goodput.add(goodputKey{req.model.Name, req.class}, r.metSLO(req, o))
 		if tpot, _, ok := tokenTiming(req.Stream, o, 0); ok && tpot > 0 && res.pool != "" {
-			if g := r.existingGate(res.pool); g != nil {
+			if g := r.gates.existingGate(res.pool); g != nil {
 				g.noteTPOT(req.model.ClassSLO(req.class.String()).TPOTp99, tpot)
 			}
 		}

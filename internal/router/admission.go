@@ -113,33 +113,54 @@ func overloaded(code, msg string, wait float64) *openai.Error {
 		RetryAfterSeconds: max(1, int(math.Ceil(wait)))}
 }
 
+// admissionCatalog is what admission reads of a catalog in service.
+type admissionCatalog interface {
+	// poolState is the endpoints of the named pool not out at now, each
+	// as it stands, their batch limits started first with startBatch,
+	// and the pool's mean uncached prompt; ok is false when the catalog
+	// has no such pool.
+	poolState(name string, now time.Time, startBatch bool) (eps []endpointState, meanPrompt float64, ok bool)
+	// hasPool reports whether the catalog has the named pool.
+	hasPool(name string) bool
+	// nextFallback is the fallback to try after cur, in the order the
+	// requested model lists them; nil when there is none left.
+	nextFallback(requested, cur *catalog.Model) *catalog.Model
+}
+
 // gates holds each pool's gate. A gate outlives reloads: its waiters do.
 // Every call to an endpoint looks its pool's gate up, so reads take no
 // lock.
 type gates struct {
 	mu sync.Mutex // serialises making gates
 	by sync.Map   // key: pool name; value: *gate
+
+	// current is the catalog in service, nil before the first: what a
+	// queue that moves on its own (a first token, an end, a timer) reads.
+	current func() admissionCatalog
+	// pressure is how far a model is over its SLO (sloPressure).
+	pressure func(model string) float64
+	m        *admissionMetrics
 }
 
 // gateOf is pool's gate, made on first use.
-func (r *Router) gateOf(pool string) *gate {
-	if g := r.existingGate(pool); g != nil {
+func (gs *gates) gateOf(pool string) *gate {
+	if g := gs.existingGate(pool); g != nil {
 		return g
 	}
-	r.gates.mu.Lock()
-	defer r.gates.mu.Unlock()
-	if g := r.existingGate(pool); g != nil {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if g := gs.existingGate(pool); g != nil {
 		return g
 	}
-	g := &gate{r: r, pool: pool, virtual: make(map[string]float64), queued: make(map[string]int),
+	g := &gate{gs: gs, m: gs.m, pool: pool, virtual: make(map[string]float64), queued: make(map[string]int),
 		tenantAdmits: make(map[tenantClass]*admitRing)}
-	r.gates.by.Store(pool, g)
+	gs.by.Store(pool, g)
 	return g
 }
 
 // existingGate is pool's gate, nil when none was made.
-func (r *Router) existingGate(pool string) *gate {
-	if g, ok := r.gates.by.Load(pool); ok {
+func (gs *gates) existingGate(pool string) *gate {
+	if g, ok := gs.by.Load(pool); ok {
 		return g.(*gate)
 	}
 	return nil
@@ -147,7 +168,8 @@ func (r *Router) existingGate(pool string) *gate {
 
 // gate is one pool's admission point.
 type gate struct {
-	r    *Router
+	gs   *gates // the gates it is one of: what it reads beyond its own state
+	m    *admissionMetrics
 	pool string
 
 	mu       sync.Mutex // protects the fields below
@@ -223,9 +245,7 @@ type ticket struct {
 
 // poolView is what a gate reads of its pool for one decision.
 type poolView struct {
-	eps        []*endpoint // those not out
-	loads      []*endpointLoad
-	peers      []loadCounts // what the other gateways have at each of eps
+	eps        []endpointState // those not out
 	meanPrompt float64
 	pending    int64   // requests at the endpoints waiting for their first token
 	owed       float64 // prefill owed at the endpoints, in tokens
@@ -244,15 +264,20 @@ type poolView struct {
 	above [numClasses]int
 }
 
-func (g *gate) look(p *pool, model string, now time.Time) poolView {
-	v := poolView{pressure: g.r.sloPressure(model), base: math.Inf(1)}
-	if p == nil {
+// look reads the pool in cat for one decision about a request for
+// model.
+func (g *gate) look(cat admissionCatalog, model string, now time.Time) poolView {
+	v := poolView{pressure: g.gs.pressure(model), base: math.Inf(1)}
+	if cat == nil {
 		return v
 	}
-	v.meanPrompt = p.meanPromptTokens()
+	batched := g.tpotAim() > 0
+	eps, meanPrompt, ok := cat.poolState(g.pool, now, batched)
+	if !ok {
+		return v
+	}
+	v.eps, v.meanPrompt, v.batched = eps, meanPrompt, batched
 	rate := 0.0
-	t := now.UnixNano()
-	v.batched = g.tpotAim() > 0
 	for c := range numClasses {
 		for _, t := range g.arrived[:c] {
 			if !t.IsZero() && now.Sub(t) <= aimWindow {
@@ -260,25 +285,14 @@ func (g *gate) look(p *pool, model string, now time.Time) poolView {
 			}
 		}
 	}
-	for _, e := range p.endpoints {
-		if e.out(t) {
-			continue
-		}
-		if v.batched {
-			e.StartBatch()
-		}
-		limit, room := e.batchRoom()
-		v.batched = v.batched && limit > 0
-		v.batchLimit += limit
-		v.batchFree += room
-		v.eps = append(v.eps, e)
-		v.loads = append(v.loads, e.freshLoad(now, p.maxAge))
-		v.peers = append(v.peers, e.Peers(now))
-		v.pending += e.pending.Load()
-		v.owed += float64(e.owed.Load())
-		b, pt := e.firstTokenCost()
-		v.base = min(v.base, b)
-		rate += 1 / pt
+	for _, e := range eps {
+		v.batched = v.batched && e.batchLimit > 0
+		v.batchLimit += e.batchLimit
+		v.batchFree += e.batchRoom
+		v.pending += e.own.pending
+		v.owed += float64(e.own.owed)
+		v.base = min(v.base, e.base)
+		rate += 1 / e.perToken
 	}
 	if rate > 0 {
 		v.perToken = 1 / rate
@@ -290,8 +304,8 @@ func (g *gate) look(p *pool, model string, now time.Time) poolView {
 // any endpoint, with the prompts admitted in this look ahead of it.
 func (v *poolView) best(tokens int64) float64 {
 	b := math.Inf(1)
-	for i, e := range v.eps {
-		b = min(b, e.predictTTFT(tokens+v.extra, v.loads[i], v.peers[i], v.meanPrompt))
+	for i := range v.eps {
+		b = min(b, v.eps[i].predictTTFT(tokens+v.extra, v.meanPrompt))
 	}
 	return b
 }
@@ -301,8 +315,7 @@ func (v *poolView) best(tokens int64) float64 {
 func (v *poolView) idle(tokens int64) float64 {
 	b := math.Inf(1)
 	for _, e := range v.eps {
-		base, pt := e.firstTokenCost()
-		b = min(b, base+pt*float64(tokens))
+		b = min(b, e.base+e.perToken*float64(tokens))
 	}
 	return b
 }
@@ -332,9 +345,8 @@ func (v *poolView) batchRoom(c class) bool {
 func (v *poolView) prefillRoom(tokens int64, tight time.Duration) bool {
 	bound := prefillTPOTs * tight.Seconds()
 	for _, e := range v.eps {
-		owed := e.owed.Load() + v.extra
-		_, perToken := e.firstTokenCost()
-		if owed <= 0 || perToken*float64(owed+tokens) <= bound {
+		owed := e.own.owed + v.extra
+		if owed <= 0 || e.perToken*float64(owed+tokens) <= bound {
 			return true
 		}
 	}
@@ -372,23 +384,28 @@ func (g *gate) headroom(v *poolView, w *waiter, now time.Time) bool {
 // admission: at once, after a wait, or not at all. The ticket, nil when
 // admission is off, is released by the request's first token or end.
 func (r *Router) admitSLO(ctx context.Context, req *parsedRequest, s *snapshot) (*ticket, error) {
-	m := req.model
-	if !m.Admission.Enabled {
+	if !req.model.Admission.Enabled {
 		return nil, nil
 	}
-	g := r.gateOf(m.Pool)
+	return r.gates.admit(ctx, s, req.model, req.class, req.tenant, req.estimate)
+}
+
+// admit passes a request for m, of class c from tenant with a prompt of
+// tokens, through m's pool's gate, reading that pool in cat.
+func (gs *gates) admit(ctx context.Context, cat admissionCatalog, m *catalog.Model, c class, tenant string, tokens int64) (*ticket, error) {
+	g := gs.gateOf(m.Pool)
 	now := time.Now()
 	w := &waiter{
-		model: m, class: req.class, tokens: req.estimate, arrived: now,
-		deadline: now.Add(m.ClassSLO(req.class.String()).TTFTp99),
-		done:     make(chan verdict, 1), tenant: req.tenant,
+		model: m, class: c, tokens: tokens, arrived: now,
+		deadline: now.Add(m.ClassSLO(c.String()).TTFTp99),
+		done:     make(chan verdict, 1), tenant: tenant,
 	}
 	w.weight = tenantWeight(m, w.tenant)
-	am := r.m.admission.of(m.Name, w.class)
+	am := gs.m.of(m.Name, w.class)
 
 	g.mu.Lock()
 	g.arriveLocked(w, now)
-	v := g.look(s.pools[m.Pool], m.Name, now)
+	v := g.look(cat, m.Name, now)
 	if len(g.waiting) == 0 && g.headroom(&v, w, now) {
 		t := g.admitLocked(w, now)
 		g.mu.Unlock()
@@ -399,13 +416,13 @@ func (r *Router) admitSLO(ctx context.Context, req *parsedRequest, s *snapshot) 
 		// Its pool cannot serve it in time: a fallback that can take it
 		// now does. Gates are locked one at a time.
 		g.mu.Unlock()
-		if t := r.fallBack(w, s); t != nil {
+		if t := gs.fallBack(w, cat); t != nil {
 			am.decisions[decisionFellBack].Inc()
 			return t, nil
 		}
 		now = time.Now()
 		g.mu.Lock()
-		v = g.look(s.pools[m.Pool], m.Name, now)
+		v = g.look(cat, m.Name, now)
 	}
 	if err := g.refuseAtDoor(&v, w, now); err != nil {
 		g.mu.Unlock()
@@ -543,7 +560,7 @@ func (g *gate) wait(v *poolView, w *waiter, now time.Time) float64 {
 // refuseAtDoor is the 429 for a request that cannot go at once and should
 // not wait; nil when it may queue. g.mu is held.
 func (g *gate) refuseAtDoor(v *poolView, w *waiter, now time.Time) error {
-	am := g.r.m.admission.of(w.model.Name, w.class)
+	am := g.m.of(w.model.Name, w.class)
 	remaining := w.deadline.Sub(now).Seconds()
 	wait := g.wait(v, w, now)
 	miss := false
@@ -573,12 +590,11 @@ func (g *gate) refuseAtDoor(v *poolView, w *waiter, now time.Time) error {
 // headroom and predicts a first token within the fallback's deadline for
 // w's class. Nil when none can. It takes each gate's lock in turn, so the
 // caller holds none.
-func (r *Router) fallBack(w *waiter, s *snapshot) *ticket {
+func (gs *gates) fallBack(w *waiter, cat admissionCatalog) *ticket {
 	own := w.model
-	for m := r.nextFallback(s, own, own); m != nil; m = r.nextFallback(s, own, m) {
-		p := s.pools[m.Pool]
+	for m := cat.nextFallback(own, own); m != nil; m = cat.nextFallback(own, m) {
 		switch {
-		case p == nil || m.Pool == own.Pool:
+		case !cat.hasPool(m.Pool) || m.Pool == own.Pool:
 			continue // nothing to send to, or the gate that just said no
 		case !m.Admission.Enabled:
 			return &ticket{fallback: true, to: m}
@@ -586,10 +602,10 @@ func (r *Router) fallBack(w *waiter, s *snapshot) *ticket {
 		now := time.Now()
 		fw := &waiter{model: m, class: w.class, tenant: w.tenant, weight: tenantWeight(m, w.tenant),
 			tokens: w.tokens, arrived: w.arrived, deadline: w.arrived.Add(m.ClassSLO(w.class.String()).TTFTp99)}
-		g := r.gateOf(m.Pool)
+		g := gs.gateOf(m.Pool)
 		g.mu.Lock()
 		g.arriveLocked(fw, now)
-		v := g.look(p, m.Name, now)
+		v := g.look(cat, m.Name, now)
 		var t *ticket
 		if len(g.waiting) == 0 && g.headroom(&v, fw, now) && v.best(fw.tokens) <= fw.deadline.Sub(now).Seconds() {
 			t = g.admitLocked(fw, now)
@@ -597,7 +613,7 @@ func (r *Router) fallBack(w *waiter, s *snapshot) *ticket {
 		}
 		g.mu.Unlock()
 		if t != nil {
-			r.m.admission.of(m.Name, w.class).decisions[decisionAdmitted].Inc()
+			gs.m.of(m.Name, w.class).decisions[decisionAdmitted].Inc()
 			return t
 		}
 	}
@@ -701,7 +717,7 @@ func (g *gate) evictLocked(w *waiter, now time.Time) bool {
 		return false
 	}
 	g.removeLocked(victim)
-	am := g.r.m.admission.of(victim.model.Name, victim.class)
+	am := g.m.of(victim.model.Name, victim.class)
 	am.wait.Observe(now.Sub(victim.arrived).Seconds())
 	am.decisions[decisionRejected].Inc()
 	victim.done <- verdict{decision: decisionRejected,
@@ -748,7 +764,7 @@ func (g *gate) enqueueLocked(w *waiter, idle float64, now time.Time) {
 	}
 	g.waiting = append(g.waiting, w)
 	g.queued[w.model.Name]++
-	g.r.m.admission.of(w.model.Name, w.class).depth.Inc()
+	g.m.of(w.model.Name, w.class).depth.Inc()
 	// Past this moment even an idle pool misses the deadline: standard
 	// and sheddable are refused then, critical falls back if it can.
 	if (w.class != classCritical || len(w.model.Fallbacks) > 0) && !w.late {
@@ -771,7 +787,7 @@ func (g *gate) removeLocked(w *waiter) bool {
 	if w.timer != nil {
 		w.timer.Stop()
 	}
-	am := g.r.m.admission.of(w.model.Name, w.class)
+	am := g.m.of(w.model.Name, w.class)
 	am.depth.Dec()
 	if len(g.waiting) == 0 {
 		clear(g.virtual)
@@ -789,7 +805,7 @@ func (g *gate) expire(w *waiter) {
 		g.mu.Unlock()
 		return
 	}
-	am := g.r.m.admission.of(w.model.Name, w.class)
+	am := g.m.of(w.model.Name, w.class)
 	if w.class != classCritical {
 		defer g.mu.Unlock()
 		am.wait.Observe(time.Since(w.arrived).Seconds())
@@ -799,8 +815,8 @@ func (g *gate) expire(w *waiter) {
 		return
 	}
 	g.mu.Unlock()
-	if s := g.r.snap.Load(); s != nil {
-		if t := g.r.fallBack(w, s); t != nil {
+	if cat := g.gs.current(); cat != nil {
+		if t := g.gs.fallBack(w, cat); t != nil {
 			am.wait.Observe(time.Since(w.arrived).Seconds())
 			am.decisions[decisionFellBack].Inc()
 			w.done <- verdict{decision: decisionFellBack, ticket: t}
@@ -848,13 +864,8 @@ func (g *gate) pumpLocked(now time.Time) {
 	if len(g.waiting) == 0 {
 		return
 	}
-	s := g.r.snap.Load()
-	var p *pool
-	if s != nil {
-		p = s.pools[g.pool]
-	}
 	first := g.next()
-	v := g.look(p, first.model.Name, now)
+	v := g.look(g.gs.current(), first.model.Name, now)
 	for len(g.waiting) > 0 {
 		w := g.next()
 		if !g.headroom(&v, w, now) {
@@ -864,7 +875,7 @@ func (g *gate) pumpLocked(now time.Time) {
 		g.admitLocked(w, now)
 		v.extra += w.tokens
 		v.admitted++
-		am := g.r.m.admission.of(w.model.Name, w.class)
+		am := g.m.of(w.model.Name, w.class)
 		am.wait.Observe(now.Sub(w.arrived).Seconds())
 		am.decisions[decisionAdmitted].Inc()
 		w.done <- verdict{decision: decisionAdmitted}
@@ -952,4 +963,31 @@ func tenantWeight(m *catalog.Model, path string) float64 {
 		}
 	}
 	return 1
+}
+
+// initGates gives the pools' gates what they read of r: the catalog in
+// service, the models' SLO pressure, and the metrics.
+func (r *Router) initGates() {
+	r.gates.current = func() admissionCatalog {
+		if s := r.snap.Load(); s != nil {
+			return s
+		}
+		return nil
+	}
+	r.gates.pressure = r.sloPressure
+	r.gates.m = r.m.admission
+}
+
+func (s *snapshot) poolState(name string, now time.Time, startBatch bool) ([]endpointState, float64, bool) {
+	p := s.pools[name]
+	if p == nil {
+		return nil, 0, false
+	}
+	return p.state(now, startBatch), p.meanPromptTokens(), true
+}
+
+func (s *snapshot) hasPool(name string) bool { return s.pools[name] != nil }
+
+func (s *snapshot) nextFallback(requested, cur *catalog.Model) *catalog.Model {
+	return nextFallback(s, requested, cur)
 }

@@ -387,7 +387,7 @@ func TestCriticalFallsBack(t *testing.T) {
 		if !crit.decided() || crit.err != nil || crit.ticket == nil || !crit.ticket.fallback || crit.ticket.to == nil || crit.ticket.to.Name != "f" {
 			t.Fatalf("critical: ticket %+v, err %v; want admitted at f's gate at once", crit.ticket, crit.err)
 		}
-		if crit.ticket.g != r.existingGate("spare") {
+		if crit.ticket.g != r.gates.existingGate("spare") {
 			t.Error("the ticket is not the spare pool's gate's")
 		}
 		if got := testutil.ToFloat64(r.m.admission.decisions.WithLabelValues("m", "critical", decisionFellBack)); got != 1 {
@@ -403,7 +403,7 @@ func TestCriticalFallsBack(t *testing.T) {
 		if !next.decided() || next.err != nil || next.ticket == nil || next.ticket.to == nil || next.ticket.to.Name != "hosted" {
 			t.Fatalf("critical with f full: ticket %+v, err %v; want sent to hosted", next.ticket, next.err)
 		}
-		if got := r.existingGate("spare").starting; got != admitPendingPerEndpoint {
+		if got := r.gates.existingGate("spare").starting; got != admitPendingPerEndpoint {
 			t.Errorf("the spare gate counts %d starting, want %d", got, admitPendingPerEndpoint)
 		}
 	})
@@ -478,7 +478,7 @@ func TestClientLeavesTheQueue(t *testing.T) {
 		if e := openai.AsError(gone.err); e.Status != openai.StatusClientClosed {
 			t.Errorf("left: %v, want 499", gone.err)
 		}
-		g := r.gateOf("main")
+		g := r.gates.gateOf("main")
 		g.mu.Lock()
 		n := len(g.waiting)
 		g.mu.Unlock()
@@ -581,7 +581,7 @@ func TestAdmissionEndToEnd(t *testing.T) {
 		resp, _ := send("critical")
 		critical <- resp.StatusCode
 	}()
-	gate := g.r.gateOf("main")
+	gate := g.r.gates.gateOf("main")
 	for queued := false; !queued; {
 		gate.mu.Lock()
 		queued = len(gate.waiting) == 1
@@ -715,7 +715,7 @@ func TestBatchLimitKeepsRoomForCritical(t *testing.T) {
 			t.Fatalf("critical not admitted with two places left: %v", first.err)
 		}
 		ep.inflight.Add(1) // it is sent
-		if got, want := r.gateOf("main").tpotAim(), time.Duration(trimStart*float64(50*time.Millisecond)); got != want {
+		if got, want := r.gates.gateOf("main").tpotAim(), time.Duration(trimStart*float64(50*time.Millisecond)); got != want {
 			t.Errorf("aim = %v, want %v: the TPOT SLO times %v", got, want, trimStart)
 		}
 
@@ -746,7 +746,7 @@ func TestBatchLimitKeepsRoomForCritical(t *testing.T) {
 func TestTrimFollowsTheTightClass(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, _ := admissionRouter(t, nil)
-		g := r.gateOf("main")
+		g := r.gates.gateOf("main")
 		tight, loose := 50*time.Millisecond, 200*time.Millisecond
 		g.mu.Lock()
 		g.noteAim(loose, time.Now())
@@ -910,7 +910,7 @@ func TestSheddableLeavesQueueRoom(t *testing.T) {
 // the class's rate.
 func TestQueueWaitCountsTheTenantsShare(t *testing.T) {
 	r, _ := admissionRouter(t, nil)
-	g := r.gateOf("main")
+	g := r.gates.gateOf("main")
 	s := r.snap.Load()
 	m, _ := s.cat.Resolve("m")
 	now := time.Now()

@@ -47,7 +47,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 		first = t.to
 	}
 	for _, relaxed := range [2]bool{false, true} {
-		for m := first; m != nil; m = r.nextFallback(s, req.model, m) {
+		for m := first; m != nil; m = nextFallback(s, req.model, m) {
 			p := s.pools[m.Pool]
 			if p == nil {
 				continue
@@ -175,7 +175,7 @@ func countsAgainst(o proxy.Outcome) bool {
 func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedRequest, p *pool, i int, rt *route, call *proxy.Call, started *atomic.Bool) proxy.Outcome {
 	ep := p.endpoints[i]
 	uncached := rt.uncached(i)
-	t := &sent{ticket: req.ticket, gate: r.existingGate(p.name), started: started}
+	t := &sent{ticket: req.ticket, gate: r.gates.existingGate(p.name), started: started}
 	t.call = ep.Send(uncached, req.Stream, req.class == classCritical, time.Now())
 	p.notePrompt(uncached)
 	if rt.indexed {
@@ -257,7 +257,7 @@ func (t *sent) end() {
 
 // nextFallback is the fallback to try after cur, in the order the
 // requested model lists them; nil when there is none left.
-func (r *Router) nextFallback(s *snapshot, requested, cur *catalog.Model) *catalog.Model {
+func nextFallback(s *snapshot, requested, cur *catalog.Model) *catalog.Model {
 	next := cur == requested
 	for _, name := range requested.Fallbacks {
 		m, ok := s.cat.Resolve(name)

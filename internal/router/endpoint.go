@@ -316,14 +316,50 @@ func (e *endpoint) learn(took time.Duration, work int64) {
 // have pending (others send to it too), those requests at meanPrompt
 // tokens each.
 func (e *endpoint) predictTTFT(uncached int64, l *endpointLoad, peers loadCounts, meanPrompt float64) float64 {
-	ahead := float64(e.owed.Load() + peers.owed)
+	owed, pending := e.owed.Load(), e.pending.Load()
+	base, perToken := e.firstTokenCost()
+	return predictTTFT(uncached, owed, pending, l, peers, meanPrompt, base, perToken)
+}
+
+// predictTTFT is endpoint.predictTTFT from the endpoint's own prefill
+// owed and requests pending, and its cost model's base and perToken.
+func predictTTFT(uncached, owed, pending int64, l *endpointLoad, peers loadCounts, meanPrompt, base, perToken float64) float64 {
+	ahead := float64(owed + peers.owed)
 	if l != nil && l.waiting >= 0 {
-		if others := l.waiting - float64(e.pending.Load()+peers.pending); others > 0 {
+		if others := l.waiting - float64(pending+peers.pending); others > 0 {
 			ahead += others * meanPrompt
 		}
 	}
-	base, perToken := e.firstTokenCost()
 	return base + perToken*(ahead+float64(uncached))
+}
+
+// endpointState is an endpoint as it stands at one moment: what
+// admission decides by, as values.
+type endpointState struct {
+	own   loadCounts    // this gateway's calls
+	peers loadCounts    // the other gateways', while fresh
+	load  *endpointLoad // the last scrape while fresh; nil when unknown
+	// base and perToken are the first-token cost model's, in seconds.
+	base, perToken float64
+	// batchLimit is the endpoint's batch limit, and batchRoom how many
+	// more requests it may have under it; both zero when it has none.
+	batchLimit float64
+	batchRoom  int64
+}
+
+// state is e as it stands at now, its scrape believed up to maxAge.
+func (e *endpoint) state(now time.Time, maxAge time.Duration) endpointState {
+	s := endpointState{own: e.Counts(), peers: e.Peers(now), load: e.freshLoad(now, maxAge)}
+	s.base, s.perToken = e.firstTokenCost()
+	s.batchLimit, s.batchRoom = e.batchRoom()
+	return s
+}
+
+// predictTTFT is how long a request with uncached prompt tokens of its
+// own would wait for its first token at the endpoint, as
+// endpoint.predictTTFT.
+func (s *endpointState) predictTTFT(uncached int64, meanPrompt float64) float64 {
+	return predictTTFT(uncached, s.own.owed, s.own.pending, s.load, s.peers, meanPrompt, s.base, s.perToken)
 }
 
 // Precision is the share of its predicted prefix hits the endpoint's

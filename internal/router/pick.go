@@ -284,6 +284,23 @@ func (p *pool) predictTTFT(rt *route, i int, now time.Time) float64 {
 	return e.predictTTFT(rt.uncachedBelieved(i, e.Precision()), e.freshLoad(now, p.maxAge), e.Peers(now), p.meanPromptTokens())
 }
 
+// state is the pool's endpoints not out at now, each as it stands, their
+// batch limits started first with startBatch.
+func (p *pool) state(now time.Time, startBatch bool) []endpointState {
+	var eps []endpointState
+	t := now.UnixNano()
+	for _, e := range p.endpoints {
+		if e.out(t) {
+			continue
+		}
+		if startBatch {
+			e.StartBatch()
+		}
+		eps = append(eps, e.state(now, p.maxAge))
+	}
+	return eps
+}
+
 // meanPromptTokens is the pool's mean uncached prompt, in tokens.
 func (p *pool) meanPromptTokens() float64 {
 	if v := math.Float64frombits(p.meanPrompt.Load()); v > 0 {

@@ -126,6 +126,7 @@ func New(opts Options) (*Router, error) {
 		opts.ProbeClient = &http.Client{Transport: proxy.StdTransport(opts.Server.ConnectTimeout)}
 	}
 	r.watch = scrape.NewWatcher(opts.ProbeClient)
+	r.initGates()
 	if err := r.m.register(opts.Registerer); err != nil {
 		return nil, err
 	}
