@@ -25,6 +25,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
 
 const (
@@ -119,7 +120,7 @@ type admissionCatalog interface {
 	// as it stands, their batch limits started first with startBatch,
 	// and the pool's mean uncached prompt; ok is false when the catalog
 	// has no such pool.
-	poolState(name string, now time.Time, startBatch bool) (eps []endpointState, meanPrompt float64, ok bool)
+	poolState(name string, now time.Time, startBatch bool) (eps []pool.State, meanPrompt float64, ok bool)
 	// hasPool reports whether the catalog has the named pool.
 	hasPool(name string) bool
 	// nextFallback is the fallback to try after cur, in the order the
@@ -245,7 +246,7 @@ type ticket struct {
 
 // poolView is what a gate reads of its pool for one decision.
 type poolView struct {
-	eps        []endpointState // those not out
+	eps        []pool.State // those not out
 	meanPrompt float64
 	pending    int64   // requests at the endpoints waiting for their first token
 	owed       float64 // prefill owed at the endpoints, in tokens
@@ -286,13 +287,13 @@ func (g *gate) look(cat admissionCatalog, model string, now time.Time) poolView 
 		}
 	}
 	for _, e := range eps {
-		v.batched = v.batched && e.batchLimit > 0
-		v.batchLimit += e.batchLimit
-		v.batchFree += e.batchRoom
-		v.pending += e.own.pending
-		v.owed += float64(e.own.owed)
-		v.base = min(v.base, e.base)
-		rate += 1 / e.perToken
+		v.batched = v.batched && e.BatchLimit > 0
+		v.batchLimit += e.BatchLimit
+		v.batchFree += e.BatchRoom
+		v.pending += e.Own.Pending
+		v.owed += float64(e.Own.Owed)
+		v.base = min(v.base, e.Base)
+		rate += 1 / e.PerToken
 	}
 	if rate > 0 {
 		v.perToken = 1 / rate
@@ -305,7 +306,7 @@ func (g *gate) look(cat admissionCatalog, model string, now time.Time) poolView 
 func (v *poolView) best(tokens int64) float64 {
 	b := math.Inf(1)
 	for i := range v.eps {
-		b = min(b, v.eps[i].predictTTFT(tokens+v.extra, v.meanPrompt))
+		b = min(b, v.eps[i].PredictTTFT(tokens+v.extra, v.meanPrompt))
 	}
 	return b
 }
@@ -315,7 +316,7 @@ func (v *poolView) best(tokens int64) float64 {
 func (v *poolView) idle(tokens int64) float64 {
 	b := math.Inf(1)
 	for _, e := range v.eps {
-		b = min(b, e.base+e.perToken*float64(tokens))
+		b = min(b, e.Base+e.PerToken*float64(tokens))
 	}
 	return b
 }
@@ -345,8 +346,8 @@ func (v *poolView) batchRoom(c class) bool {
 func (v *poolView) prefillRoom(tokens int64, tight time.Duration) bool {
 	bound := prefillTPOTs * tight.Seconds()
 	for _, e := range v.eps {
-		owed := e.own.owed + v.extra
-		if owed <= 0 || e.perToken*float64(owed+tokens) <= bound {
+		owed := e.Own.Owed + v.extra
+		if owed <= 0 || e.PerToken*float64(owed+tokens) <= bound {
 			return true
 		}
 	}
@@ -978,12 +979,12 @@ func (r *Router) initGates() {
 	r.gates.m = r.m.admission
 }
 
-func (s *snapshot) poolState(name string, now time.Time, startBatch bool) ([]endpointState, float64, bool) {
+func (s *snapshot) poolState(name string, now time.Time, startBatch bool) ([]pool.State, float64, bool) {
 	p := s.pools[name]
 	if p == nil {
 		return nil, 0, false
 	}
-	return p.state(now, startBatch), p.meanPromptTokens(), true
+	return p.States(now, startBatch), p.MeanPrompt(), true
 }
 
 func (s *snapshot) hasPool(name string) bool { return s.pools[name] != nil }

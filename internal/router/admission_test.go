@@ -21,6 +21,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
 
 func TestRequestClass(t *testing.T) {
@@ -706,15 +707,15 @@ func TestBatchLimitKeepsRoomForCritical(t *testing.T) {
 		r, _ := admissionRouter(t, func(ms []catalog.Model) {
 			ms[0].SLO.TPOTp99 = 50 * time.Millisecond
 		})
-		ep := r.snap.Load().pools["main"].endpoints[0]
-		ep.batch.bits.Store(math.Float64bits(10))
-		ep.inflight.Add(8)
+		ep := r.snap.Load().pools["main"].Endpoints()[0]
+		ep.SetBatchLimit(10)
+		decoding := streams(ep, 8)
 
 		first := arrive(r, "critical", "m", classCritical, "", 10)
 		if !first.decided() || first.err != nil {
 			t.Fatalf("critical not admitted with two places left: %v", first.err)
 		}
-		ep.inflight.Add(1) // it is sent
+		decoding = append(decoding, streams(ep, 1)...) // it is sent
 		if got, want := r.gates.gateOf("main").tpotAim(), time.Duration(trimStart*float64(50*time.Millisecond)); got != want {
 			t.Errorf("aim = %v, want %v: the TPOT SLO times %v", got, want, trimStart)
 		}
@@ -727,9 +728,11 @@ func TestBatchLimitKeepsRoomForCritical(t *testing.T) {
 		if !second.decided() || second.err != nil {
 			t.Fatalf("critical not admitted into the kept place: %v", second.err)
 		}
-		ep.inflight.Add(1)
+		decoding = append(decoding, streams(ep, 1)...)
 
-		ep.inflight.Add(-2) // two ended: a place beyond the kept one
+		for _, c := range decoding[:2] { // two ended: a place beyond the kept one
+			c.Done(0)
+		}
 		first.ticket.end(0)
 		second.ticket.end(0)
 		synctest.Wait()
@@ -793,10 +796,10 @@ func TestPrefillBoundHoldsBackAllButCritical(t *testing.T) {
 		r, _ := admissionRouter(t, func(ms []catalog.Model) {
 			ms[0].SLO.TPOTp99 = 50 * time.Millisecond
 		})
-		ep := r.snap.Load().pools["main"].endpoints[0]
+		ep := r.snap.Load().pools["main"].Endpoints()[0]
 		// The cost prior, 100 µs a token, makes the bound of 2 × 50 ms
 		// a thousand tokens.
-		ep.owed.Add(800)
+		owed := ep.Send(800, false, false, time.Now())
 		std := arrive(r, "standard", "m", classStandard, "", 300)
 		if std.decided() {
 			t.Fatalf("standard decided with 1,100 tokens of prefill owed: %v", std.err)
@@ -810,7 +813,7 @@ func TestPrefillBoundHoldsBackAllButCritical(t *testing.T) {
 			t.Fatalf("a standard prompt that fits went ahead of the queue: %v", small.err)
 		}
 
-		ep.owed.Add(-800) // the endpoint caught up
+		owed.FirstToken(time.Now()) // the endpoint caught up
 		crit.ticket.firstToken()
 		synctest.Wait()
 		if !std.decided() || std.err != nil {
@@ -940,4 +943,15 @@ func TestQueueWaitCountsTheTenantsShare(t *testing.T) {
 		t.Errorf("loud waits %v s, want %v: behind its 20, at its own rate", got, want)
 	}
 	g.waiting = nil
+}
+
+// streams sends n calls to ep that are past their first token: streams
+// decoding there.
+func streams(ep *pool.Endpoint, n int) []pool.Call {
+	calls := make([]pool.Call, n)
+	for i := range calls {
+		calls[i] = ep.Send(0, false, false, time.Now())
+		calls[i].FirstToken(time.Now())
+	}
+	return calls
 }

@@ -17,6 +17,7 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
@@ -38,7 +39,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 	var res dispatchResult
 	gap := r.m.token.gap.WithLabelValues(req.model.Name)
 	prompt := req.Prompt(req.body)
-	rt := route{key: cacheKeyPlace(req.PromptCacheKey, req.salt.seed)}
+	rt := pool.Route{Key: pool.CacheKeyPlace(req.PromptCacheKey, req.salt.seed)}
 	hedged := false // a request is hedged at most once
 	first := req.model
 	if t := req.ticket; t != nil && t.fallback {
@@ -77,23 +78,23 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 				return dispatchResult{outcome: proxy.Outcome{Status: openai.AsError(err).Status, Err: err}, model: m}
 			}
 			now := time.Now()
-			rt.prepare(p, prompt, req.salt.seed, req.estimate, sloLeft(m.ClassSLO(req.class.String()).TTFTp99, req.start, now))
-			if p.policy == catalog.PolicyAuto {
-				rt.stall = r.stallWeight(m, now)
+			rt.Prepare(p.Pool, prompt, req.salt.seed, req.estimate, pool.SLOLeft(m.ClassSLO(req.class.String()).TTFTp99, req.start, now))
+			if p.Policy() == catalog.PolicyAuto {
+				rt.Stall = r.stallWeight(m, now)
 			}
 			if req.class != classCritical {
-				rt.spare = m.ClassSLO(classCritical.String()).TPOTp99.Seconds()
+				rt.Spare = m.ClassSLO(classCritical.String()).TPOTp99.Seconds()
 			}
 			var tried uint64
 			for try := 0; try <= r.opts.Server.Retries; try++ {
 				now = time.Now()
-				i, reason := p.pick(&rt, p.candidates(tried, now, relaxed), now)
+				i, reason := p.Pick(&rt, p.Candidates(tried, now, relaxed), now)
 				if i < 0 {
 					break
 				}
 				if try == 0 {
-					p.budget.request(now)
-				} else if !p.budget.retry(now) {
+					p.Budget().Request(now)
+				} else if !p.Budget().Retry(now) {
 					r.log.Warn("retry budget spent", "id", req.id, "pool", p.name)
 					return res
 				} else {
@@ -103,11 +104,11 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 					r.m.fallbacks.WithLabelValues(req.model.Name, m.Name).Inc()
 				}
 				if relaxed {
-					reason = reasonLastResort
+					reason = pool.ReasonLastResort
 				}
 				p.m.decisions[reason].Inc()
 				tried |= 1 << i
-				ep := p.endpoints[i]
+				ep := p.Endpoints()[i]
 				var o proxy.Outcome
 				if !hedged && p.hedges(r.opts.Server.Retries-try, relaxed) {
 					// A hedge is one of the request's retries.
@@ -115,14 +116,14 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 					if rc.hedge >= 0 {
 						hedged, try, tried = true, try+1, tried|1<<rc.hedge
 					}
-					o, ep = rc.outcome, p.endpoints[rc.endpoint]
+					o, ep = rc.outcome, p.Endpoints()[rc.endpoint]
 				} else {
 					w.Header().Set(modelHeader, m.Name)
 					call.URL = p.target(ep, req.api.upstreamPath, m.UpstreamName())
 					o = r.send(ctx, w, req, p, i, &rt, &call, nil)
 					r.settle(req, p, ep, o)
 				}
-				res = dispatchResult{outcome: o, pool: p.name, endpoint: ep.name, model: m}
+				res = dispatchResult{outcome: o, pool: p.Name(), endpoint: ep.Name(), model: m}
 				if !o.Retryable() {
 					return res
 				}
@@ -145,13 +146,13 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 // settle counts what one call came to against its endpoint: a failure
 // in llmgw_upstream_errors_total and, when it is the endpoint's, toward
 // its ejection; an answer clears its failures.
-func (r *Router) settle(req *parsedRequest, p *pool, ep *endpoint, o proxy.Outcome) {
+func (r *Router) settle(req *parsedRequest, p *servedPool, ep *pool.Endpoint, o proxy.Outcome) {
 	if o.Reason != "" {
 		r.m.upstreamErrors.WithLabelValues(p.name, o.Reason).Inc()
-		r.log.Warn("upstream failed", "id", req.id, "pool", p.name, "endpoint", ep.name, "reason", o.Reason, "err", o.Err)
+		r.log.Warn("upstream failed", "id", req.id, "pool", p.Name(), "endpoint", ep.Name(), "reason", o.Reason, "err", o.Err)
 		if countsAgainst(o) && ep.Failed(time.Now()) {
-			r.m.ejections.WithLabelValues(p.name, ep.name, "failures").Inc()
-			r.log.Warn("endpoint ejected", "pool", p.name, "endpoint", ep.name, "after", o.Reason)
+			r.m.ejections.WithLabelValues(p.Name(), ep.Name(), "failures").Inc()
+			r.log.Warn("endpoint ejected", "pool", p.Name(), "endpoint", ep.Name(), "after", o.Reason)
 		}
 	} else if o.Status < 500 {
 		ep.Succeeded()
@@ -172,14 +173,14 @@ func countsAgainst(o proxy.Outcome) bool {
 // the prefix the index predicted. started, when not nil, is set at the
 // first token. A call that lost a hedged race before its first token
 // computed nothing, as far as the index knows.
-func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedRequest, p *pool, i int, rt *route, call *proxy.Call, started *atomic.Bool) proxy.Outcome {
-	ep := p.endpoints[i]
-	uncached := rt.uncached(i)
+func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedRequest, p *servedPool, i int, rt *pool.Route, call *proxy.Call, started *atomic.Bool) proxy.Outcome {
+	ep := p.Endpoints()[i]
+	uncached := rt.Uncached(i)
 	t := &sent{ticket: req.ticket, gate: r.gates.existingGate(p.name), started: started}
 	t.call = ep.Send(uncached, req.Stream, req.class == classCritical, time.Now())
-	p.notePrompt(uncached)
-	if rt.indexed {
-		r.notePlaced(p, i, rt, rt.hashes, false)
+	p.NotePrompt(uncached)
+	if rt.Indexed() {
+		r.notePlaced(p, i, rt, rt.Hashes(), false)
 	}
 	call.FirstToken = t.firstToken
 	if req.Stream && t.gate != nil {
@@ -191,14 +192,13 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 	o := r.proxy.Do(ctx, w, call)
 	t.end()
 
-	matched := rt.matched[i]
+	matched, share := rt.Matched(i), rt.CachedShare(i)
 	computedNothing := o.Reason != "" && !o.Wrote || !t.call.Started() && errors.Is(context.Cause(ctx), errLostRace)
 	switch {
-	case computedNothing && rt.indexed && len(rt.hashes) > int(matched):
+	case computedNothing && rt.Indexed() && len(rt.Hashes()) > int(matched):
 		// The blocks past the prefix it held are not there.
-		r.notePlaced(p, i, rt, rt.hashes[matched:], true)
-	case matched > 0 && o.Usage != nil && !o.Estimated && o.Usage.PromptTokensDetails != nil && rt.promptBytes > 0:
-		share := min(float64(matched)*float64(rt.index.block)/float64(rt.promptBytes), 1)
+		r.notePlaced(p, i, rt, rt.Hashes()[matched:], true)
+	case matched > 0 && o.Usage != nil && !o.Estimated && o.Usage.PromptTokensDetails != nil && share > 0:
 		predicted := int64(share * float64(o.Usage.PromptTokens))
 		cached := min(o.Usage.CachedTokens(), predicted)
 		ep.Confirm(predicted, cached)
@@ -211,7 +211,7 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 // sent is one call's mark on its endpoint's signals and on its pool's
 // gate. Its methods run on the call's goroutine.
 type sent struct {
-	call    epCall       // the call's mark on its endpoint's counts
+	call    pool.Call    // the call's mark on its endpoint's counts
 	ticket  *ticket      // the request's admission, nil without
 	gate    *gate        // the pool's admission point, nil when none was made
 	started *atomic.Bool // set at the first token, for a hedged race; nil outside one

@@ -10,6 +10,7 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
 
 // postAs posts body as tenant (through the tenant header, there being no
@@ -136,7 +137,7 @@ func TestPrefixIndexByDomain(t *testing.T) {
 		t.Fatal(err)
 	}
 	hashesOf := func(tenant string) []uint64 {
-		return hashBlocks(nil, body["messages"], g.r.snap.Load().pools["main"].index.Load().block, g.r.iso.of(tenant, "").seed)
+		return pool.HashBlocks(nil, body["messages"], g.r.snap.Load().pools["main"].Index().Block(), g.r.iso.of(tenant, "").seed)
 	}
 	if s := g.postAs(t, "acme/search", "/v1/chat/completions", prefixRequest); s != 200 {
 		t.Fatalf("status %d", s)

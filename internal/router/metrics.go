@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
 
 type metrics struct {
@@ -162,23 +163,19 @@ type poolMetrics struct {
 	confirmed prometheus.Counter
 }
 
-// allReasons is every reason a pick may give.
-var allReasons = []string{reasonTurn, reasonLeastRequest, reasonPrefixHit, reasonNoPrefix, reasonScore,
-	reasonImbalanced, reasonSmallest, reasonFastest, reasonPrefix, reasonCold, reasonCacheKey, reasonSpare, reasonStreams, reasonLastResort}
-
 // forPool resolves a pool's counters; m may be nil, in tests of picking
 // alone.
-func (m *metrics) forPool(pool, policy string) poolMetrics {
+func (m *metrics) forPool(name, policy string) poolMetrics {
 	if m == nil {
 		m = newMetrics("team")
 	}
 	pm := poolMetrics{
-		decisions: make(map[string]prometheus.Counter, len(allReasons)),
-		predicted: m.predicted.WithLabelValues(pool),
-		confirmed: m.confirmed.WithLabelValues(pool),
+		decisions: make(map[string]prometheus.Counter, len(pool.Reasons)),
+		predicted: m.predicted.WithLabelValues(name),
+		confirmed: m.confirmed.WithLabelValues(name),
 	}
-	for _, r := range allReasons {
-		pm.decisions[r] = m.decisions.WithLabelValues(pool, policy, r)
+	for _, r := range pool.Reasons {
+		pm.decisions[r] = m.decisions.WithLabelValues(name, policy, r)
 	}
 	return pm
 }
@@ -202,13 +199,13 @@ func (c endpointCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	now := time.Now().UnixNano()
 	for _, p := range s.pools {
-		for _, e := range p.endpoints {
+		for _, e := range p.Endpoints() {
 			up := 1.0
-			if e.out(now) {
+			if e.Out(now) {
 				up = 0
 			}
-			ch <- prometheus.MustNewConstMetric(c.r.m.endpointUp, prometheus.GaugeValue, up, p.name, e.name)
-			ch <- prometheus.MustNewConstMetric(c.r.m.endpointIn, prometheus.GaugeValue, float64(e.Counts().inflight), p.name, e.name)
+			ch <- prometheus.MustNewConstMetric(c.r.m.endpointUp, prometheus.GaugeValue, up, p.Name(), e.Name())
+			ch <- prometheus.MustNewConstMetric(c.r.m.endpointIn, prometheus.GaugeValue, float64(e.Counts().Inflight), p.Name(), e.Name())
 		}
 	}
 }

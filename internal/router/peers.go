@@ -23,6 +23,7 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
 
 const (
@@ -63,14 +64,14 @@ type loadKey struct{ pool, endpoint string }
 // peerBook is what every other gateway last said of its load, and the sum
 // of it per endpoint. Only the bus's receiver writes it.
 type peerBook struct {
-	mu   sync.Mutex             // protects from and sum
-	from map[uint64]*peerSaid   // key: the gateway's id; at most maxPeers
-	sum  map[loadKey]loadCounts // key: an endpoint of the catalog when it was said
+	mu   sync.Mutex              // protects from and sum
+	from map[uint64]*peerSaid    // key: the gateway's id; at most maxPeers
+	sum  map[loadKey]pool.Counts // key: an endpoint of the catalog when it was said
 }
 
 type peerSaid struct {
 	at    time.Time
-	loads map[loadKey]loadCounts
+	loads map[loadKey]pool.Counts
 }
 
 // maxPrompt is the most prompt tokens one request can owe an endpoint: the
@@ -138,12 +139,12 @@ func (s *snapshot) setPeerCaps(maxPrompt int64) {
 			n := 0
 			for g := range gates[name] {
 				if q := s.pools[g]; q != nil {
-					n += len(q.endpoints)
+					n += len(q.Endpoints())
 				}
 			}
 			pending = min(pending, int64(callsPerRequest*admitPendingPerEndpoint*n))
 		}
-		p.peerCap = loadCounts{inflight: peerMaxInflight, pending: pending, owed: mulCap(pending, maxPrompt), critical: peerMaxInflight}
+		p.peerCap = pool.Counts{Inflight: peerMaxInflight, Pending: pending, Owed: mulCap(pending, maxPrompt), Critical: peerMaxInflight}
 	}
 }
 
@@ -156,19 +157,19 @@ func (r *Router) Loads(buf []placement.Load) []placement.Load {
 	}
 	maxPrompt := r.maxPrompt()
 	for _, p := range s.pools {
-		for _, e := range p.endpoints {
+		for _, e := range p.Endpoints() {
 			c := e.Counts()
-			inflight := min(c.inflight, peerMaxInflight)
+			inflight := min(c.Inflight, peerMaxInflight)
 			if inflight <= 0 {
 				continue
 			}
 			// The counts are read one after another while requests come
 			// and go; keep them consistent with each other.
-			pending := min(max(c.pending, 0), inflight)
-			owed := min(max(c.owed, 0), mulCap(pending, maxPrompt))
-			critical := min(max(c.critical, 0), inflight-pending)
+			pending := min(max(c.Pending, 0), inflight)
+			owed := min(max(c.Owed, 0), mulCap(pending, maxPrompt))
+			critical := min(max(c.Critical, 0), inflight-pending)
 			buf = append(buf, placement.Load{
-				Pool: p.name, Endpoint: e.name, Inflight: inflight, Pending: pending, Owed: owed, Critical: critical,
+				Pool: p.Name(), Endpoint: e.Name(), Inflight: inflight, Pending: pending, Owed: owed, Critical: critical,
 			})
 		}
 	}
@@ -199,12 +200,12 @@ func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) p
 	defer b.mu.Unlock()
 	if b.from == nil {
 		b.from = make(map[uint64]*peerSaid)
-		b.sum = make(map[loadKey]loadCounts)
+		b.sum = make(map[loadKey]pool.Counts)
 	}
 	touched := make(map[loadKey]bool, len(loads))
 	// The silent go first, so that their places are free.
 	for id, q := range b.from {
-		if now.Sub(q.at) > peerMaxAge {
+		if now.Sub(q.at) > pool.PeerMaxAge {
 			b.forget(q, touched)
 			delete(b.from, id)
 		}
@@ -221,10 +222,10 @@ func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) p
 	}
 	if said != nil {
 		said.at = now
-		said.loads = make(map[loadKey]loadCounts, len(loads))
+		said.loads = make(map[loadKey]pool.Counts, len(loads))
 		for _, l := range loads {
 			k := loadKey{l.Pool, l.Endpoint}
-			var p *pool
+			var p *servedPool
 			if snap != nil {
 				p = snap.pools[l.Pool]
 			}
@@ -237,7 +238,7 @@ func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) p
 				continue
 			}
 			said.loads[k] = c
-			b.sum[k] = b.sum[k].plus(c)
+			b.sum[k] = plus(b.sum[k], c)
 			touched[k] = true
 		}
 	}
@@ -247,7 +248,7 @@ func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) p
 	}
 	for k := range touched {
 		s, ok := b.sum[k]
-		if ok && s == (loadCounts{}) {
+		if ok && s == (pool.Counts{}) {
 			delete(b.sum, k)
 			ok = false
 		}
@@ -255,17 +256,17 @@ func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) p
 		if p == nil {
 			continue
 		}
-		i := p.endpointNamed(k.endpoint)
+		i := p.EndpointNamed(k.endpoint)
 		if i < 0 {
 			continue
 		}
 		if ok {
-			if c := s.within(p.peerCap); c != s {
+			if c := within(s, p.peerCap); c != s {
 				refused.Add(placement.RefusedSum, 1)
 				s = c
 			}
 		}
-		p.endpoints[i].SetPeers(s, now)
+		p.Endpoints()[i].SetPeers(s, now)
 	}
 	return refused
 }
@@ -273,35 +274,36 @@ func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) p
 // checkLoad is l's counts if one gateway could have sent them for an
 // endpoint of p, with requests of at most maxPrompt tokens; else why not.
 // Loads never sends counts it would refuse.
-func checkLoad(p *pool, l placement.Load, maxPrompt int64) (loadCounts, placement.Refusal, bool) {
+func checkLoad(p *servedPool, l placement.Load, maxPrompt int64) (pool.Counts, placement.Refusal, bool) {
 	switch {
-	case p == nil || p.endpointNamed(l.Endpoint) < 0:
-		return loadCounts{}, placement.RefusedUnknown, false
+	case p == nil || p.EndpointNamed(l.Endpoint) < 0:
+		return pool.Counts{}, placement.RefusedUnknown, false
 	case l.Inflight > peerMaxInflight:
-		return loadCounts{}, placement.RefusedInflight, false
+		return pool.Counts{}, placement.RefusedInflight, false
 	case l.Pending < 0 || l.Critical < 0 || l.Pending > l.Inflight || l.Critical > l.Inflight-l.Pending:
-		return loadCounts{}, placement.RefusedCounts, false
+		return pool.Counts{}, placement.RefusedCounts, false
 	case l.Owed < 0 || l.Owed > mulCap(l.Pending, maxPrompt):
-		return loadCounts{}, placement.RefusedOwed, false
+		return pool.Counts{}, placement.RefusedOwed, false
 	}
-	return loadCounts{l.Inflight, l.Pending, l.Owed, l.Critical}, 0, true
+	return pool.Counts{Inflight: l.Inflight, Pending: l.Pending, Owed: l.Owed, Critical: l.Critical}, 0, true
 }
 
 // forget takes what q said out of the sums, and marks the endpoints it
 // named in touched.
 func (b *peerBook) forget(q *peerSaid, touched map[loadKey]bool) {
 	for k, c := range q.loads {
-		b.sum[k] = b.sum[k].plus(loadCounts{-c.inflight, -c.pending, -c.owed, -c.critical})
+		b.sum[k] = plus(b.sum[k], pool.Counts{Inflight: -c.Inflight, Pending: -c.Pending, Owed: -c.Owed, Critical: -c.Critical})
 		touched[k] = true
 	}
 	q.loads = nil
 }
 
-func (c loadCounts) plus(o loadCounts) loadCounts {
-	return loadCounts{c.inflight + o.inflight, c.pending + o.pending, c.owed + o.owed, c.critical + o.critical}
+// plus is c and o added, count by count.
+func plus(c, o pool.Counts) pool.Counts {
+	return pool.Counts{Inflight: c.Inflight + o.Inflight, Pending: c.Pending + o.Pending, Owed: c.Owed + o.Owed, Critical: c.Critical + o.Critical}
 }
 
 // within is c with each count cut to limit's.
-func (c loadCounts) within(limit loadCounts) loadCounts {
-	return loadCounts{min(c.inflight, limit.inflight), min(c.pending, limit.pending), min(c.owed, limit.owed), min(c.critical, limit.critical)}
+func within(c, limit pool.Counts) pool.Counts {
+	return pool.Counts{Inflight: min(c.Inflight, limit.Inflight), Pending: min(c.Pending, limit.Pending), Owed: min(c.Owed, limit.Owed), Critical: min(c.Critical, limit.Critical)}
 }

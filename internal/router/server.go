@@ -19,6 +19,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/limits"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/translate"
 )
@@ -300,9 +301,8 @@ func (r *Router) parse(ctx context.Context, w http.ResponseWriter, hr *http.Requ
 var errBodyTimeout = &openai.Error{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
 	Message: "The request body did not arrive in time."}
 
-// bytesPerToken is how much request JSON one prompt token takes, roughly:
-// English runs about 4 bytes a token, and the JSON around it a little more.
-const bytesPerToken = 4
+// bytesPerToken is how much request JSON one prompt token takes, roughly.
+const bytesPerToken = pool.BytesPerToken
 
 // estimatePrompt is a prompt's size in tokens, estimated from its body
 // without decoding it: what token limits reserve, and what is billed when

@@ -1,4 +1,4 @@
-package router
+package pool
 
 import (
 	"math"
@@ -10,7 +10,7 @@ import (
 // ejection ejects it for twice as long, up to ejectMax, and one success
 // restores it and forgets the ejections.
 func TestEjectionBackoff(t *testing.T) {
-	e := newEndpoint("a", "http://a/v1")
+	e := newEndpoint("a", "http://a/v1", nil)
 	now := time.Unix(1_700_000_000, 0)
 	for _, want := range []time.Duration{1, 2, 4, 8, 16, 30, 30} {
 		want *= time.Second
@@ -20,36 +20,36 @@ func TestEjectionBackoff(t *testing.T) {
 		if got := time.Duration(e.ejectedUntil.Load() - now.UnixNano()); got != want {
 			t.Errorf("ejected for %v, want %v", got, want)
 		}
-		if !e.out(now.Add(want - 1).UnixNano()) {
+		if !e.Out(now.Add(want - 1).UnixNano()) {
 			t.Errorf("back before its %v ejection ended", want)
 		}
 		now = now.Add(want)
-		if e.out(now.UnixNano()) {
+		if e.Out(now.UnixNano()) {
 			t.Errorf("still out when its %v ejection ended", want)
 		}
 	}
 
 	e.Succeeded()
-	if e.out(now.UnixNano()) {
+	if e.Out(now.UnixNano()) {
 		t.Error("out after a success")
 	}
 	e.Failed(now)
-	if got := time.Duration(e.ejectedUntil.Load() - now.UnixNano()); got != ejectBase {
-		t.Errorf("the first ejection after a success lasts %v, want %v", got, ejectBase)
+	if got := time.Duration(e.ejectedUntil.Load() - now.UnixNano()); got != EjectBase {
+		t.Errorf("the first ejection after a success lasts %v, want %v", got, EjectBase)
 	}
 }
 
 func TestFreshLoad(t *testing.T) {
-	e := newEndpoint("a", "http://a/v1")
+	e := newEndpoint("a", "http://a/v1", nil)
 	at := time.Unix(1_700_000_000, 0)
 	if l := e.freshLoad(at, time.Second); l != nil {
 		t.Errorf("a load before any scrape: %+v", l)
 	}
-	l := &endpointLoad{waiting: 3, kvUsage: 0.5, at: at}
+	l := &Load{Waiting: 3, KVUsage: 0.5, At: at}
 	e.load.Store(l)
 	for _, tc := range []struct {
 		age  time.Duration
-		want *endpointLoad
+		want *Load
 	}{
 		{0, l},
 		{time.Second, l},
@@ -69,7 +69,7 @@ func TestLearnConverges(t *testing.T) {
 	truth := func(work int64) time.Duration {
 		return time.Duration((base + perToken*float64(work)) * float64(time.Second))
 	}
-	e := newEndpoint("a", "http://a/v1")
+	e := newEndpoint("a", "http://a/v1", nil)
 	// Short prefills (under costSplit) teach the fixed cost, long ones
 	// the cost per token.
 	works := []int64{0, 3000, 0, 800, 0, 8000, 0, 1500}
@@ -86,7 +86,7 @@ func TestLearnConverges(t *testing.T) {
 	}
 	for _, uncached := range []int64{0, 2000, 16000} {
 		want := truth(uncached).Seconds()
-		if got := e.predictTTFT(uncached, nil, loadCounts{}, 0); math.Abs(got-want)/want > 0.01 {
+		if got := e.predictTTFT(uncached, nil, Counts{}, 0); math.Abs(got-want)/want > 0.01 {
 			t.Errorf("predicted %.3fs for %d tokens, want %.3fs", got, uncached, want)
 		}
 	}
@@ -95,10 +95,10 @@ func TestLearnConverges(t *testing.T) {
 // TestPredictTTFTCountsOthersQueue: requests the endpoint reports waiting
 // beyond this gateway's own are prefill ahead, at the mean prompt.
 func TestPredictTTFTCountsOthersQueue(t *testing.T) {
-	e := newEndpoint("a", "http://a/v1")
+	e := newEndpoint("a", "http://a/v1", nil)
 	e.owed.Store(1000)
 	e.pending.Store(2)
-	alone := e.predictTTFT(500, nil, loadCounts{}, 800)
+	alone := e.predictTTFT(500, nil, Counts{}, 800)
 	if want := priorBase + priorPerToken*1500; math.Abs(alone-want) > 1e-12 {
 		t.Errorf("with no scrape: %v, want %v", alone, want)
 	}
@@ -111,7 +111,7 @@ func TestPredictTTFTCountsOthersQueue(t *testing.T) {
 		{5, priorBase + priorPerToken*(1500+3*800)}, // three from others
 		{0, alone}, // fewer than pending: never less
 	} {
-		if got := e.predictTTFT(500, &endpointLoad{waiting: tc.waiting}, loadCounts{}, 800); math.Abs(got-tc.want) > 1e-12 {
+		if got := e.predictTTFT(500, &Load{Waiting: tc.waiting}, Counts{}, 800); math.Abs(got-tc.want) > 1e-12 {
 			t.Errorf("with %v waiting: %v, want %v", tc.waiting, got, tc.want)
 		}
 	}
@@ -120,7 +120,7 @@ func TestPredictTTFTCountsOthersQueue(t *testing.T) {
 // TestConfirmPrecision: misses lower an endpoint's precision down to its
 // floor, hits raise it, and answers with nothing predicted change nothing.
 func TestConfirmPrecision(t *testing.T) {
-	e := newEndpoint("a", "http://a/v1")
+	e := newEndpoint("a", "http://a/v1", nil)
 	if p := e.Precision(); p != 1 {
 		t.Fatalf("precision %v before any answer, want 1", p)
 	}
@@ -129,7 +129,7 @@ func TestConfirmPrecision(t *testing.T) {
 		t.Errorf("an answer with nothing predicted moved precision to %v", p)
 	}
 	e.Confirm(1000, 0)
-	if p, want := e.Precision(), 1-costSmoothing; math.Abs(p-want) > 1e-12 {
+	if p, want := e.Precision(), 1-CostSmoothing; math.Abs(p-want) > 1e-12 {
 		t.Errorf("precision %v after one miss, want %v", p, want)
 	}
 	last := e.Precision()
@@ -144,7 +144,7 @@ func TestConfirmPrecision(t *testing.T) {
 		t.Errorf("precision %v after many misses, want the floor %v", last, minPrecision)
 	}
 	e.Confirm(1000, 5000) // more cached than predicted counts as a full hit
-	if p, want := e.Precision(), minPrecision+costSmoothing*(1-minPrecision); math.Abs(p-want) > 1e-12 {
+	if p, want := e.Precision(), minPrecision+CostSmoothing*(1-minPrecision); math.Abs(p-want) > 1e-12 {
 		t.Errorf("precision %v after a hit, want %v", p, want)
 	}
 }
@@ -153,9 +153,9 @@ func TestConfirmPrecision(t *testing.T) {
 // requests in flight, each of them fails, at nearly the same moment. The
 // first ejects it; the others were sent before the ejection and are the
 // same outage, not ejections that follow it, so the endpoint is out for
-// ejectBase, as a server that restarts within seconds should be.
+// EjectBase, as a server that restarts within seconds should be.
 func TestFailuresDuringAnEjectionDoNotExtendIt(t *testing.T) {
-	e := newEndpoint("a", "http://a/v1")
+	e := newEndpoint("a", "http://a/v1", nil)
 	now := time.Unix(1_700_000_000, 0)
 	ejections := 0
 	for k := range 8 { // eight streams in flight break within 8 ms
@@ -163,8 +163,8 @@ func TestFailuresDuringAnEjectionDoNotExtendIt(t *testing.T) {
 			ejections++
 		}
 	}
-	if got := time.Duration(e.ejectedUntil.Load() - now.UnixNano()); got > ejectBase+8*time.Millisecond {
-		t.Errorf("eight failures at once eject the endpoint for %v, want %v", got, ejectBase)
+	if got := time.Duration(e.ejectedUntil.Load() - now.UnixNano()); got > EjectBase+8*time.Millisecond {
+		t.Errorf("eight failures at once eject the endpoint for %v, want %v", got, EjectBase)
 	}
 	if ejections != 1 {
 		t.Errorf("eight failures at once count as %d ejections, want 1", ejections)
@@ -173,15 +173,15 @@ func TestFailuresDuringAnEjectionDoNotExtendIt(t *testing.T) {
 
 // gapsAt feeds the endpoint a decision window of gaps of d, for inflight
 // streams.
-func gapsAt(e *endpoint, d time.Duration, inflight int64) {
-	c := epCall{e: e}
+func gapsAt(e *Endpoint, d time.Duration, inflight int64) {
+	c := Call{e: e}
 	for range batchSteps * inflight {
 		c.Gap(d)
 	}
 }
 
 // batchOf is the endpoint's batch limit.
-func batchOf(e *endpoint) float64 {
+func batchOf(e *Endpoint) float64 {
 	limit, _ := e.batchRoom()
 	return limit
 }
@@ -192,7 +192,7 @@ func batchOf(e *endpoint) float64 {
 // shown the cut; nothing is decided before a window of gaps is in.
 func TestBatchLimitFollowsTheStepTime(t *testing.T) {
 	const aim = 40 * time.Millisecond
-	e := newEndpoint("a", "http://a/v1")
+	e := newEndpoint("a", "http://a/v1", nil)
 	gapsAt(e, aim, 4)
 	e.tuneBatch(0, 4)
 	if got := batchOf(e); got != 0 {
@@ -207,9 +207,9 @@ func TestBatchLimitFollowsTheStepTime(t *testing.T) {
 		t.Fatalf("limit %v decided on gaps from before the start", got)
 	}
 
-	short := newEndpoint("b", "http://b/v1")
+	short := newEndpoint("b", "http://b/v1", nil)
 	short.StartBatch()
-	c := epCall{e: short}
+	c := Call{e: short}
 	for range batchSteps*4 - 1 {
 		c.Gap(aim / 4)
 	}
@@ -251,25 +251,25 @@ func TestBatchLimitFollowsTheStepTime(t *testing.T) {
 // its first token to its end, and one that ends before a first token
 // never counts; other classes never do.
 func TestCriticalStreamsCounted(t *testing.T) {
-	ep := newEndpoint("e", "http://10.0.0.1:8000/v1")
+	ep := newEndpoint("e", "http://10.0.0.1:8000/v1", nil)
 	now := time.Now()
-	calls := []epCall{
+	calls := []Call{
 		ep.Send(100, true, true, now),
 		ep.Send(100, true, true, now),
 		ep.Send(100, true, false, now),
 	}
 	calls[0].FirstToken(time.Now())
 	calls[2].FirstToken(time.Now())
-	if got := ep.Counts().critical; got != 1 {
+	if got := ep.Counts().Critical; got != 1 {
 		t.Fatalf("%d critical streams decoding, want 1", got)
 	}
 	calls[1].Done(0) // ended before its first token
 	calls[2].Done(0)
-	if got := ep.Counts().critical; got != 1 {
+	if got := ep.Counts().Critical; got != 1 {
 		t.Fatalf("%d critical streams after the others ended, want 1", got)
 	}
 	calls[0].Done(0)
-	if got := ep.Counts(); got != (loadCounts{}) {
+	if got := ep.Counts(); got != (Counts{}) {
 		t.Errorf("counts after all ended = %+v, want none", got)
 	}
 }
