@@ -17,6 +17,7 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
@@ -42,10 +43,10 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 	rt := pool.Route{Key: pool.CacheKeyPlace(req.PromptCacheKey, req.salt.seed)}
 	hedged := false // a request is hedged at most once
 	first := req.model
-	if t := req.ticket; t != nil && t.fallback {
+	if to := req.ticket.FallbackTo(); to != nil {
 		// Admission found the model's pool cannot meet the SLO, and
 		// admitted the request at a fallback.
-		first = t.to
+		first = to
 	}
 	for _, relaxed := range [2]bool{false, true} {
 		for m := first; m != nil; m = nextFallback(s, req.model, m) {
@@ -80,10 +81,10 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 			now := time.Now()
 			rt.Prepare(p.Pool, prompt, req.salt.seed, req.estimate, pool.SLOLeft(m.ClassSLO(req.class.String()).TTFTp99, req.start, now))
 			if p.Policy() == catalog.PolicyAuto {
-				rt.Stall = r.stallWeight(m, now)
+				rt.Stall = r.slo.StallWeight(m, now)
 			}
-			if req.class != classCritical {
-				rt.Spare = m.ClassSLO(classCritical.String()).TPOTp99.Seconds()
+			if req.class != admission.Critical {
+				rt.Spare = m.ClassSLO(admission.Critical.String()).TPOTp99.Seconds()
 			}
 			var tried uint64
 			for try := 0; try <= r.opts.Server.Retries; try++ {
@@ -176,8 +177,8 @@ func countsAgainst(o proxy.Outcome) bool {
 func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedRequest, p *servedPool, i int, rt *pool.Route, call *proxy.Call, started *atomic.Bool) proxy.Outcome {
 	ep := p.Endpoints()[i]
 	uncached := rt.Uncached(i)
-	t := &sent{ticket: req.ticket, gate: r.gates.existingGate(p.name), started: started}
-	t.call = ep.Send(uncached, req.Stream, req.class == classCritical, time.Now())
+	t := &sent{ticket: req.ticket, gate: r.gates.Of(p.name), started: started}
+	t.call = ep.Send(uncached, req.Stream, req.class == admission.Critical, time.Now())
 	p.NotePrompt(uncached)
 	if rt.Indexed() {
 		r.notePlaced(p, i, rt, rt.Hashes(), false)
@@ -211,10 +212,10 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 // sent is one call's mark on its endpoint's signals and on its pool's
 // gate. Its methods run on the call's goroutine.
 type sent struct {
-	call    pool.Call    // the call's mark on its endpoint's counts
-	ticket  *ticket      // the request's admission, nil without
-	gate    *gate        // the pool's admission point, nil when none was made
-	started *atomic.Bool // set at the first token, for a hedged race; nil outside one
+	call    pool.Call         // the call's mark on its endpoint's counts
+	ticket  *admission.Ticket // the request's admission, nil without
+	gate    *admission.Gate   // the pool's admission point, nil when none was made
+	started *atomic.Bool      // set at the first token, for a hedged race; nil outside one
 	// gap observes the stream's inter-token gaps for the model's
 	// histogram; they pass through Observe.
 	gap prometheus.Observer
@@ -238,9 +239,9 @@ func (t *sent) firstToken(now time.Time) {
 	if t.started != nil {
 		t.started.Store(true)
 	}
-	t.ticket.firstToken()
+	t.ticket.FirstToken()
 	if t.gate != nil {
-		t.gate.wake()
+		t.gate.Wake()
 	}
 }
 
@@ -251,8 +252,8 @@ func (t *sent) end() {
 		t.call.Done(0)
 		return
 	}
-	t.call.Done(t.gate.tpotAim())
-	t.gate.wake()
+	t.call.Done(t.gate.TPOTAim())
+	t.gate.Wake()
 }
 
 // nextFallback is the fallback to try after cur, in the order the

@@ -10,6 +10,7 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
 
@@ -20,7 +21,7 @@ func (g *testGateway) postAs(t *testing.T, tenant, path, body string) int {
 	req, _ := http.NewRequest(http.MethodPost, g.url+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if tenant != "" {
-		req.Header.Set(tenantHeader, tenant)
+		req.Header.Set(admission.TenantHeader, tenant)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -12,12 +12,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
 
 type metrics struct {
 	token          *tokenMetrics
-	admission      *admissionMetrics
+	admission      *admission.Metrics
 	tenant         tenantLabel
 	requests       *prometheus.CounterVec
 	ttft           *prometheus.HistogramVec
@@ -51,7 +52,7 @@ var durationBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 4
 func newMetrics(tenantLevel string) *metrics {
 	return &metrics{
 		token:     newTokenMetrics(),
-		admission: newAdmissionMetrics(),
+		admission: admission.NewMetrics(),
 		tenant:    tenantLabel{level: tenantLevel},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmgw_requests_total",
@@ -129,7 +130,7 @@ func newMetrics(tenantLevel string) *metrics {
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	cs := append(m.token.collectors(), m.admission.collectors()...)
+	cs := append(m.token.collectors(), m.admission.Collectors()...)
 	cs = append(cs, m.requests, m.ttft, m.duration, m.inflight, m.upstreamErrors, m.reloadOK, m.reloadTime,
 		m.decisions, m.predicted, m.confirmed, m.retries, m.fallbacks, m.ejections, m.hedges, m.hedgeWasted, m.tokens)
 	var errs []error

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
@@ -100,7 +101,7 @@ func mulCap(a, b int64) int64 {
 // Pending: as many as in flight, unless every request that can reach the
 // pool has passed an admission gate — every model on the pool, and every
 // model with a fallback on it, enables admission, as do all their
-// fallbacks. A gate lets admitPendingPerEndpoint requests for each
+// fallbacks. A gate lets admission.PendingPerEndpoint requests for each
 // endpoint of its pool start at once, each with at most callsPerRequest
 // calls waiting for a first token; so a gateway has at most that, over
 // the endpoints of every gate whose requests can reach the pool, pending
@@ -142,7 +143,7 @@ func (s *snapshot) setPeerCaps(maxPrompt int64) {
 					n += len(q.Endpoints())
 				}
 			}
-			pending = min(pending, int64(callsPerRequest*admitPendingPerEndpoint*n))
+			pending = min(pending, int64(callsPerRequest*admission.PendingPerEndpoint*n))
 		}
 		p.peerCap = pool.Counts{Inflight: peerMaxInflight, Pending: pending, Owed: mulCap(pending, maxPrompt), Critical: peerMaxInflight}
 	}

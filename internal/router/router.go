@@ -18,6 +18,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
@@ -80,11 +81,11 @@ type Router struct {
 	log   *slog.Logger
 	proxy *proxy.Proxy
 	m     *metrics
-	slo   sloTracker
+	slo   admission.SLOTracker
 	// gates are the pools' admission points; goodput is whether recent
 	// requests met their SLOs.
-	gates   gates
-	goodput goodputTracker
+	gates   *admission.Gates
+	goodput admission.Goodput
 	snap    atomic.Pointer[snapshot]
 	// peers is what the other gateways say they have in flight.
 	peers peerBook

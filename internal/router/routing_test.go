@@ -27,6 +27,7 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
 
@@ -664,7 +665,7 @@ func TestWaitedRequestRoutedBySLOLeft(t *testing.T) {
 			t.Fatalf("a request with its whole SLO went to the idle endpoint (hits %v → %v); want the prefix holder %d", before, got, holder)
 		}
 
-		held := fillWith(t, r, "m", admitPendingPerEndpoint*len(eps))
+		held := fillWith(t, r, "m", admission.PendingPerEndpoint*len(eps))
 		setCosts()
 		before = hits()
 		go chat(code)
@@ -674,7 +675,7 @@ func TestWaitedRequestRoutedBySLOLeft(t *testing.T) {
 		if got := hits(); got != before {
 			t.Fatalf("served while the gate was full: hits %v → %v", before, got)
 		}
-		held[0].firstToken() // the event that admits it, 9 s after it arrived
+		held[0].FirstToken() // the event that admits it, 9 s after it arrived
 		if c := <-code; c != http.StatusOK {
 			t.Fatalf("waited request: %d", c)
 		}
@@ -682,7 +683,7 @@ func TestWaitedRequestRoutedBySLOLeft(t *testing.T) {
 			t.Errorf("a request with 1 s of its SLO left went to the prefix holder owing 1 s of prefill (hits %v → %v); want the idle endpoint %d", before, got, idle)
 		}
 		for _, tk := range held {
-			tk.end(0)
+			tk.End(0)
 		}
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/limits"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/translate"
@@ -59,11 +60,11 @@ type parsedRequest struct {
 	key      *tenant.Key    // nil without authentication
 	estimate int64          // prompt tokens, estimated from the body
 	reserve  limits.Reservation
-	reserved bool       // whether reserve holds a reservation to settle
-	class    class      // its priority class
-	tenant   string     // the tenant admission shares the queue by; empty for none
-	salt     domainSalt // what keeps its prompt in its isolation domain
-	ticket   *ticket    // its hold on its pool's gate; nil without admission
+	reserved bool              // whether reserve holds a reservation to settle
+	class    admission.Class   // its priority class
+	tenant   string            // the tenant admission shares the queue by; empty for none
+	salt     domainSalt        // what keeps its prompt in its isolation domain
+	ticket   *admission.Ticket // its hold on its pool's gate; nil without admission
 
 	// answer makes the translator of a translated API's answer, given
 	// the model; nil for chat, completions and embeddings.
@@ -224,11 +225,11 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 		r.answerCount(w, req)
 		return
 	}
-	if req.class, err = requestClass(hr, req.key); err != nil {
+	if req.class, err = admission.RequestClass(hr, req.key); err != nil {
 		r.refuse(w, req, "", err)
 		return
 	}
-	req.tenant = requestTenant(hr, req.key)
+	req.tenant = admission.RequestTenant(hr, req.key)
 	if a.generates {
 		req.salt = r.iso.of(req.tenant, req.CacheSalt)
 	}
@@ -248,9 +249,9 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 	}
 	res := r.dispatch(hr.Context(), w, req, snap)
 	if u := res.outcome.Usage; u != nil {
-		req.ticket.end(u.CompletionTokens)
+		req.ticket.End(u.CompletionTokens)
 	} else {
-		req.ticket.end(0)
+		req.ticket.End(0)
 	}
 	if !res.outcome.Wrote && res.outcome.Status != openai.StatusClientClosed {
 		a.writeError(w, res.outcome.Err)

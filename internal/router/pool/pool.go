@@ -1,3 +1,8 @@
+// Package pool is what routing knows of a pool's endpoints, and how it
+// picks one: each endpoint's calls in flight, scrape, health, ejection,
+// first-token cost model and batch limit, behind a small API for a call's
+// life (Send, FirstToken, Done, Failed); the prefix index; the retry
+// budget; and the routing policies, one file each.
 package pool
 
 // What routing knows of a pool: its endpoints and the prompts it has
