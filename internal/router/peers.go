@@ -18,7 +18,6 @@ package router
 
 import (
 	"math"
-	"sync"
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
@@ -28,14 +27,6 @@ import (
 )
 
 const (
-	// peerMaxAge is how long what another gateway said of its load
-	// stands without a word since. A gateway sends every 10 ms while it
-	// has requests in flight; a silence this long means it has stopped,
-	// or the bus has, and its requests are then counted as the scrape
-	// shows them. A message carries no time of its own: it is stamped
-	// when it arrives, so no sender's clock can make it stand longer.
-	peerMaxAge = 250 * time.Millisecond
-
 	// peerMaxInflight is the most requests one gateway can have in flight
 	// at one endpoint: each has a connection to it of its own (upstream
 	// calls are HTTP/1.1, one request at a time on a connection), and one
@@ -44,36 +35,10 @@ const (
 	// ephemeral range).
 	peerMaxInflight = 1<<16 - 1
 
-	// maxPeers is the most other gateways whose loads are kept at once.
-	// A message from one more, while that many have spoken within
-	// peerMaxAge, is refused, and its gateway's requests are counted as
-	// the scrape shows them. It bounds the book's memory, and the work of
-	// each message, which looks over every gateway kept for those fallen
-	// silent: at 128 gateways sending every 10 ms, 12,800 messages a
-	// second of 128 looks each, a few percent of a core.
-	maxPeers = 128
-
 	// callsPerRequest is the most calls one request has waiting for a
 	// first token at once: its own, and a hedge.
 	callsPerRequest = 2
 )
-
-// loadKey names an endpoint across gateways: by its pool's name and its
-// own configured name.
-type loadKey struct{ pool, endpoint string }
-
-// peerBook is what every other gateway last said of its load, and the sum
-// of it per endpoint. Only the bus's receiver writes it.
-type peerBook struct {
-	mu   sync.Mutex              // protects from and sum
-	from map[uint64]*peerSaid    // key: the gateway's id; at most maxPeers
-	sum  map[loadKey]pool.Counts // key: an endpoint of the catalog when it was said
-}
-
-type peerSaid struct {
-	at    time.Time
-	loads map[loadKey]pool.Counts
-}
 
 // maxPrompt is the most prompt tokens one request can owe an endpoint: the
 // estimate of the largest body server.max_body_bytes lets in
@@ -193,115 +158,54 @@ func (r *Router) PeerLoads(from uint64, loads []placement.Load) placement.Refusa
 }
 
 func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) placement.Refusals {
-	var refused placement.Refusals
 	snap := r.snap.Load()
 	maxPrompt := r.maxPrompt()
-	b := &r.peers
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.from == nil {
-		b.from = make(map[uint64]*peerSaid)
-		b.sum = make(map[loadKey]pool.Counts)
-	}
-	touched := make(map[loadKey]bool, len(loads))
-	// The silent go first, so that their places are free.
-	for id, q := range b.from {
-		if now.Sub(q.at) > pool.PeerMaxAge {
-			b.forget(q, touched)
-			delete(b.from, id)
+	check := func(l placement.Load) (placement.Refusal, bool) {
+		var p *servedPool
+		if snap != nil {
+			p = snap.pools[l.Pool]
 		}
+		return checkLoad(p, l, maxPrompt)
 	}
-	said := b.from[from]
-	switch {
-	case said != nil:
-		b.forget(said, touched)
-	case len(b.from) >= maxPeers:
-		refused.Add(placement.RefusedPeers, len(loads))
-	default:
-		said = &peerSaid{}
-		b.from[from] = said
-	}
-	if said != nil {
-		said.at = now
-		said.loads = make(map[loadKey]pool.Counts, len(loads))
-		for _, l := range loads {
-			k := loadKey{l.Pool, l.Endpoint}
-			var p *servedPool
-			if snap != nil {
-				p = snap.pools[l.Pool]
-			}
-			c, why, ok := checkLoad(p, l, maxPrompt)
-			if _, dup := said.loads[k]; ok && dup {
-				why, ok = placement.RefusedDuplicate, false
-			}
-			if !ok {
-				refused.Add(why, 1)
-				continue
-			}
-			said.loads[k] = c
-			b.sum[k] = plus(b.sum[k], c)
-			touched[k] = true
+	capped := 0
+	refused := r.peers.Take(from, loads, now, check, func(sum placement.Load) {
+		if snap == nil {
+			return
 		}
-	}
-
-	if snap == nil {
-		return refused
-	}
-	for k := range touched {
-		s, ok := b.sum[k]
-		if ok && s == (pool.Counts{}) {
-			delete(b.sum, k)
-			ok = false
-		}
-		p := snap.pools[k.pool]
+		p := snap.pools[sum.Pool]
 		if p == nil {
-			continue
+			return
 		}
-		i := p.EndpointNamed(k.endpoint)
+		i := p.EndpointNamed(sum.Endpoint)
 		if i < 0 {
-			continue
+			return
 		}
-		if ok {
-			if c := within(s, p.peerCap); c != s {
-				refused.Add(placement.RefusedSum, 1)
-				s = c
-			}
+		s := pool.Counts{Inflight: sum.Inflight, Pending: sum.Pending, Owed: sum.Owed, Critical: sum.Critical}
+		if c := within(s, p.peerCap); c != s {
+			capped++
+			s = c
 		}
 		p.Endpoints()[i].SetPeers(s, now)
-	}
+	})
+	refused.Add(placement.RefusedSum, capped)
 	return refused
 }
 
-// checkLoad is l's counts if one gateway could have sent them for an
-// endpoint of p, with requests of at most maxPrompt tokens; else why not.
+// checkLoad reports whether one gateway could have sent l for an endpoint
+// of p, with requests of at most maxPrompt tokens, and if not, why.
 // Loads never sends counts it would refuse.
-func checkLoad(p *servedPool, l placement.Load, maxPrompt int64) (pool.Counts, placement.Refusal, bool) {
+func checkLoad(p *servedPool, l placement.Load, maxPrompt int64) (placement.Refusal, bool) {
 	switch {
 	case p == nil || p.EndpointNamed(l.Endpoint) < 0:
-		return pool.Counts{}, placement.RefusedUnknown, false
+		return placement.RefusedUnknown, false
 	case l.Inflight > peerMaxInflight:
-		return pool.Counts{}, placement.RefusedInflight, false
+		return placement.RefusedInflight, false
 	case l.Pending < 0 || l.Critical < 0 || l.Pending > l.Inflight || l.Critical > l.Inflight-l.Pending:
-		return pool.Counts{}, placement.RefusedCounts, false
+		return placement.RefusedCounts, false
 	case l.Owed < 0 || l.Owed > mulCap(l.Pending, maxPrompt):
-		return pool.Counts{}, placement.RefusedOwed, false
+		return placement.RefusedOwed, false
 	}
-	return pool.Counts{Inflight: l.Inflight, Pending: l.Pending, Owed: l.Owed, Critical: l.Critical}, 0, true
-}
-
-// forget takes what q said out of the sums, and marks the endpoints it
-// named in touched.
-func (b *peerBook) forget(q *peerSaid, touched map[loadKey]bool) {
-	for k, c := range q.loads {
-		b.sum[k] = plus(b.sum[k], pool.Counts{Inflight: -c.Inflight, Pending: -c.Pending, Owed: -c.Owed, Critical: -c.Critical})
-		touched[k] = true
-	}
-	q.loads = nil
-}
-
-// plus is c and o added, count by count.
-func plus(c, o pool.Counts) pool.Counts {
-	return pool.Counts{Inflight: c.Inflight + o.Inflight, Pending: c.Pending + o.Pending, Owed: c.Owed + o.Owed, Critical: c.Critical + o.Critical}
+	return 0, true
 }
 
 // within is c with each count cut to limit's.

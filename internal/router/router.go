@@ -88,7 +88,7 @@ type Router struct {
 	goodput admission.Goodput
 	snap    atomic.Pointer[snapshot]
 	// peers is what the other gateways say they have in flight.
-	peers peerBook
+	peers *placement.Book
 	ids   requestIDs
 	// watch scrapes and probes every endpoint of the catalog in service.
 	watch *scrape.Watcher
@@ -120,6 +120,7 @@ func New(opts Options) (*Router, error) {
 		proxy: proxy.New(opts.Server.ConnectTimeout, opts.Transport),
 		m:     newMetrics(opts.Router.TenantLabel),
 		ids:   newRequestIDs(),
+		peers: placement.NewBook(pool.PeerMaxAge),
 		iso:   newIsolation(opts.Router.CacheIsolation, opts.CacheSecret),
 	}
 	if opts.ProbeClient == nil {
