@@ -124,7 +124,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 					o = r.send(ctx, w, req, p, i, &rt, &call, nil)
 					r.settle(req, p, ep, o)
 				}
-				res = dispatchResult{outcome: o, pool: p.Name(), endpoint: ep.Name(), model: m}
+				res = dispatchResult{outcome: o, pool: p.name, endpoint: ep.Name(), model: m}
 				if !o.Retryable() {
 					return res
 				}
@@ -150,10 +150,10 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 func (r *Router) settle(req *parsedRequest, p *servedPool, ep *pool.Endpoint, o proxy.Outcome) {
 	if o.Reason != "" {
 		r.m.upstreamErrors.WithLabelValues(p.name, o.Reason).Inc()
-		r.log.Warn("upstream failed", "id", req.id, "pool", p.Name(), "endpoint", ep.Name(), "reason", o.Reason, "err", o.Err)
+		r.log.Warn("upstream failed", "id", req.id, "pool", p.name, "endpoint", ep.Name(), "reason", o.Reason, "err", o.Err)
 		if countsAgainst(o) && ep.Failed(time.Now()) {
-			r.m.ejections.WithLabelValues(p.Name(), ep.Name(), "failures").Inc()
-			r.log.Warn("endpoint ejected", "pool", p.Name(), "endpoint", ep.Name(), "after", o.Reason)
+			r.m.ejections.WithLabelValues(p.name, ep.Name(), "failures").Inc()
+			r.log.Warn("endpoint ejected", "pool", p.name, "endpoint", ep.Name(), "after", o.Reason)
 		}
 	} else if o.Status < 500 {
 		ep.Succeeded()
@@ -233,12 +233,13 @@ func (t *sent) Observe(seconds float64) {
 // firstToken ends the call's prefill owed, teaches the endpoint what the
 // first token cost, and releases the request's place at its gate.
 func (t *sent) firstToken(now time.Time) {
-	if !t.call.FirstToken(now) {
+	if t.call.Started() {
 		return
 	}
 	if t.started != nil {
 		t.started.Store(true)
 	}
+	t.call.FirstToken(now)
 	t.ticket.FirstToken()
 	if t.gate != nil {
 		t.gate.Wake()

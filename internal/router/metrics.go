@@ -205,8 +205,8 @@ func (c endpointCollector) Collect(ch chan<- prometheus.Metric) {
 			if e.Out(now) {
 				up = 0
 			}
-			ch <- prometheus.MustNewConstMetric(c.r.m.endpointUp, prometheus.GaugeValue, up, p.Name(), e.Name())
-			ch <- prometheus.MustNewConstMetric(c.r.m.endpointIn, prometheus.GaugeValue, float64(e.Counts().Inflight), p.Name(), e.Name())
+			ch <- prometheus.MustNewConstMetric(c.r.m.endpointUp, prometheus.GaugeValue, up, p.name, e.Name())
+			ch <- prometheus.MustNewConstMetric(c.r.m.endpointIn, prometheus.GaugeValue, float64(e.Counts().Inflight), p.name, e.Name())
 		}
 	}
 }

@@ -135,7 +135,7 @@ func (r *Router) Loads(buf []placement.Load) []placement.Load {
 			owed := min(max(c.Owed, 0), mulCap(pending, maxPrompt))
 			critical := min(max(c.Critical, 0), inflight-pending)
 			buf = append(buf, placement.Load{
-				Pool: p.Name(), Endpoint: e.Name(), Inflight: inflight, Pending: pending, Owed: owed, Critical: critical,
+				Pool: p.name, Endpoint: e.Name(), Inflight: inflight, Pending: pending, Owed: owed, Critical: critical,
 			})
 		}
 	}

@@ -338,10 +338,10 @@ func (r *Router) probed(p *servedPool, ep *pool.Endpoint, up bool, err error) {
 	wasDown := ep.SetDown(!up)
 	switch {
 	case !up && !wasDown:
-		r.m.ejections.WithLabelValues(p.Name(), ep.Name(), "health_check").Inc()
-		r.log.Warn("endpoint failed its health check", "pool", p.Name(), "endpoint", ep.Name(), "err", err)
+		r.m.ejections.WithLabelValues(p.name, ep.Name(), "health_check").Inc()
+		r.log.Warn("endpoint failed its health check", "pool", p.name, "endpoint", ep.Name(), "err", err)
 	case up && wasDown:
-		r.log.Info("endpoint passed its health check", "pool", p.Name(), "endpoint", ep.Name())
+		r.log.Info("endpoint passed its health check", "pool", p.name, "endpoint", ep.Name())
 	}
 }
 

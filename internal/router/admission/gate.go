@@ -41,7 +41,7 @@ const (
 	// order ours to choose.
 	PendingPerEndpoint = 4
 	// admitPendingUnderPressure is the same for all but critical while
-	// the model's recent p99 is past its SLO (sloPressure above 1): one
+	// the model's recent p99 is past its SLO (pressure above 1): one
 	// prompt at a time until the pool catches up.
 	admitPendingUnderPressure = 1
 	// The aim's trim: the share of the tightest TPOT SLO in play that the
@@ -143,7 +143,8 @@ type Gates struct {
 	// current is the catalog in service, nil before the first: what a
 	// queue that moves on its own (a first token, an end, a timer) reads.
 	current func() Catalog
-	// pressure is how far a model is over its SLO (sloPressure).
+	// pressure is how far a model is over its SLO: 1 at it, above 1 past
+	// it, 0 when it has none or too little is known.
 	pressure func(model string) float64
 	m        *Metrics
 }

@@ -33,7 +33,7 @@ type Endpoint struct {
 	// first.
 	load atomic.Pointer[Load]
 	// peers is what the other gateways have in flight here, as they last
-	// said; nil when none has anything (peers.go).
+	// said; nil when none has anything (SetPeers).
 	peers atomic.Pointer[peerLoad]
 
 	down         atomic.Bool  // the last health probe failed
