@@ -54,10 +54,10 @@ func (r *Router) account(req *parsedRequest, res dispatchResult) {
 		return // refused before it was known what it asked for: nothing to bill
 	}
 	if req.model.Admission.Enabled && o.Status != openai.StatusClientClosed && !req.api.counts {
-		r.goodput.add(goodputKey{req.model.Name, req.class}, r.metSLO(req, o))
+		r.goodput.Add(req.model.Name, req.class, r.metSLO(req, o))
 		if tpot, _, ok := tokenTiming(req.Stream, o, 0); ok && tpot > 0 && res.pool != "" {
-			if g := r.existingGate(res.pool); g != nil {
-				g.noteTPOT(req.model.ClassSLO(req.class.String()).TPOTp99, tpot)
+			if g := r.gates.Of(res.pool); g != nil {
+				g.NoteTPOT(req.model.ClassSLO(req.class.String()).TPOTp99, tpot)
 			}
 		}
 	}

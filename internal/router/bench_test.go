@@ -12,6 +12,7 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
 )
 
 // cannedTransport answers every upstream call with the same response, in
@@ -81,7 +82,7 @@ func BenchmarkSaltedRequest(b *testing.B) {
 	for b.Loop() {
 		w := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(benchPrompt))
-		req.Header.Set(tenantHeader, "acme/search")
+		req.Header.Set(admission.TenantHeader, "acme/search")
 		r.ServeHTTP(w, req)
 		if w.Code != 200 {
 			b.Fatal(w.Code, w.Body)

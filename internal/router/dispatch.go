@@ -17,6 +17,8 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
@@ -38,16 +40,16 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 	var res dispatchResult
 	gap := r.m.token.gap.WithLabelValues(req.model.Name)
 	prompt := req.Prompt(req.body)
-	rt := route{key: cacheKeyPlace(req.PromptCacheKey, req.salt.seed)}
+	rt := pool.Route{Key: pool.CacheKeyPlace(req.PromptCacheKey, req.salt.seed)}
 	hedged := false // a request is hedged at most once
 	first := req.model
-	if t := req.ticket; t != nil && t.fallback {
+	if to := req.ticket.FallbackTo(); to != nil {
 		// Admission found the model's pool cannot meet the SLO, and
 		// admitted the request at a fallback.
-		first = t.to
+		first = to
 	}
 	for _, relaxed := range [2]bool{false, true} {
-		for m := first; m != nil; m = r.nextFallback(s, req.model, m) {
+		for m := first; m != nil; m = nextFallback(s, req.model, m) {
 			p := s.pools[m.Pool]
 			if p == nil {
 				continue
@@ -77,23 +79,23 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 				return dispatchResult{outcome: proxy.Outcome{Status: openai.AsError(err).Status, Err: err}, model: m}
 			}
 			now := time.Now()
-			rt.prepare(p, prompt, req.salt.seed, req.estimate, sloLeft(m.ClassSLO(req.class.String()).TTFTp99, req.start, now))
-			if p.policy == catalog.PolicyAuto {
-				rt.stall = r.stallWeight(m, now)
+			rt.Prepare(p.Pool, prompt, req.salt.seed, req.estimate, pool.SLOLeft(m.ClassSLO(req.class.String()).TTFTp99, req.start, now))
+			if p.Policy() == catalog.PolicyAuto {
+				rt.Stall = r.slo.StallWeight(m, now)
 			}
-			if req.class != classCritical {
-				rt.spare = m.ClassSLO(classCritical.String()).TPOTp99.Seconds()
+			if req.class != admission.Critical {
+				rt.Spare = m.ClassSLO(admission.Critical.String()).TPOTp99.Seconds()
 			}
 			var tried uint64
 			for try := 0; try <= r.opts.Server.Retries; try++ {
 				now = time.Now()
-				i, reason := p.pick(&rt, p.candidates(tried, now, relaxed), now)
+				i, reason := p.Pick(&rt, p.Candidates(tried, now, relaxed), now)
 				if i < 0 {
 					break
 				}
 				if try == 0 {
-					p.budget.request(now)
-				} else if !p.budget.retry(now) {
+					p.Budget().Request(now)
+				} else if !p.Budget().Retry(now) {
 					r.log.Warn("retry budget spent", "id", req.id, "pool", p.name)
 					return res
 				} else {
@@ -103,11 +105,11 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 					r.m.fallbacks.WithLabelValues(req.model.Name, m.Name).Inc()
 				}
 				if relaxed {
-					reason = reasonLastResort
+					reason = pool.ReasonLastResort
 				}
 				p.m.decisions[reason].Inc()
 				tried |= 1 << i
-				ep := p.endpoints[i]
+				ep := p.Endpoints()[i]
 				var o proxy.Outcome
 				if !hedged && p.hedges(r.opts.Server.Retries-try, relaxed) {
 					// A hedge is one of the request's retries.
@@ -115,14 +117,14 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 					if rc.hedge >= 0 {
 						hedged, try, tried = true, try+1, tried|1<<rc.hedge
 					}
-					o, ep = rc.outcome, p.endpoints[rc.endpoint]
+					o, ep = rc.outcome, p.Endpoints()[rc.endpoint]
 				} else {
 					w.Header().Set(modelHeader, m.Name)
 					call.URL = p.target(ep, req.api.upstreamPath, m.UpstreamName())
 					o = r.send(ctx, w, req, p, i, &rt, &call, nil)
 					r.settle(req, p, ep, o)
 				}
-				res = dispatchResult{outcome: o, pool: p.name, endpoint: ep.name, model: m}
+				res = dispatchResult{outcome: o, pool: p.name, endpoint: ep.Name(), model: m}
 				if !o.Retryable() {
 					return res
 				}
@@ -145,16 +147,16 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 // settle counts what one call came to against its endpoint: a failure
 // in llmgw_upstream_errors_total and, when it is the endpoint's, toward
 // its ejection; an answer clears its failures.
-func (r *Router) settle(req *parsedRequest, p *pool, ep *endpoint, o proxy.Outcome) {
+func (r *Router) settle(req *parsedRequest, p *servedPool, ep *pool.Endpoint, o proxy.Outcome) {
 	if o.Reason != "" {
 		r.m.upstreamErrors.WithLabelValues(p.name, o.Reason).Inc()
-		r.log.Warn("upstream failed", "id", req.id, "pool", p.name, "endpoint", ep.name, "reason", o.Reason, "err", o.Err)
-		if countsAgainst(o) && ep.failed(time.Now()) {
-			r.m.ejections.WithLabelValues(p.name, ep.name, "failures").Inc()
-			r.log.Warn("endpoint ejected", "pool", p.name, "endpoint", ep.name, "after", o.Reason)
+		r.log.Warn("upstream failed", "id", req.id, "pool", p.name, "endpoint", ep.Name(), "reason", o.Reason, "err", o.Err)
+		if countsAgainst(o) && ep.Failed(time.Now()) {
+			r.m.ejections.WithLabelValues(p.name, ep.Name(), "failures").Inc()
+			r.log.Warn("endpoint ejected", "pool", p.name, "endpoint", ep.Name(), "after", o.Reason)
 		}
 	} else if o.Status < 500 {
-		ep.succeeded()
+		ep.Succeeded()
 	}
 }
 
@@ -172,15 +174,14 @@ func countsAgainst(o proxy.Outcome) bool {
 // the prefix the index predicted. started, when not nil, is set at the
 // first token. A call that lost a hedged race before its first token
 // computed nothing, as far as the index knows.
-func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedRequest, p *pool, i int, rt *route, call *proxy.Call, started *atomic.Bool) proxy.Outcome {
-	ep := p.endpoints[i]
-	t := &sent{ep: ep, uncached: rt.uncached(i), stream: req.Stream, at: time.Now(), ticket: req.ticket, gate: r.existingGate(p.name), started: started, critical: req.class == classCritical}
-	ep.inflight.Add(1)
-	ep.pending.Add(1)
-	t.work = ep.owed.Add(t.uncached) + ep.freshPeers(t.at).owed
-	p.notePrompt(t.uncached)
-	if rt.indexed {
-		r.notePlaced(p, i, rt, rt.hashes, false)
+func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedRequest, p *servedPool, i int, rt *pool.Route, call *proxy.Call, started *atomic.Bool) proxy.Outcome {
+	ep := p.Endpoints()[i]
+	uncached := rt.Uncached(i)
+	t := &sent{ticket: req.ticket, gate: r.gates.Of(p.name), started: started}
+	t.call = ep.Send(uncached, req.Stream, req.class == admission.Critical, time.Now())
+	p.NotePrompt(uncached)
+	if rt.Indexed() {
+		r.notePlaced(p, i, rt, rt.Hashes(), false)
 	}
 	call.FirstToken = t.firstToken
 	if req.Stream && t.gate != nil {
@@ -192,36 +193,29 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 	o := r.proxy.Do(ctx, w, call)
 	t.end()
 
-	matched := rt.matched[i]
-	computedNothing := o.Reason != "" && !o.Wrote || !t.first && errors.Is(context.Cause(ctx), errLostRace)
+	matched, share := rt.Matched(i), rt.CachedShare(i)
+	computedNothing := o.Reason != "" && !o.Wrote || !t.call.Started() && errors.Is(context.Cause(ctx), errLostRace)
 	switch {
-	case computedNothing && rt.indexed && len(rt.hashes) > int(matched):
+	case computedNothing && rt.Indexed() && len(rt.Hashes()) > int(matched):
 		// The blocks past the prefix it held are not there.
-		r.notePlaced(p, i, rt, rt.hashes[matched:], true)
-	case matched > 0 && o.Usage != nil && !o.Estimated && o.Usage.PromptTokensDetails != nil && rt.promptBytes > 0:
-		share := min(float64(matched)*float64(rt.index.block)/float64(rt.promptBytes), 1)
+		r.notePlaced(p, i, rt, rt.Hashes()[matched:], true)
+	case matched > 0 && o.Usage != nil && !o.Estimated && o.Usage.PromptTokensDetails != nil && share > 0:
 		predicted := int64(share * float64(o.Usage.PromptTokens))
 		cached := min(o.Usage.CachedTokens(), predicted)
-		ep.confirm(predicted, cached)
+		ep.Confirm(predicted, cached)
 		p.m.predicted.Add(float64(predicted))
 		p.m.confirmed.Add(float64(cached))
 	}
 	return o
 }
 
-// sent is one call's mark on its endpoint's signals. Its methods run on
-// the call's goroutine.
+// sent is one call's mark on its endpoint's signals and on its pool's
+// gate. Its methods run on the call's goroutine.
 type sent struct {
-	ep       *endpoint
-	uncached int64     // prompt tokens the endpoint was expected to compute
-	work     int64     // prefill owed at the endpoint when sent, this call's and other gateways' included
-	at       time.Time // when it was sent
-	stream   bool
-	critical bool         // the request is of class critical
-	first    bool         // the first token is in
-	ticket   *ticket      // the request's admission, nil without
-	gate     *gate        // the pool's admission point, nil when none was made
-	started  *atomic.Bool // set at the first token, for a hedged race; nil outside one
+	call    pool.Call         // the call's mark on its endpoint's counts
+	ticket  *admission.Ticket // the request's admission, nil without
+	gate    *admission.Gate   // the pool's admission point, nil when none was made
+	started *atomic.Bool      // set at the first token, for a hedged race; nil outside one
 	// gap observes the stream's inter-token gaps for the model's
 	// histogram; they pass through Observe.
 	gap prometheus.Observer
@@ -233,52 +227,39 @@ func (t *sent) Observe(seconds float64) {
 	if t.gap != nil {
 		t.gap.Observe(seconds)
 	}
-	t.ep.noteGap(time.Duration(seconds * float64(time.Second)))
+	t.call.Gap(time.Duration(seconds * float64(time.Second)))
 }
 
-// firstToken ends the call's prefill owed, and
-// teaches the endpoint what the first token cost. A plain answer's
-// headers come with its last token, so only streams teach.
+// firstToken ends the call's prefill owed, teaches the endpoint what the
+// first token cost, and releases the request's place at its gate.
 func (t *sent) firstToken(now time.Time) {
-	if t.first {
+	if t.call.Started() {
 		return
 	}
-	t.first = true
 	if t.started != nil {
 		t.started.Store(true)
 	}
-	t.ep.pending.Add(-1)
-	t.ep.owed.Add(-t.uncached)
-	if t.critical {
-		t.ep.critical.Add(1)
-	}
-	if t.stream {
-		t.ep.learn(now.Sub(t.at), t.work)
-	}
-	t.ticket.firstToken()
+	t.call.FirstToken(now)
+	t.ticket.FirstToken()
 	if t.gate != nil {
-		t.gate.wake()
+		t.gate.Wake()
 	}
 }
 
-// end takes the call off its endpoint's signals.
+// end takes the call off its endpoint's signals; with a gate, it decides
+// the endpoint's batch limit by the gate's aim, and moves the queue on.
 func (t *sent) end() {
-	if !t.first {
-		t.ep.pending.Add(-1)
-		t.ep.owed.Add(-t.uncached)
-	} else if t.critical {
-		t.ep.critical.Add(-1)
+	if t.gate == nil {
+		t.call.Done(0)
+		return
 	}
-	n := t.ep.inflight.Add(-1)
-	if t.gate != nil {
-		t.ep.tuneBatch(t.gate.tpotAim(), n+1)
-		t.gate.wake()
-	}
+	t.call.Done(t.gate.TPOTAim())
+	t.gate.Wake()
 }
 
 // nextFallback is the fallback to try after cur, in the order the
 // requested model lists them; nil when there is none left.
-func (r *Router) nextFallback(s *snapshot, requested, cur *catalog.Model) *catalog.Model {
+func nextFallback(s *snapshot, requested, cur *catalog.Model) *catalog.Model {
 	next := cur == requested
 	for _, name := range requested.Fallbacks {
 		m, ok := s.cat.Resolve(name)

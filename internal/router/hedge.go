@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
@@ -34,19 +35,15 @@ const (
 // before it is hedged: hedge.after times the endpoint's predicted TTFT,
 // and at least hedge.min_wait. The prediction is the pick's own when the
 // policy made one (auto), else the one auto would have made.
-func (p *pool) hedgeWait(rt *route, i int, now time.Time) time.Duration {
-	pred := rt.predicted
-	if pred <= 0 {
-		e := p.endpoints[i]
-		pred = e.predictTTFT(rt.uncachedBelieved(i, e.precision()), e.freshLoad(now, p.maxAge), e.freshPeers(now), p.meanPromptTokens())
-	}
+func (p *servedPool) hedgeWait(rt *pool.Route, i int, now time.Time) time.Duration {
+	pred := p.Predicted(rt, i, now)
 	return max(time.Duration(p.hedge.After*pred*float64(time.Second)), p.hedge.MinWait)
 }
 
 // hedges reports whether a try may be hedged: the pool hedges and has
 // another endpoint, and the request may still send to one more.
-func (p *pool) hedges(triesLeft int, relaxed bool) bool {
-	return p.hedge.After > 0 && len(p.endpoints) > 1 && triesLeft > 0 && !relaxed
+func (p *servedPool) hedges(triesLeft int, relaxed bool) bool {
+	return p.hedge.After > 0 && len(p.Endpoints()) > 1 && triesLeft > 0 && !relaxed
 }
 
 // attempt is one call of a hedged try.
@@ -75,8 +72,8 @@ type raced struct {
 // other to finish. Each attempt that did not lose is settled against its
 // endpoint as any call is; the losers' time is counted as wasted. race
 // returns once every call it made has ended.
-func (r *Router) race(ctx context.Context, w http.ResponseWriter, req *parsedRequest, p *pool, m *catalog.Model,
-	rt *route, call proxy.Call, first int, tried uint64) raced {
+func (r *Router) race(ctx context.Context, w http.ResponseWriter, req *parsedRequest, p *servedPool, m *catalog.Model,
+	rt *pool.Route, call proxy.Call, first int, tried uint64) raced {
 	cl := &claim{w: w, rc: http.NewResponseController(w)}
 	ended := make(chan *attempt, 2)
 	primary := r.launch(ctx, cl, req, p, m, rt, call, first, ended)
@@ -96,7 +93,7 @@ func (r *Router) race(ctx context.Context, w http.ResponseWriter, req *parsedReq
 				if hedge = r.launch(ctx, cl, req, p, m, rt, call, j, ended); hedge != nil {
 					running++
 					r.log.Debug("request hedged", "id", req.id, "pool", p.name,
-						"endpoint", p.endpoints[first].name, "hedge", p.endpoints[j].name)
+						"endpoint", p.Endpoints()[first].Name(), "hedge", p.Endpoints()[j].Name())
 				}
 			}
 		case a := <-ended:
@@ -105,7 +102,7 @@ func (r *Router) race(ctx context.Context, w http.ResponseWriter, req *parsedReq
 				wasted += a.took
 				continue
 			}
-			r.settle(req, p, p.endpoints[a.i], a.out)
+			r.settle(req, p, p.Endpoints()[a.i], a.out)
 			last = a
 		}
 	}
@@ -139,13 +136,13 @@ func (r *Router) race(ctx context.Context, w http.ResponseWriter, req *parsedReq
 // pickHedge is the endpoint a hedge goes to: the pool policy's pick among
 // the endpoints not in tried and not out, as a retry's; -1 when there is
 // none, or the retry budget has no room for one more call.
-func (r *Router) pickHedge(req *parsedRequest, p *pool, rt *route, tried uint64) int {
+func (r *Router) pickHedge(req *parsedRequest, p *servedPool, rt *pool.Route, tried uint64) int {
 	now := time.Now()
-	j, reason := p.pick(rt, p.candidates(tried, now, false), now)
+	j, reason := p.Pick(rt, p.Candidates(tried, now, false), now)
 	if j < 0 {
 		return -1
 	}
-	if !p.budget.retry(now) {
+	if !p.Budget().Retry(now) {
 		r.log.Debug("retry budget spent: no hedge", "id", req.id, "pool", p.name)
 		return -1
 	}
@@ -156,15 +153,15 @@ func (r *Router) pickHedge(req *parsedRequest, p *pool, rt *route, tried uint64)
 // launch sends call to endpoint i as an attempt of a race, on a goroutine
 // of its own that reports on ended once the call is over; nil, and
 // nothing sent, when an attempt has already written to the client.
-func (r *Router) launch(ctx context.Context, cl *claim, req *parsedRequest, p *pool, m *catalog.Model,
-	rt *route, call proxy.Call, i int, ended chan<- *attempt) *attempt {
+func (r *Router) launch(ctx context.Context, cl *claim, req *parsedRequest, p *servedPool, m *catalog.Model,
+	rt *pool.Route, call proxy.Call, i int, ended chan<- *attempt) *attempt {
 	actx, cancel := context.WithCancelCause(ctx)
 	a := &attempt{i: i, w: &attemptWriter{claim: cl, cancel: cancel, header: http.Header{modelHeader: {m.Name}}}}
 	if !cl.join(a.w) {
 		cancel(nil)
 		return nil
 	}
-	call.URL = p.target(p.endpoints[i], req.api.upstreamPath, m.UpstreamName())
+	call.URL = p.target(p.Endpoints()[i], req.api.upstreamPath, m.UpstreamName())
 	go func() {
 		at := time.Now()
 		a.out = r.send(actx, a.w, req, p, i, rt, &call, &a.started)

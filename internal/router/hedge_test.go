@@ -21,6 +21,7 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
 
 // racer is an upstream that answers after delay, or never when it
@@ -125,7 +126,14 @@ func inTurn(c *config.Config) {
 // picks.
 func (g *testGateway) pickNext(k int) {
 	p := g.r.snap.Load().pools["main"]
-	p.next.Store(uint64(k + len(p.order) - 1))
+	n := len(p.Endpoints())
+	var rt pool.Route
+	rt.Prepare(p.Pool, nil, 0, 0, 0)
+	for {
+		if i, _ := p.Pick(&rt, 1<<n-1, time.Now()); i == (k+n-1)%n {
+			return
+		}
+	}
 }
 
 // hedgesText is llmgw_hedges_total for pool main as the exposition format
@@ -159,8 +167,8 @@ func checkNoneBlamed(t *testing.T, g *testGateway) {
 func checkSignalsClear(t *testing.T, g *testGateway) {
 	t.Helper()
 	waitFor(t, "the endpoints' signals to clear", func() bool {
-		for _, ep := range g.r.snap.Load().pools["main"].endpoints {
-			if ep.inflight.Load() != 0 || ep.pending.Load() != 0 || ep.owed.Load() != 0 {
+		for _, ep := range g.r.snap.Load().pools["main"].Endpoints() {
+			if c := ep.Counts(); c.Inflight != 0 || c.Pending != 0 || c.Owed != 0 {
 				return false
 			}
 		}
@@ -279,7 +287,7 @@ func TestNoHedgeWithoutRetryBudget(t *testing.T) {
 	slow, other := newRacer(t, "slow", 6*hedgeWait, false), newRacer(t, "other", 0, false)
 	g := newTestGateway(t, hedging, slow, other)
 	p := g.r.snap.Load().pools["main"]
-	for p.budget.retry(time.Now()) {
+	for p.Budget().Retry(time.Now()) {
 		// Spent as retries of failed requests would spend it.
 	}
 	g.pickNext(0)

@@ -106,7 +106,7 @@ func (iso *isolation) derive(domain, clientSalt string) domainSalt {
 
 // salt is the cache_salt calls to p carry for req: its domain's, on a
 // pool that takes one; empty to send the body's own, if any.
-func (p *pool) salt(req *parsedRequest) string {
+func (p *servedPool) salt(req *parsedRequest) string {
 	if !p.takesSalt {
 		return ""
 	}

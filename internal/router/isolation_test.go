@@ -10,6 +10,8 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
 
 // postAs posts body as tenant (through the tenant header, there being no
@@ -19,7 +21,7 @@ func (g *testGateway) postAs(t *testing.T, tenant, path, body string) int {
 	req, _ := http.NewRequest(http.MethodPost, g.url+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if tenant != "" {
-		req.Header.Set(tenantHeader, tenant)
+		req.Header.Set(admission.TenantHeader, tenant)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -136,7 +138,7 @@ func TestPrefixIndexByDomain(t *testing.T) {
 		t.Fatal(err)
 	}
 	hashesOf := func(tenant string) []uint64 {
-		return hashBlocks(nil, body["messages"], g.r.snap.Load().pools["main"].index.Load().block, g.r.iso.of(tenant, "").seed)
+		return pool.HashBlocks(nil, body["messages"], g.r.snap.Load().pools["main"].Index().Block(), g.r.iso.of(tenant, "").seed)
 	}
 	if s := g.postAs(t, "acme/search", "/v1/chat/completions", prefixRequest); s != 200 {
 		t.Fatalf("status %d", s)

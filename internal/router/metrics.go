@@ -12,11 +12,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
 
 type metrics struct {
 	token          *tokenMetrics
-	admission      *admissionMetrics
+	admission      *admission.Metrics
 	tenant         tenantLabel
 	requests       *prometheus.CounterVec
 	ttft           *prometheus.HistogramVec
@@ -50,7 +52,7 @@ var durationBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 4
 func newMetrics(tenantLevel string) *metrics {
 	return &metrics{
 		token:     newTokenMetrics(),
-		admission: newAdmissionMetrics(),
+		admission: admission.NewMetrics(),
 		tenant:    tenantLabel{level: tenantLevel},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmgw_requests_total",
@@ -128,7 +130,7 @@ func newMetrics(tenantLevel string) *metrics {
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	cs := append(m.token.collectors(), m.admission.collectors()...)
+	cs := append(m.token.collectors(), m.admission.Collectors()...)
 	cs = append(cs, m.requests, m.ttft, m.duration, m.inflight, m.upstreamErrors, m.reloadOK, m.reloadTime,
 		m.decisions, m.predicted, m.confirmed, m.retries, m.fallbacks, m.ejections, m.hedges, m.hedgeWasted, m.tokens)
 	var errs []error
@@ -162,23 +164,19 @@ type poolMetrics struct {
 	confirmed prometheus.Counter
 }
 
-// allReasons is every reason a pick may give.
-var allReasons = []string{reasonTurn, reasonLeastRequest, reasonPrefixHit, reasonNoPrefix, reasonScore,
-	reasonImbalanced, reasonSmallest, reasonFastest, reasonPrefix, reasonCold, reasonCacheKey, reasonSpare, reasonStreams, reasonLastResort}
-
 // forPool resolves a pool's counters; m may be nil, in tests of picking
 // alone.
-func (m *metrics) forPool(pool, policy string) poolMetrics {
+func (m *metrics) forPool(name, policy string) poolMetrics {
 	if m == nil {
 		m = newMetrics("team")
 	}
 	pm := poolMetrics{
-		decisions: make(map[string]prometheus.Counter, len(allReasons)),
-		predicted: m.predicted.WithLabelValues(pool),
-		confirmed: m.confirmed.WithLabelValues(pool),
+		decisions: make(map[string]prometheus.Counter, len(pool.Reasons)),
+		predicted: m.predicted.WithLabelValues(name),
+		confirmed: m.confirmed.WithLabelValues(name),
 	}
-	for _, r := range allReasons {
-		pm.decisions[r] = m.decisions.WithLabelValues(pool, policy, r)
+	for _, r := range pool.Reasons {
+		pm.decisions[r] = m.decisions.WithLabelValues(name, policy, r)
 	}
 	return pm
 }
@@ -202,13 +200,13 @@ func (c endpointCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	now := time.Now().UnixNano()
 	for _, p := range s.pools {
-		for _, e := range p.endpoints {
+		for _, e := range p.Endpoints() {
 			up := 1.0
-			if e.out(now) {
+			if e.Out(now) {
 				up = 0
 			}
-			ch <- prometheus.MustNewConstMetric(c.r.m.endpointUp, prometheus.GaugeValue, up, p.name, e.name)
-			ch <- prometheus.MustNewConstMetric(c.r.m.endpointIn, prometheus.GaugeValue, float64(e.inflight.Load()), p.name, e.name)
+			ch <- prometheus.MustNewConstMetric(c.r.m.endpointUp, prometheus.GaugeValue, up, p.name, e.Name())
+			ch <- prometheus.MustNewConstMetric(c.r.m.endpointIn, prometheus.GaugeValue, float64(e.Counts().Inflight), p.name, e.Name())
 		}
 	}
 }

@@ -18,22 +18,15 @@ package router
 
 import (
 	"math"
-	"sync"
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
 
 const (
-	// peerMaxAge is how long what another gateway said of its load
-	// stands without a word since. A gateway sends every 10 ms while it
-	// has requests in flight; a silence this long means it has stopped,
-	// or the bus has, and its requests are then counted as the scrape
-	// shows them. A message carries no time of its own: it is stamped
-	// when it arrives, so no sender's clock can make it stand longer.
-	peerMaxAge = 250 * time.Millisecond
-
 	// peerMaxInflight is the most requests one gateway can have in flight
 	// at one endpoint: each has a connection to it of its own (upstream
 	// calls are HTTP/1.1, one request at a time on a connection), and one
@@ -42,59 +35,10 @@ const (
 	// ephemeral range).
 	peerMaxInflight = 1<<16 - 1
 
-	// maxPeers is the most other gateways whose loads are kept at once.
-	// A message from one more, while that many have spoken within
-	// peerMaxAge, is refused, and its gateway's requests are counted as
-	// the scrape shows them. It bounds the book's memory, and the work of
-	// each message, which looks over every gateway kept for those fallen
-	// silent: at 128 gateways sending every 10 ms, 12,800 messages a
-	// second of 128 looks each, a few percent of a core.
-	maxPeers = 128
-
 	// callsPerRequest is the most calls one request has waiting for a
 	// first token at once: its own, and a hedge.
 	callsPerRequest = 2
 )
-
-// peerLoad is what the other gateways have in flight at one endpoint,
-// summed, as last heard at at (Unix nanoseconds).
-type peerLoad struct {
-	loadCounts
-	at int64
-}
-
-// freshPeers is the other gateways' load at e if it was heard within
-// peerMaxAge of now, else zero: a silent peer's count is unknown, and
-// the scrape stands in for it.
-func (e *endpoint) freshPeers(now time.Time) loadCounts {
-	l := e.peers.Load()
-	if l == nil || now.UnixNano()-l.at > int64(peerMaxAge) {
-		return loadCounts{}
-	}
-	return l.loadCounts
-}
-
-// loadKey names an endpoint across gateways: by its pool's name and its
-// own configured name.
-type loadKey struct{ pool, endpoint string }
-
-// loadCounts is what is in flight at an endpoint: requests, those without
-// a first token, the prefill they owe, and the critical requests past
-// their first token.
-type loadCounts struct{ inflight, pending, owed, critical int64 }
-
-// peerBook is what every other gateway last said of its load, and the sum
-// of it per endpoint. Only the bus's receiver writes it.
-type peerBook struct {
-	mu   sync.Mutex             // protects from and sum
-	from map[uint64]*peerSaid   // key: the gateway's id; at most maxPeers
-	sum  map[loadKey]loadCounts // key: an endpoint of the catalog when it was said
-}
-
-type peerSaid struct {
-	at    time.Time
-	loads map[loadKey]loadCounts
-}
 
 // maxPrompt is the most prompt tokens one request can owe an endpoint: the
 // estimate of the largest body server.max_body_bytes lets in
@@ -122,7 +66,7 @@ func mulCap(a, b int64) int64 {
 // Pending: as many as in flight, unless every request that can reach the
 // pool has passed an admission gate — every model on the pool, and every
 // model with a fallback on it, enables admission, as do all their
-// fallbacks. A gate lets admitPendingPerEndpoint requests for each
+// fallbacks. A gate lets admission.PendingPerEndpoint requests for each
 // endpoint of its pool start at once, each with at most callsPerRequest
 // calls waiting for a first token; so a gateway has at most that, over
 // the endpoints of every gate whose requests can reach the pool, pending
@@ -161,12 +105,12 @@ func (s *snapshot) setPeerCaps(maxPrompt int64) {
 			n := 0
 			for g := range gates[name] {
 				if q := s.pools[g]; q != nil {
-					n += len(q.endpoints)
+					n += len(q.Endpoints())
 				}
 			}
-			pending = min(pending, int64(callsPerRequest*admitPendingPerEndpoint*n))
+			pending = min(pending, int64(callsPerRequest*admission.PendingPerEndpoint*n))
 		}
-		p.peerCap = loadCounts{inflight: peerMaxInflight, pending: pending, owed: mulCap(pending, maxPrompt), critical: peerMaxInflight}
+		p.peerCap = pool.Counts{Inflight: peerMaxInflight, Pending: pending, Owed: mulCap(pending, maxPrompt), Critical: peerMaxInflight}
 	}
 }
 
@@ -179,18 +123,19 @@ func (r *Router) Loads(buf []placement.Load) []placement.Load {
 	}
 	maxPrompt := r.maxPrompt()
 	for _, p := range s.pools {
-		for _, e := range p.endpoints {
-			inflight := min(e.inflight.Load(), peerMaxInflight)
+		for _, e := range p.Endpoints() {
+			c := e.Counts()
+			inflight := min(c.Inflight, peerMaxInflight)
 			if inflight <= 0 {
 				continue
 			}
 			// The counts are read one after another while requests come
 			// and go; keep them consistent with each other.
-			pending := min(max(e.pending.Load(), 0), inflight)
-			owed := min(max(e.owed.Load(), 0), mulCap(pending, maxPrompt))
-			critical := min(max(e.critical.Load(), 0), inflight-pending)
+			pending := min(max(c.Pending, 0), inflight)
+			owed := min(max(c.Owed, 0), mulCap(pending, maxPrompt))
+			critical := min(max(c.Critical, 0), inflight-pending)
 			buf = append(buf, placement.Load{
-				Pool: p.name, Endpoint: e.name, Inflight: inflight, Pending: pending, Owed: owed, Critical: critical,
+				Pool: p.name, Endpoint: e.Name(), Inflight: inflight, Pending: pending, Owed: owed, Critical: critical,
 			})
 		}
 	}
@@ -213,119 +158,57 @@ func (r *Router) PeerLoads(from uint64, loads []placement.Load) placement.Refusa
 }
 
 func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) placement.Refusals {
-	var refused placement.Refusals
 	snap := r.snap.Load()
 	maxPrompt := r.maxPrompt()
-	b := &r.peers
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.from == nil {
-		b.from = make(map[uint64]*peerSaid)
-		b.sum = make(map[loadKey]loadCounts)
-	}
-	touched := make(map[loadKey]bool, len(loads))
-	// The silent go first, so that their places are free.
-	for id, q := range b.from {
-		if now.Sub(q.at) > peerMaxAge {
-			b.forget(q, touched)
-			delete(b.from, id)
+	check := func(l placement.Load) (placement.Refusal, bool) {
+		var p *servedPool
+		if snap != nil {
+			p = snap.pools[l.Pool]
 		}
+		return checkLoad(p, l, maxPrompt)
 	}
-	said := b.from[from]
-	switch {
-	case said != nil:
-		b.forget(said, touched)
-	case len(b.from) >= maxPeers:
-		refused.Add(placement.RefusedPeers, len(loads))
-	default:
-		said = &peerSaid{}
-		b.from[from] = said
-	}
-	if said != nil {
-		said.at = now
-		said.loads = make(map[loadKey]loadCounts, len(loads))
-		for _, l := range loads {
-			k := loadKey{l.Pool, l.Endpoint}
-			var p *pool
-			if snap != nil {
-				p = snap.pools[l.Pool]
-			}
-			c, why, ok := checkLoad(p, l, maxPrompt)
-			if _, dup := said.loads[k]; ok && dup {
-				why, ok = placement.RefusedDuplicate, false
-			}
-			if !ok {
-				refused.Add(why, 1)
-				continue
-			}
-			said.loads[k] = c
-			b.sum[k] = b.sum[k].plus(c)
-			touched[k] = true
+	capped := 0
+	refused := r.peers.Take(from, loads, now, check, func(sum placement.Load) {
+		if snap == nil {
+			return
 		}
-	}
-
-	if snap == nil {
-		return refused
-	}
-	for k := range touched {
-		s, ok := b.sum[k]
-		if ok && s == (loadCounts{}) {
-			delete(b.sum, k)
-			ok = false
-		}
-		p := snap.pools[k.pool]
+		p := snap.pools[sum.Pool]
 		if p == nil {
-			continue
+			return
 		}
-		i := p.endpointNamed(k.endpoint)
+		i := p.EndpointNamed(sum.Endpoint)
 		if i < 0 {
-			continue
+			return
 		}
-		if !ok {
-			p.endpoints[i].peers.Store(nil)
-			continue
-		}
-		if c := s.within(p.peerCap); c != s {
-			refused.Add(placement.RefusedSum, 1)
+		s := pool.Counts{Inflight: sum.Inflight, Pending: sum.Pending, Owed: sum.Owed, Critical: sum.Critical}
+		if c := within(s, p.peerCap); c != s {
+			capped++
 			s = c
 		}
-		p.endpoints[i].peers.Store(&peerLoad{loadCounts: s, at: now.UnixNano()})
-	}
+		p.Endpoints()[i].SetPeers(s, now)
+	})
+	refused.Add(placement.RefusedSum, capped)
 	return refused
 }
 
-// checkLoad is l's counts if one gateway could have sent them for an
-// endpoint of p, with requests of at most maxPrompt tokens; else why not.
+// checkLoad reports whether one gateway could have sent l for an endpoint
+// of p, with requests of at most maxPrompt tokens, and if not, why.
 // Loads never sends counts it would refuse.
-func checkLoad(p *pool, l placement.Load, maxPrompt int64) (loadCounts, placement.Refusal, bool) {
+func checkLoad(p *servedPool, l placement.Load, maxPrompt int64) (placement.Refusal, bool) {
 	switch {
-	case p == nil || p.endpointNamed(l.Endpoint) < 0:
-		return loadCounts{}, placement.RefusedUnknown, false
+	case p == nil || p.EndpointNamed(l.Endpoint) < 0:
+		return placement.RefusedUnknown, false
 	case l.Inflight > peerMaxInflight:
-		return loadCounts{}, placement.RefusedInflight, false
+		return placement.RefusedInflight, false
 	case l.Pending < 0 || l.Critical < 0 || l.Pending > l.Inflight || l.Critical > l.Inflight-l.Pending:
-		return loadCounts{}, placement.RefusedCounts, false
+		return placement.RefusedCounts, false
 	case l.Owed < 0 || l.Owed > mulCap(l.Pending, maxPrompt):
-		return loadCounts{}, placement.RefusedOwed, false
+		return placement.RefusedOwed, false
 	}
-	return loadCounts{l.Inflight, l.Pending, l.Owed, l.Critical}, 0, true
-}
-
-// forget takes what q said out of the sums, and marks the endpoints it
-// named in touched.
-func (b *peerBook) forget(q *peerSaid, touched map[loadKey]bool) {
-	for k, c := range q.loads {
-		b.sum[k] = b.sum[k].plus(loadCounts{-c.inflight, -c.pending, -c.owed, -c.critical})
-		touched[k] = true
-	}
-	q.loads = nil
-}
-
-func (c loadCounts) plus(o loadCounts) loadCounts {
-	return loadCounts{c.inflight + o.inflight, c.pending + o.pending, c.owed + o.owed, c.critical + o.critical}
+	return 0, true
 }
 
 // within is c with each count cut to limit's.
-func (c loadCounts) within(limit loadCounts) loadCounts {
-	return loadCounts{min(c.inflight, limit.inflight), min(c.pending, limit.pending), min(c.owed, limit.owed), min(c.critical, limit.critical)}
+func within(c, limit pool.Counts) pool.Counts {
+	return pool.Counts{Inflight: min(c.Inflight, limit.Inflight), Pending: min(c.Pending, limit.Pending), Owed: min(c.Owed, limit.Owed), Critical: min(c.Critical, limit.Critical)}
 }

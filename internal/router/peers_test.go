@@ -10,6 +10,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
 
 // twoEndpoints is a gateway whose pool main has two endpoints that are
@@ -23,10 +24,10 @@ func twoEndpoints(t *testing.T) *testGateway {
 
 // peersAt is what gateway g holds of the other gateways' load at each
 // endpoint of pool main, as the request path would read it at now.
-func (g *testGateway) peersAt(now time.Time) []loadCounts {
-	var got []loadCounts
-	for _, e := range g.r.snap.Load().pools["main"].endpoints {
-		got = append(got, e.freshPeers(now))
+func (g *testGateway) peersAt(now time.Time) []pool.Counts {
+	var got []pool.Counts
+	for _, e := range g.r.snap.Load().pools["main"].Endpoints() {
+		got = append(got, e.Peers(now))
 	}
 	return got
 }
@@ -44,11 +45,11 @@ func TestPeerLoadsSumTheOtherGateways(t *testing.T) {
 		from  uint64
 		at    time.Time
 		loads []placement.Load
-		want  []loadCounts
+		want  []pool.Counts
 	}{{
 		"one gateway", 1, t0,
 		[]placement.Load{{Pool: "main", Endpoint: e0, Inflight: 3, Pending: 2, Owed: 500, Critical: 1}},
-		[]loadCounts{{inflight: 3, pending: 2, owed: 500, critical: 1}, {}},
+		[]pool.Counts{{Inflight: 3, Pending: 2, Owed: 500, Critical: 1}, {}},
 	}, {
 		"a second, and an endpoint and a pool this gateway lacks", 2, t0,
 		[]placement.Load{
@@ -57,26 +58,26 @@ func TestPeerLoadsSumTheOtherGateways(t *testing.T) {
 			{Pool: "main", Endpoint: "gpu-9", Inflight: 7},
 			{Pool: "elsewhere", Endpoint: e0, Inflight: 7},
 		},
-		[]loadCounts{{inflight: 5, pending: 4, owed: 800, critical: 1}, {inflight: 1}},
+		[]pool.Counts{{Inflight: 5, Pending: 4, Owed: 800, Critical: 1}, {Inflight: 1}},
 	}, {
 		"the first again, with nothing in flight", 1, t0.Add(10 * time.Millisecond),
 		nil,
-		[]loadCounts{{inflight: 2, pending: 2, owed: 300}, {inflight: 1}},
+		[]pool.Counts{{Inflight: 2, Pending: 2, Owed: 300}, {Inflight: 1}},
 	}, {
-		"the second silent past peerMaxAge", 3, t0.Add(peerMaxAge + time.Millisecond),
+		"the second silent past peerMaxAge", 3, t0.Add(pool.PeerMaxAge + time.Millisecond),
 		nil,
-		[]loadCounts{{}, {}},
+		[]pool.Counts{{}, {}},
 	}}
 	for _, s := range steps {
 		g.r.peerLoads(s.from, s.loads, s.at)
-		if diff := cmp.Diff(s.want, g.peersAt(s.at), cmp.AllowUnexported(loadCounts{})); diff != "" {
+		if diff := cmp.Diff(s.want, g.peersAt(s.at), cmp.AllowUnexported(pool.Counts{})); diff != "" {
 			t.Errorf("%s: peers' load by endpoint (-want +got):\n%s", s.name, diff)
 		}
 	}
-	if n := len(g.r.peers.from); n != 2 {
+	if n := g.r.peers.Gateways(); n != 2 {
 		t.Errorf("%d gateways remembered, want 2 (the silent one forgotten)", n)
 	}
-	if n := len(g.r.peers.sum); n != 0 {
+	if n := g.r.peers.Endpoints(); n != 0 {
 		// The names this gateway lacks went with the gateway that sent them.
 		t.Errorf("%d sums kept with nothing in flight, want none", n)
 	}
@@ -89,10 +90,10 @@ func TestPeerLoadGoesStale(t *testing.T) {
 	g := twoEndpoints(t)
 	t0 := time.Unix(1000, 0)
 	g.r.peerLoads(1, []placement.Load{{Pool: "main", Endpoint: g.endpointName("main", 0), Inflight: 4}}, t0)
-	if got := g.peersAt(t0.Add(peerMaxAge))[0].inflight; got != 4 {
+	if got := g.peersAt(t0.Add(pool.PeerMaxAge))[0].Inflight; got != 4 {
 		t.Errorf("at peerMaxAge: %d in flight, want 4", got)
 	}
-	if got := g.peersAt(t0.Add(peerMaxAge + time.Millisecond))[0].inflight; got != 0 {
+	if got := g.peersAt(t0.Add(pool.PeerMaxAge + time.Millisecond))[0].Inflight; got != 0 {
 		t.Errorf("past peerMaxAge: %d in flight, want none known", got)
 	}
 }
@@ -101,78 +102,15 @@ func TestPeerLoadGoesStale(t *testing.T) {
 // endpoint where it has a request in flight, and of no other.
 func TestLoadsReportsWhatIsInFlight(t *testing.T) {
 	g := twoEndpoints(t)
-	e := g.r.snap.Load().pools["main"].endpoints[1]
-	e.inflight.Store(3)
-	e.pending.Store(1)
-	e.owed.Store(200)
-	e.critical.Store(1)
-	want := []placement.Load{{Pool: "main", Endpoint: e.name, Inflight: 3, Pending: 1, Owed: 200, Critical: 1}}
+	e := g.r.snap.Load().pools["main"].Endpoints()[1]
+	e.Send(200, false, false, time.Now()) // owed a prefill
+	for _, critical := range []bool{true, false} {
+		c := e.Send(0, false, critical, time.Now())
+		c.FirstToken(time.Now()) // decoding
+	}
+	want := []placement.Load{{Pool: "main", Endpoint: e.Name(), Inflight: 3, Pending: 1, Owed: 200, Critical: 1}}
 	if diff := cmp.Diff(want, g.r.Loads(nil)); diff != "" {
 		t.Errorf("loads (-want +got):\n%s", diff)
-	}
-}
-
-// TestPredictTTFTCountsPeers: the prefill the other gateways owe an
-// endpoint is ahead of a request, and their pending requests are not
-// counted again from the scrape's queue.
-func TestPredictTTFTCountsPeers(t *testing.T) {
-	e := newEndpoint("a", "http://a/v1")
-	e.owed.Store(1000)
-	e.pending.Store(2)
-	peers := loadCounts{inflight: 4, pending: 1, owed: 600}
-	for _, tc := range []struct {
-		name string
-		l    *endpointLoad
-		want float64
-	}{
-		{"no scrape", nil, priorBase + priorPerToken*(1000+600+500)},
-		{"the scrape's queue is the gateways'", &endpointLoad{waiting: 3}, priorBase + priorPerToken*(1000+600+500)},
-		{"two more from elsewhere", &endpointLoad{waiting: 5}, priorBase + priorPerToken*(1000+600+500+2*800)},
-	} {
-		if got := e.predictTTFT(500, tc.l, peers, 800); math.Abs(got-tc.want) > 1e-12 {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
-// TestAutoReadsThePeers: requests another gateway sent to an endpoint wait
-// out a prefill there as this gateway's own do, and a long prefill below
-// critical keeps off an endpoint where another gateway's critical streams
-// decode; a load heard too long ago counts for nothing.
-func TestAutoReadsThePeers(t *testing.T) {
-	const criticalTPOT = 0.05
-	now := time.Now()
-	stale := now.Add(-2 * peerMaxAge).UnixNano()
-	for _, tc := range []struct {
-		name   string
-		peers  *peerLoad // at endpoint 0
-		stall  float64
-		spare  float64
-		want   int
-		reason string
-	}{
-		{"no peer streams", nil, 1, 0, 0, reasonFastest},
-		{"8 of a peer's streams", &peerLoad{loadCounts{inflight: 8}, now.UnixNano()}, 1, 0, 1, reasonStreams},
-		{"8 of a peer's requests owed a prefill", &peerLoad{loadCounts{inflight: 8, pending: 8, owed: 80}, now.UnixNano()}, 1, 0, 1, reasonStreams},
-		{"a peer's streams heard too long ago", &peerLoad{loadCounts{inflight: 8}, stale}, 1, 0, 0, reasonFastest},
-		{"no peer critical stream", nil, 0, criticalTPOT, 0, reasonFastest},
-		{"a peer's critical stream", &peerLoad{loadCounts{inflight: 1, critical: 1}, now.UnixNano()}, 0, criticalTPOT, 1, reasonSpare},
-		{"a peer's other stream", &peerLoad{loadCounts{inflight: 1}, now.UnixNano()}, 0, criticalTPOT, 0, reasonFastest},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			// As TestAutoChargesTheStall and TestAutoSparesCriticalStreams:
-			// endpoint 1 owes 500 tokens, 50 ms more, and has no stream.
-			p := testPool(catalog.PolicyAuto, 1, 1)
-			p.endpoints[0].peers.Store(tc.peers)
-			p.endpoints[1].owed.Store(500)
-			p.endpoints[1].pending.Store(1)
-			p.endpoints[1].inflight.Store(1)
-			rt := routeFor(p, promptText(13, 32), 0) // 2,048 tokens, cached nowhere
-			rt.stall, rt.spare = tc.stall, tc.spare
-			if i, reason := p.pick(rt, all(p), now); i != tc.want || reason != tc.reason {
-				t.Errorf("picked %d (%s), want %d (%s)", i, reason, tc.want, tc.reason)
-			}
-		})
 	}
 }
 
@@ -189,7 +127,7 @@ func TestCheckLoad(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		pool *pool
+		pool *servedPool
 		load placement.Load
 		why  placement.Refusal // when refused
 		ok   bool
@@ -210,13 +148,9 @@ func TestCheckLoad(t *testing.T) {
 		{"owed below zero", p, placement.Load{Endpoint: e0, Inflight: 1, Pending: 1, Owed: -1}, placement.RefusedOwed, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, why, ok := checkLoad(tc.pool, tc.load, 256)
+			why, ok := checkLoad(tc.pool, tc.load, 256)
 			if ok != tc.ok || !ok && why != tc.why {
 				t.Fatalf("ok %v (%s), want %v (%s)", ok, why, tc.ok, tc.why)
-			}
-			want := loadCounts{tc.load.Inflight, tc.load.Pending, tc.load.Owed, tc.load.Critical}
-			if ok && c != want {
-				t.Errorf("believed %+v, want %+v", c, want)
 			}
 		})
 	}
@@ -249,15 +183,15 @@ func TestPeerLoadsRefuseRecordsAlone(t *testing.T) {
 	if got != want {
 		t.Errorf("refused %v, want %v", got, want)
 	}
-	if diff := cmp.Diff([]loadCounts{{inflight: 2, pending: 1, owed: 200}, {}}, g.peersAt(t0), cmp.AllowUnexported(loadCounts{})); diff != "" {
+	if diff := cmp.Diff([]pool.Counts{{Inflight: 2, Pending: 1, Owed: 200}, {}}, g.peersAt(t0), cmp.AllowUnexported(pool.Counts{})); diff != "" {
 		t.Errorf("peers' load by endpoint (-want +got):\n%s", diff)
 	}
-	if n := len(g.r.peers.sum); n != 1 {
+	if n := g.r.peers.Endpoints(); n != 1 {
 		t.Errorf("%d sums kept, want 1: a refused record is kept nowhere", n)
 	}
 }
 
-// TestPeerLoadsKeepAtMostMaxPeers: the loads of maxPeers gateways are
+// TestPeerLoadsKeepAtMostMaxPeers: the loads of placement.MaxPeers gateways are
 // kept; a message from one more is refused whole while they speak, and
 // taken once one has fallen silent.
 func TestPeerLoadsKeepAtMostMaxPeers(t *testing.T) {
@@ -265,29 +199,29 @@ func TestPeerLoadsKeepAtMostMaxPeers(t *testing.T) {
 	e0 := g.endpointName("main", 0)
 	one := []placement.Load{{Pool: "main", Endpoint: e0, Inflight: 1}}
 	t0 := time.Unix(1000, 0)
-	for id := range uint64(maxPeers) {
+	for id := range uint64(placement.MaxPeers) {
 		if got := g.r.peerLoads(id+1, one, t0); got != (placement.Refusals{}) {
 			t.Fatalf("gateway %d: refused %v", id+1, got)
 		}
 	}
 	two := append(one, placement.Load{Pool: "main", Endpoint: e0, Inflight: 1})
-	if got, want := g.r.peerLoads(maxPeers+1, two, t0), refusals(map[placement.Refusal]int{placement.RefusedPeers: 2}); got != want {
+	if got, want := g.r.peerLoads(placement.MaxPeers+1, two, t0), refusals(map[placement.Refusal]int{placement.RefusedPeers: 2}); got != want {
 		t.Errorf("one gateway more: refused %v, want %v", got, want)
 	}
-	if got := g.peersAt(t0)[0].inflight; got != maxPeers {
-		t.Errorf("%d in flight believed, want %d", got, maxPeers)
+	if got := g.peersAt(t0)[0].Inflight; got != placement.MaxPeers {
+		t.Errorf("%d in flight believed, want %d", got, placement.MaxPeers)
 	}
 	// The first speaks again; the others fall silent.
-	later := t0.Add(peerMaxAge)
+	later := t0.Add(pool.PeerMaxAge)
 	g.r.peerLoads(1, one, later)
 	later = later.Add(time.Millisecond)
-	if got := g.r.peerLoads(maxPeers+1, one, later); got != (placement.Refusals{}) {
+	if got := g.r.peerLoads(placement.MaxPeers+1, one, later); got != (placement.Refusals{}) {
 		t.Errorf("once the others are silent: refused %v", got)
 	}
-	if got := g.peersAt(later)[0].inflight; got != 2 {
+	if got := g.peersAt(later)[0].Inflight; got != 2 {
 		t.Errorf("%d in flight believed, want 2", got)
 	}
-	if n := len(g.r.peers.from); n != 2 {
+	if n := g.r.peers.Gateways(); n != 2 {
 		t.Errorf("%d gateways kept, want 2", n)
 	}
 }
@@ -311,8 +245,8 @@ func TestPeerSumCutToOneGateway(t *testing.T) {
 			refused.Add(placement.Refusal(why), n)
 		}
 	}
-	want := []loadCounts{{inflight: 60, pending: 16, owed: 16 * 256}, {}}
-	if diff := cmp.Diff(want, g.peersAt(t0), cmp.AllowUnexported(loadCounts{})); diff != "" {
+	want := []pool.Counts{{Inflight: 60, Pending: 16, Owed: 16 * 256}, {}}
+	if diff := cmp.Diff(want, g.peersAt(t0), cmp.AllowUnexported(pool.Counts{})); diff != "" {
 		t.Errorf("peers' load by endpoint (-want +got):\n%s", diff)
 	}
 	// The sixth gateway's 18 pending are past 16: it and the fourteen
@@ -354,10 +288,10 @@ func TestSetPeerCaps(t *testing.T) {
 				c.Models = tc.models
 			})
 			s := g.r.snap.Load()
-			for pool, pending := range map[string]int64{"main": tc.main, "spare": tc.spare} {
-				want := loadCounts{inflight: 65535, pending: pending, owed: pending * 256, critical: 65535}
-				if got := s.pools[pool].peerCap; got != want {
-					t.Errorf("%s: %+v, want %+v", pool, got, want)
+			for name, pending := range map[string]int64{"main": tc.main, "spare": tc.spare} {
+				want := pool.Counts{Inflight: 65535, Pending: pending, Owed: pending * 256, Critical: 65535}
+				if got := s.pools[name].peerCap; got != want {
+					t.Errorf("%s: %+v, want %+v", name, got, want)
 				}
 			}
 		})
@@ -371,17 +305,20 @@ func TestSetPeerCaps(t *testing.T) {
 func TestLoadsSaysNoMoreThanIsBelieved(t *testing.T) {
 	g := twoEndpoints(t)
 	p := g.r.snap.Load().pools["main"]
-	e := p.endpoints[0]
-	e.inflight.Store(1 << 20)
-	e.pending.Store(2)
-	e.owed.Store(1000)
-	want := []placement.Load{{Pool: "main", Endpoint: e.name, Inflight: 65535, Pending: 2, Owed: 512}}
+	e := p.Endpoints()[0]
+	e.Send(500, false, false, time.Now())
+	e.Send(500, false, false, time.Now())
+	for range 1<<17 - 2 {
+		c := e.Send(0, false, false, time.Now())
+		c.FirstToken(time.Now())
+	}
+	want := []placement.Load{{Pool: "main", Endpoint: e.Name(), Inflight: 65535, Pending: 2, Owed: 512}}
 	got := g.r.Loads(nil)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("loads (-want +got):\n%s", diff)
 	}
 	for _, l := range got {
-		if _, why, ok := checkLoad(p, l, g.r.maxPrompt()); !ok {
+		if why, ok := checkLoad(p, l, g.r.maxPrompt()); !ok {
 			t.Errorf("%+v is refused: %s", l, why)
 		}
 	}
@@ -395,17 +332,17 @@ func TestForgedLoadsLeaveRoutingAlone(t *testing.T) {
 		c.Pools[0].Policy = catalog.PolicyAuto
 	})
 	p := g.r.snap.Load().pools["main"]
-	p.endpoints[1].owed.Store(500) // endpoint 0 is the faster, by 50 ms
-	p.endpoints[1].pending.Store(1)
-	p.endpoints[1].inflight.Store(1)
+	p.Endpoints()[1].Send(500, false, false, time.Now()) // endpoint 0 is the faster, by 50 ms
 	now := time.Now()
+	prompt := text(13, 32*pool.BlockBytes(pool.DefaultKVBlock))
 	pick := func() (int, string) {
-		rt := routeFor(p, promptText(13, 32), 0)
-		rt.stall = 1
-		return p.pick(rt, all(p), now)
+		var rt pool.Route
+		rt.Prepare(p.Pool, prompt, 0, int64(len(prompt)/bytesPerToken), 0)
+		rt.Stall = 1
+		return p.Pick(&rt, 1<<len(p.Endpoints())-1, now)
 	}
 	wantI, wantReason := pick()
-	forged := []placement.Load{{Pool: "main", Endpoint: p.endpoints[wantI].name,
+	forged := []placement.Load{{Pool: "main", Endpoint: p.Endpoints()[wantI].Name(),
 		Inflight: math.MaxInt32, Pending: math.MaxInt32, Owed: math.MaxInt32, Critical: math.MaxInt32}}
 	var refused placement.Refusals
 	for id := range uint64(1000) {
@@ -417,7 +354,7 @@ func TestForgedLoadsLeaveRoutingAlone(t *testing.T) {
 	if i, reason := pick(); i != wantI || reason != wantReason {
 		t.Errorf("picked %d (%s) with forged loads, want %d (%s) as without", i, reason, wantI, wantReason)
 	}
-	if want := refusals(map[placement.Refusal]int{placement.RefusedInflight: maxPeers, placement.RefusedPeers: 1000 - maxPeers}); refused != want {
+	if want := refusals(map[placement.Refusal]int{placement.RefusedInflight: placement.MaxPeers, placement.RefusedPeers: 1000 - placement.MaxPeers}); refused != want {
 		t.Errorf("refused %v, want %v", refused, want)
 	}
 }
@@ -425,7 +362,7 @@ func TestForgedLoadsLeaveRoutingAlone(t *testing.T) {
 // TestPlacementsCarryAllTheIndexReads: a placement of every block the
 // index reads of a prompt is one the bus takes.
 func TestPlacementsCarryAllTheIndexReads(t *testing.T) {
-	if maxPrefixBlocks > placement.MaxHashes {
-		t.Errorf("the index reads %d blocks of a prompt, and the bus carries placements of %d", maxPrefixBlocks, placement.MaxHashes)
+	if pool.MaxPrefixBlocks > placement.MaxHashes {
+		t.Errorf("the index reads %d blocks of a prompt, and the bus carries placements of %d", pool.MaxPrefixBlocks, placement.MaxHashes)
 	}
 }

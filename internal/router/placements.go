@@ -7,19 +7,20 @@ package router
 
 import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
 
 // notePlaced notes in rt's index that endpoint i of p holds hashes (or,
 // with drop, does not), and tells the other gateways.
-func (r *Router) notePlaced(p *pool, i int, rt *route, hashes []uint64, drop bool) {
+func (r *Router) notePlaced(p *servedPool, i int, rt *pool.Route, hashes []uint64, drop bool) {
 	if drop {
-		rt.index.drop(hashes, i)
+		rt.Index().Drop(hashes, i)
 	} else {
-		rt.index.add(hashes, i)
+		rt.Index().Add(hashes, i)
 	}
 	if r.opts.Placements != nil {
 		r.opts.Placements.Publish(placement.Placement{
-			Pool: p.name, Endpoint: p.endpoints[i].name, Block: rt.index.block, Drop: drop, Hashes: hashes,
+			Pool: p.name, Endpoint: p.Endpoints()[i].Name(), Block: rt.Index().Block(), Drop: drop, Hashes: hashes,
 		})
 	}
 }
@@ -34,30 +35,30 @@ func (r *Router) Place(pl placement.Placement) bool {
 		return false
 	}
 	p := s.pools[pl.Pool]
-	if p == nil || !p.indexed() {
+	if p == nil || !p.Indexed() {
 		return false
 	}
-	x := p.index.Load()
-	if x.block != pl.Block {
+	x := p.Index()
+	if x.Block() != pl.Block {
 		return false
 	}
-	i := p.endpointNamed(pl.Endpoint)
+	i := p.EndpointNamed(pl.Endpoint)
 	if i < 0 {
 		return false
 	}
-	hashes := pl.Hashes[:min(len(pl.Hashes), maxPrefixBlocks)]
+	hashes := pl.Hashes[:min(len(pl.Hashes), pool.MaxPrefixBlocks)]
 	if pl.Drop {
-		x.drop(hashes, i)
+		x.Drop(hashes, i)
 	} else {
-		x.add(hashes, i)
+		x.Add(hashes, i)
 	}
 	return true
 }
 
 // endpointNamed is the index of p's endpoint named name, or -1.
-func (p *pool) endpointNamed(name string) int {
-	for i, e := range p.endpoints {
-		if e.name == name {
+func (p *servedPool) endpointNamed(name string) int {
+	for i, e := range p.Endpoints() {
+		if e.Name() == name {
 			return i
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
 
 // link is a bus from one router to another in the same process: what the
@@ -69,8 +70,8 @@ func linkedGateways(t *testing.T, mutate func(*config.Config), upstreams ...http
 func (g *testGateway) held(hashes []uint64) []int32 {
 	p := g.r.snap.Load().pools["main"]
 	var m [64]int32
-	p.index.Load().match(hashes, &m)
-	return m[:len(p.endpoints)]
+	p.Index().Match(hashes, &m)
+	return m[:len(p.Endpoints())]
 }
 
 // promptHashes are the index's hashes of prefixRequest's prompt, its
@@ -82,7 +83,7 @@ func (g *testGateway) promptHashes(t *testing.T) []uint64 {
 	if err := json.Unmarshal([]byte(prefixRequest), &body); err != nil {
 		t.Fatal(err)
 	}
-	return hashBlocks(nil, body["messages"], g.r.snap.Load().pools["main"].index.Load().block, g.r.iso.of("", "").seed)
+	return pool.HashBlocks(nil, body["messages"], g.r.snap.Load().pools["main"].Index().Block(), g.r.iso.of("", "").seed)
 }
 
 // TestPlacementsReachTheOtherGateway: where one gateway sends a prompt,
@@ -104,7 +105,7 @@ func TestPlacementsReachTheOtherGateway(t *testing.T) {
 		served = 1
 	}
 	want := []placement.Placement{{
-		Pool: "main", Endpoint: a.endpointName("main", served), Block: blockBytes(defaultKVBlock), Hashes: hashes,
+		Pool: "main", Endpoint: a.endpointName("main", served), Block: pool.BlockBytes(pool.DefaultKVBlock), Hashes: hashes,
 	}}
 	if diff := cmp.Diff(want, ab.placements()); diff != "" {
 		t.Fatalf("placements published (-want +got):\n%s", diff)
@@ -157,7 +158,7 @@ func TestPlaceIgnoresWhatItDoesNotHave(t *testing.T) {
 	}, &backend{})
 	hashes := []uint64{1, 2, 3}
 	name := g.endpointName("main", 0)
-	block := blockBytes(defaultKVBlock)
+	block := pool.BlockBytes(pool.DefaultKVBlock)
 	for _, tc := range []struct {
 		what string
 		p    placement.Placement

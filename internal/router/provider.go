@@ -16,6 +16,7 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/translate"
 )
@@ -75,21 +76,21 @@ func poolHeaders(p catalog.Pool, stream bool) http.Header {
 
 // target is the URL a call for the API at path, to model (the pool's name
 // for it), goes to at ep.
-func (p *pool) target(ep *endpoint, path, model string) *url.URL {
+func (p *servedPool) target(ep *pool.Endpoint, path, model string) *url.URL {
 	pr := p.provider
 	if pr == nil {
-		return ep.targets[path]
+		return ep.Target(path)
 	}
-	key := ep.url + "\x00" + path + "\x00" + model
+	key := ep.URL() + "\x00" + path + "\x00" + model
 	if u, ok := pr.urls.Load(key); ok {
 		return u.(*url.URL)
 	}
 	var raw string
 	switch pr.kind {
 	case catalog.KindAnthropic:
-		raw = ep.url + "/messages"
+		raw = ep.URL() + "/messages"
 	case catalog.KindAzure:
-		raw = ep.url + "/openai/deployments/" + url.PathEscape(model) + path + "?api-version=" + url.QueryEscape(pr.apiVersion)
+		raw = ep.URL() + "/openai/deployments/" + url.PathEscape(model) + path + "?api-version=" + url.QueryEscape(pr.apiVersion)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -113,7 +114,7 @@ var thinkingOn, thinkingOff = true, false
 //     high), when the request asks for thinking and says how hard;
 //     nothing for disabled or a bare adaptive, leaving the model's default;
 //   - anthropic: nothing here, as the client's own body goes (prepare).
-func (p *pool) reason(r translate.Reasoning, e *openai.Edits) {
+func (p *servedPool) reason(r translate.Reasoning, e *openai.Edits) {
 	if !r.Asked {
 		return
 	}
@@ -167,7 +168,7 @@ func (s *snapshot) reachesAnthropic(m *catalog.Model) bool {
 //
 // An API the provider has no counterpart of is a 400. The translation
 // stops when ctx ends or c's deadline passes.
-func (p *pool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequest, model string, defaultMaxTokens int64) error {
+func (p *servedPool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequest, model string, defaultMaxTokens int64) error {
 	if p.provider == nil || p.provider.kind != catalog.KindAnthropic {
 		return nil
 	}

@@ -18,7 +18,9 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/scrape"
 )
@@ -128,14 +130,14 @@ type Router struct {
 	log   *slog.Logger
 	proxy *proxy.Proxy
 	m     *metrics
-	slo   sloTracker
+	slo   admission.SLOTracker
 	// gates are the pools' admission points; goodput is whether recent
 	// requests met their SLOs.
-	gates   gates
-	goodput goodputTracker
+	gates   *admission.Gates
+	goodput admission.Goodput
 	snap    atomic.Pointer[snapshot]
 	// peers is what the other gateways say they have in flight.
-	peers peerBook
+	peers *placement.Book
 	ids   requestIDs
 	// watch scrapes and probes every endpoint of the catalog in service.
 	watch *scrape.Watcher
@@ -160,6 +162,7 @@ func New(opts Options) (*Router, error) {
 		proxy: proxy.New(opts.Server.ConnectTimeout, opts.Transport),
 		m:     newMetrics(opts.Router.TenantLabel),
 		ids:   newRequestIDs(),
+		peers: placement.NewBook(pool.PeerMaxAge),
 		iso:   newIsolation(opts.Router.CacheIsolation, opts.CacheSecret),
 	}
 	if opts.ProbeClient == nil {
@@ -168,6 +171,7 @@ func New(opts Options) (*Router, error) {
 		opts.ProbeClient = &http.Client{Transport: proxy.StdTransport(opts.Server.ConnectTimeout)}
 	}
 	r.watch = scrape.NewWatcher(opts.ProbeClient)
+	r.initGates()
 	if err := r.m.register(opts.Registerer); err != nil {
 		return nil, err
 	}
@@ -183,7 +187,7 @@ func New(opts Options) (*Router, error) {
 // snapshot is everything a request reads of the control plane, immutable.
 type snapshot struct {
 	cat    *catalog.Catalog
-	pools  map[string]*pool        // key: pool name
+	pools  map[string]*servedPool  // key: pool name
 	models []byte                  // the /v1/models answer, rendered once
 	tokens map[string]*modelTokens // key: model name
 }
@@ -192,13 +196,13 @@ type snapshot struct {
 // endpoints that stay, and a removed model stops being reported.
 func (r *Router) SetCatalog(c *catalog.Catalog) {
 	old := r.snap.Load()
-	s := &snapshot{cat: c, pools: make(map[string]*pool, len(c.Pools()))}
+	s := &snapshot{cat: c, pools: make(map[string]*servedPool, len(c.Pools()))}
 	for _, p := range c.Pools() {
-		var prev *pool
+		var prev *servedPool
 		if old != nil {
 			prev = old.pools[p.Name]
 		}
-		s.pools[p.Name] = newPool(p, prev, r.m)
+		s.pools[p.Name] = newServedPool(p, prev, r.m)
 	}
 	s.setPeerCaps(r.maxPrompt())
 	s.models = renderModels(c, nil)
@@ -230,10 +234,9 @@ func (r *Router) SetCatalog(c *catalog.Catalog) {
 func (s *snapshot) hosts() map[string]bool {
 	hosts := make(map[string]bool)
 	for _, p := range s.pools {
-		for _, ep := range p.endpoints {
-			for _, u := range ep.targets {
-				hosts[u.Host] = true
-				break // every target of an endpoint has its host
+		for _, ep := range p.Endpoints() {
+			if h, ok := ep.Host(); ok {
+				hosts[h] = true
 			}
 		}
 	}
@@ -343,17 +346,17 @@ func (r *Router) watchTargets(c *catalog.Catalog, s *snapshot) []scrape.Target {
 	var ts []scrape.Target
 	for _, cp := range c.Pools() {
 		p := s.pools[cp.Name]
-		for _, ep := range p.endpoints {
-			root := hostRoot(ep.url)
+		for _, ep := range p.Endpoints() {
+			root := hostRoot(ep.URL())
 			t := scrape.Target{
-				Name:           p.name + " " + ep.url,
+				Name:           p.name + " " + ep.URL(),
 				Interval:       cp.Metrics.Interval,
 				MaxAge:         cp.Metrics.MaxAge,
 				HealthInterval: cp.Health.Interval,
 				HealthTimeout:  cp.Health.Timeout,
 				OnLoad: func(l scrape.Load) {
-					ep.load.Store(&endpointLoad{waiting: l.Waiting, kvUsage: l.KVUsage, at: l.At})
-					p.setKVBlock(l.BlockSize)
+					ep.SetLoad(l.Waiting, l.KVUsage, l.At)
+					p.SetKVBlock(l.BlockSize)
 				},
 				OnHealth: func(up bool, err error) { r.probed(p, ep, up, err) },
 			}
@@ -373,14 +376,14 @@ func (r *Router) watchTargets(c *catalog.Catalog, s *snapshot) []scrape.Target {
 
 // probed notes a health probe of ep: a failure takes it out of the pool,
 // a success brings it back.
-func (r *Router) probed(p *pool, ep *endpoint, up bool, err error) {
-	wasDown := ep.down.Swap(!up)
+func (r *Router) probed(p *servedPool, ep *pool.Endpoint, up bool, err error) {
+	wasDown := ep.SetDown(!up)
 	switch {
 	case !up && !wasDown:
-		r.m.ejections.WithLabelValues(p.name, ep.name, "health_check").Inc()
-		r.log.Warn("endpoint failed its health check", "pool", p.name, "endpoint", ep.name, "err", err)
+		r.m.ejections.WithLabelValues(p.name, ep.Name(), "health_check").Inc()
+		r.log.Warn("endpoint failed its health check", "pool", p.name, "endpoint", ep.Name(), "err", err)
 	case up && wasDown:
-		r.log.Info("endpoint passed its health check", "pool", p.name, "endpoint", ep.name)
+		r.log.Info("endpoint passed its health check", "pool", p.name, "endpoint", ep.Name())
 	}
 }
 

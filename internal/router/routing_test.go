@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -26,6 +27,8 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
 
 // backend is a fake inference server that answers in the backend's own
@@ -83,7 +86,7 @@ func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // endpointName is the name the router gives gateway g's endpoint k of
 // pool.
 func (g *testGateway) endpointName(pool string, k int) string {
-	return g.r.snap.Load().pools[pool].endpoints[k].name
+	return g.r.snap.Load().pools[pool].Endpoints()[k].Name()
 }
 
 // waitFor polls cond until it holds, and fails t if it does not within
@@ -255,7 +258,7 @@ func TestEveryEndpointDown(t *testing.T) {
 		if got := a.hits.Load() + b.hits.Load(); got != 1 {
 			t.Errorf("%d requests reached the pool, want 1", got)
 		}
-		if got := testutil.ToFloat64(g.r.m.decisions.WithLabelValues("main", catalog.PolicyAuto, reasonLastResort)); got != 1 {
+		if got := testutil.ToFloat64(g.r.m.decisions.WithLabelValues("main", catalog.PolicyAuto, pool.ReasonLastResort)); got != 1 {
 			t.Errorf("llmgw_route_decisions_total{reason=last_resort} = %v, want 1", got)
 		}
 	})
@@ -265,8 +268,8 @@ func TestEveryEndpointDown(t *testing.T) {
 func waitDown(t *testing.T, g *testGateway, n int) {
 	t.Helper()
 	waitFor(t, "the health checks to fail", func() bool {
-		for _, ep := range g.r.snap.Load().pools["main"].endpoints[:n] {
-			if !ep.down.Load() {
+		for _, ep := range g.r.snap.Load().pools["main"].Endpoints()[:n] {
+			if !ep.Down() {
 				return false
 			}
 		}
@@ -275,7 +278,7 @@ func waitDown(t *testing.T, g *testGateway, n int) {
 }
 
 // TestPassiveEjection: an endpoint that fails a request is taken out, for
-// ejectBase at first, and comes back by itself.
+// pool.EjectBase at first, and comes back by itself.
 func TestPassiveEjection(t *testing.T) {
 	bad, good := &backend{promptTokens: 9}, &backend{promptTokens: 9}
 	bad.status.Store(500)
@@ -304,10 +307,10 @@ func TestPassiveEjection(t *testing.T) {
 
 	waitFor(t, "the ejection to end", func() bool {
 		return testutil.ToFloat64(g.r.m.ejections.WithLabelValues("main", badName, "failures")) == 1 &&
-			!g.r.snap.Load().pools["main"].endpoints[0].out(time.Now().UnixNano())
+			!g.r.snap.Load().pools["main"].Endpoints()[0].Out(time.Now().UnixNano())
 	})
-	if took := time.Since(sent); took < ejectBase {
-		t.Errorf("back after %v, before the ejection's %v", took, ejectBase)
+	if took := time.Since(sent); took < pool.EjectBase {
+		t.Errorf("back after %v, before the ejection's %v", took, pool.EjectBase)
 	}
 	checkEndpointUp(t, g.reg, map[string]int{badName: 1, goodName: 1})
 }
@@ -342,7 +345,7 @@ func TestRetryBudgetStopsRetries(t *testing.T) {
 	limited.status.Store(429)
 	g := newTestGateway(t, func(c *config.Config) {
 		c.Pools[0].Policy = catalog.PolicyRoundRobin
-		c.Pools[0].RetryBudget = 0.1 // of 30 requests, 3: minRetries allows more
+		c.Pools[0].RetryBudget = 0.1 // of 30 requests, 3: pool.MinRetries allows more
 	}, limited, good)
 	var retried, refused int
 	for i := range 30 {
@@ -364,11 +367,11 @@ func TestRetryBudgetStopsRetries(t *testing.T) {
 			}
 		}
 	}
-	if retried != minRetries || refused == 0 {
-		t.Errorf("%d requests retried and %d refused a retry; want %d retried, then refusals", retried, refused, minRetries)
+	if retried != pool.MinRetries || refused == 0 {
+		t.Errorf("%d requests retried and %d refused a retry; want %d retried, then refusals", retried, refused, pool.MinRetries)
 	}
-	if got := testutil.ToFloat64(g.r.m.retries.WithLabelValues("main", "status_429")); got != minRetries {
-		t.Errorf("llmgw_retries_total{reason=status_429} = %v, want %d", got, minRetries)
+	if got := testutil.ToFloat64(g.r.m.retries.WithLabelValues("main", "status_429")); got != pool.MinRetries {
+		t.Errorf("llmgw_retries_total{reason=status_429} = %v, want %d", got, pool.MinRetries)
 	}
 }
 
@@ -388,7 +391,7 @@ func TestPrefixHitsAreChecked(t *testing.T) {
 		cached        func(n int64) int64
 		wantPrecision float64
 	}{
-		{"cold", func(int64) int64 { return 0 }, (1 - costSmoothing) * (1 - costSmoothing)},
+		{"cold", func(int64) int64 { return 0 }, (1 - pool.CostSmoothing) * (1 - pool.CostSmoothing)},
 		{"warm", func(n int64) int64 {
 			if n == 1 {
 				return 0
@@ -418,7 +421,7 @@ func TestPrefixHitsAreChecked(t *testing.T) {
 			if confirmed != wantConfirmed {
 				t.Errorf("llmgw_prefix_confirmed_hits_total = %v, want %v", confirmed, wantConfirmed)
 			}
-			if got := g.r.snap.Load().pools["main"].endpoints[0].precision(); math.Abs(got-tc.wantPrecision) > 1e-9 {
+			if got := g.r.snap.Load().pools["main"].Endpoints()[0].Precision(); math.Abs(got-tc.wantPrecision) > 1e-9 {
 				t.Errorf("precision %v, want %v", got, tc.wantPrecision)
 			}
 		})
@@ -641,17 +644,16 @@ func TestWaitedRequestRoutedBySLOLeft(t *testing.T) {
 		if hits()[0] == 0 {
 			holder, idle = 1, 0
 		}
-		eps := r.snap.Load().pools["main"].endpoints
+		eps := r.snap.Load().pools["main"].Endpoints()
 		// Both cost 20 ms and 100 µs a prompt token; the holder owes
 		// 10,000 tokens of prefill: 1.02 s predicted, less 1.6 s of
 		// cached prefix credited, against 0.42 s at the idle one.
 		setCosts := func() {
 			for _, e := range eps {
-				e.base.Store(math.Float64bits(0.020))
-				e.perToken.Store(math.Float64bits(100e-6))
+				e.SetCost(0.020, 100e-6)
 			}
 		}
-		eps[holder].owed.Add(10_000)
+		eps[holder].Send(10_000, false, false, time.Now())
 
 		setCosts()
 		before := hits()
@@ -663,7 +665,7 @@ func TestWaitedRequestRoutedBySLOLeft(t *testing.T) {
 			t.Fatalf("a request with its whole SLO went to the idle endpoint (hits %v → %v); want the prefix holder %d", before, got, holder)
 		}
 
-		held := fillWith(t, r, "m", admitPendingPerEndpoint*len(eps))
+		held := fillWith(t, r, "m", admission.PendingPerEndpoint*len(eps))
 		setCosts()
 		before = hits()
 		go chat(code)
@@ -673,7 +675,7 @@ func TestWaitedRequestRoutedBySLOLeft(t *testing.T) {
 		if got := hits(); got != before {
 			t.Fatalf("served while the gate was full: hits %v → %v", before, got)
 		}
-		held[0].firstToken() // the event that admits it, 9 s after it arrived
+		held[0].FirstToken() // the event that admits it, 9 s after it arrived
 		if c := <-code; c != http.StatusOK {
 			t.Fatalf("waited request: %d", c)
 		}
@@ -681,7 +683,17 @@ func TestWaitedRequestRoutedBySLOLeft(t *testing.T) {
 			t.Errorf("a request with 1 s of its SLO left went to the prefix holder owing 1 s of prefill (hits %v → %v); want the idle endpoint %d", before, got, idle)
 		}
 		for _, tk := range held {
-			tk.end(0)
+			tk.End(0)
 		}
 	})
+}
+
+// text is n bytes of lowercase letters from seed.
+func text(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 'a' + byte(r.IntN(26))
+	}
+	return b
 }

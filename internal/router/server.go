@@ -19,6 +19,8 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/limits"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/translate"
 )
@@ -58,11 +60,11 @@ type parsedRequest struct {
 	key      *tenant.Key    // nil without authentication
 	estimate int64          // prompt tokens, estimated from the body
 	reserve  limits.Reservation
-	reserved bool       // whether reserve holds a reservation to settle
-	class    class      // its priority class
-	tenant   string     // the tenant admission shares the queue by; empty for none
-	salt     domainSalt // what keeps its prompt in its isolation domain
-	ticket   *ticket    // its hold on its pool's gate; nil without admission
+	reserved bool              // whether reserve holds a reservation to settle
+	class    admission.Class   // its priority class
+	tenant   string            // the tenant admission shares the queue by; empty for none
+	salt     domainSalt        // what keeps its prompt in its isolation domain
+	ticket   *admission.Ticket // its hold on its pool's gate; nil without admission
 
 	// answer makes the translator of a translated API's answer, given
 	// the model; nil for chat, completions and embeddings.
@@ -216,18 +218,18 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 	if a.counts {
 		// Answered here, from the prompt alone: never queued for a
 		// pool's gate nor dispatched.
-		if err := r.admit(hr.Context(), w, req); err != nil {
+		if err := r.reserveLimits(hr.Context(), w, req); err != nil {
 			r.refuse(w, req, "", err)
 			return
 		}
 		r.answerCount(w, req)
 		return
 	}
-	if req.class, err = requestClass(hr, req.key); err != nil {
+	if req.class, err = admission.RequestClass(hr, req.key); err != nil {
 		r.refuse(w, req, "", err)
 		return
 	}
-	req.tenant = requestTenant(hr, req.key)
+	req.tenant = admission.RequestTenant(hr, req.key)
 	if a.generates {
 		req.salt = r.iso.of(req.tenant, req.CacheSalt)
 	}
@@ -237,7 +239,7 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 	inflight.Inc()
 	defer inflight.Dec()
 
-	if err := r.admit(hr.Context(), w, req); err != nil {
+	if err := r.reserveLimits(hr.Context(), w, req); err != nil {
 		r.refuse(w, req, "", err)
 		return
 	}
@@ -247,9 +249,9 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 	}
 	res := r.dispatch(hr.Context(), w, req, snap)
 	if u := res.outcome.Usage; u != nil {
-		req.ticket.end(u.CompletionTokens)
+		req.ticket.End(u.CompletionTokens)
 	} else {
-		req.ticket.end(0)
+		req.ticket.End(0)
 	}
 	if !res.outcome.Wrote && res.outcome.Status != openai.StatusClientClosed {
 		a.writeError(w, res.outcome.Err)
@@ -300,9 +302,8 @@ func (r *Router) parse(ctx context.Context, w http.ResponseWriter, hr *http.Requ
 var errBodyTimeout = &openai.Error{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
 	Message: "The request body did not arrive in time."}
 
-// bytesPerToken is how much request JSON one prompt token takes, roughly:
-// English runs about 4 bytes a token, and the JSON around it a little more.
-const bytesPerToken = 4
+// bytesPerToken is how much request JSON one prompt token takes, roughly.
+const bytesPerToken = pool.BytesPerToken
 
 // estimatePrompt is a prompt's size in tokens, estimated from its body
 // without decoding it: what token limits reserve, and what is billed when

@@ -104,7 +104,7 @@ func (r *Router) observeTokens(req *parsedRequest, res dispatchResult, took time
 		r.m.token.tenantRate.WithLabelValues(tenant).Observe(rate)
 	}
 	if req.Stream {
-		r.slo.add(r.canonicalModel(req.Model), res.outcome.TTFT, tpot)
+		r.slo.Add(r.canonicalModel(req.Model), res.outcome.TTFT, tpot)
 	}
 }
 

@@ -236,7 +236,7 @@ func TestTranslationPastRequestTimeout(t *testing.T) {
 // translation stops when the client has gone (499) or the call's deadline
 // has passed (504).
 func TestPrepareForAnthropic(t *testing.T) {
-	p := &pool{provider: newProvider(catalog.Pool{Kind: catalog.KindAnthropic})}
+	p := &servedPool{provider: newProvider(catalog.Pool{Kind: catalog.KindAnthropic})}
 	gone, cancel := context.WithCancel(t.Context())
 	cancel()
 	hour := time.Now().Add(time.Hour)

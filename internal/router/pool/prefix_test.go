@@ -1,4 +1,4 @@
-package router
+package pool
 
 import (
 	"bytes"
@@ -25,8 +25,8 @@ func TestHashBlocks(t *testing.T) {
 	base := text(1, 10*size)
 
 	t.Run("same prefix, same leading hashes", func(t *testing.T) {
-		a := hashBlocks(nil, base, size, 0)
-		b := hashBlocks(nil, append(bytes.Clone(base[:6*size]), text(2, 4*size)...), size, 0)
+		a := HashBlocks(nil, base, size, 0)
+		b := HashBlocks(nil, append(bytes.Clone(base[:6*size]), text(2, 4*size)...), size, 0)
 		if len(a) != 10 || len(b) != 10 {
 			t.Fatalf("got %d and %d hashes, want 10 each", len(a), len(b))
 		}
@@ -43,7 +43,7 @@ func TestHashBlocks(t *testing.T) {
 	t.Run("a differing block changes every later hash", func(t *testing.T) {
 		changed := bytes.Clone(base)
 		changed[3*size+17] ^= 1 // one byte of block 3
-		a, b := hashBlocks(nil, base, size, 0), hashBlocks(nil, changed, size, 0)
+		a, b := HashBlocks(nil, base, size, 0), HashBlocks(nil, changed, size, 0)
 		if diff := cmp.Diff(a[:3], b[:3]); diff != "" {
 			t.Errorf("blocks before the change hash differently:\n%s", diff)
 		}
@@ -56,52 +56,52 @@ func TestHashBlocks(t *testing.T) {
 	})
 
 	t.Run("a partial last block is left out", func(t *testing.T) {
-		whole := hashBlocks(nil, base[:3*size], size, 0)
-		partial := hashBlocks(nil, base[:4*size-1], size, 0)
+		whole := HashBlocks(nil, base[:3*size], size, 0)
+		partial := HashBlocks(nil, base[:4*size-1], size, 0)
 		if diff := cmp.Diff(whole, partial); diff != "" {
 			t.Errorf("a partial fourth block changed the hashes:\n%s", diff)
 		}
-		if got := hashBlocks(nil, base[:size-1], size, 0); len(got) != 0 {
+		if got := HashBlocks(nil, base[:size-1], size, 0); len(got) != 0 {
 			t.Errorf("a prompt shorter than a block has %d hashes, want none", len(got))
 		}
 	})
 
 	t.Run("capped at maxPrefixBlocks", func(t *testing.T) {
-		long := text(3, (maxPrefixBlocks+40)*size)
-		got := hashBlocks(nil, long, size, 0)
-		if len(got) != maxPrefixBlocks {
-			t.Errorf("%d hashes, want %d", len(got), maxPrefixBlocks)
+		long := text(3, (MaxPrefixBlocks+40)*size)
+		got := HashBlocks(nil, long, size, 0)
+		if len(got) != MaxPrefixBlocks {
+			t.Errorf("%d hashes, want %d", len(got), MaxPrefixBlocks)
 		}
 		// The cap counts what dst already holds.
-		if got := hashBlocks(make([]uint64, maxPrefixBlocks-2), long, size, 0); len(got) != maxPrefixBlocks {
-			t.Errorf("appending to %d hashes gave %d, want %d", maxPrefixBlocks-2, len(got), maxPrefixBlocks)
+		if got := HashBlocks(make([]uint64, MaxPrefixBlocks-2), long, size, 0); len(got) != MaxPrefixBlocks {
+			t.Errorf("appending to %d hashes gave %d, want %d", MaxPrefixBlocks-2, len(got), MaxPrefixBlocks)
 		}
 	})
 }
 
 // smallIndex is a prefix index of capacity blocks of block bytes, small
 // enough to fill.
-func smallIndex(block, capacity int) *prefixIndex {
-	return &prefixIndex{block: block, slot: make(map[uint64]int32), blocks: make([]prefixBlock, capacity)}
+func smallIndex(block, capacity int) *PrefixIndex {
+	return &PrefixIndex{block: block, slot: make(map[uint64]int32), blocks: make([]prefixBlock, capacity)}
 }
 
-func matchOf(x *prefixIndex, hashes []uint64) [64]int32 {
+func matchOf(x *PrefixIndex, hashes []uint64) [64]int32 {
 	var m [64]int32
-	x.match(hashes, &m)
+	x.Match(hashes, &m)
 	return m
 }
 
 func TestPrefixIndexMatch(t *testing.T) {
 	x := smallIndex(256, 1024)
-	chain := hashBlocks(nil, text(4, 8*256), 256, 0)
-	other := hashBlocks(nil, text(5, 8*256), 256, 0)
+	chain := HashBlocks(nil, text(4, 8*256), 256, 0)
+	other := HashBlocks(nil, text(5, 8*256), 256, 0)
 
-	x.add(chain, 0)      // all eight blocks
-	x.add(chain[:3], 5)  // the first three
-	x.add(chain, 63)     // the highest bit a pool has
-	x.add(chain[:8], 7)  // all, then ...
-	x.drop(chain[:1], 7) // ... not the first: no prefix at all
-	x.add(other, 9)      // another prompt entirely
+	x.Add(chain, 0)      // all eight blocks
+	x.Add(chain[:3], 5)  // the first three
+	x.Add(chain, 63)     // the highest bit a pool has
+	x.Add(chain[:8], 7)  // all, then ...
+	x.Drop(chain[:1], 7) // ... not the first: no prefix at all
+	x.Add(other, 9)      // another prompt entirely
 
 	var want [64]int32
 	want[0], want[5], want[63] = 8, 3, 8
@@ -113,10 +113,10 @@ func TestPrefixIndexMatch(t *testing.T) {
 	fork := append(bytes.Clone(text(4, 8*256)[:4*256]), text(6, 4*256)...)
 	want = [64]int32{}
 	want[0], want[5], want[63] = 4, 3, 4
-	if diff := cmp.Diff(want, matchOf(x, hashBlocks(nil, fork, 256, 0))); diff != "" {
+	if diff := cmp.Diff(want, matchOf(x, HashBlocks(nil, fork, 256, 0))); diff != "" {
 		t.Errorf("match of a fork (-want +got):\n%s", diff)
 	}
-	if got := matchOf(x, hashBlocks(nil, text(7, 4*256), 256, 0)); got != ([64]int32{}) {
+	if got := matchOf(x, HashBlocks(nil, text(7, 4*256), 256, 0)); got != ([64]int32{}) {
 		t.Errorf("a prompt never sent matches %v", got)
 	}
 
@@ -134,14 +134,14 @@ func TestPrefixIndexMatch(t *testing.T) {
 func TestPrefixIndexEvictsLeastRecentlyUsed(t *testing.T) {
 	x := smallIndex(4, 8)
 	for h := uint64(1); h <= 8; h++ {
-		x.add([]uint64{h}, 0)
+		x.Add([]uint64{h}, 0)
 	}
-	x.add([]uint64{9}, 0) // full: the hand passes once round, and 1 goes
+	x.Add([]uint64{9}, 0) // full: the hand passes once round, and 1 goes
 	if got := matchOf(x, []uint64{1}); got[0] != 0 {
 		t.Fatalf("block 1 survived a full index")
 	}
 	matchOf(x, []uint64{5}) // 5 is used; 2, 3, 4, 6, 7 and 8 are not
-	x.add([]uint64{10, 11, 12, 13}, 1)
+	x.Add([]uint64{10, 11, 12, 13}, 1)
 
 	for h, kept := range map[uint64]bool{2: false, 3: false, 4: false, 5: true, 6: false, 7: true, 8: true, 9: true, 10: true, 13: true} {
 		m := matchOf(x, []uint64{h})
@@ -168,18 +168,18 @@ func TestPrefixIndexHeldStaysConsistent(t *testing.T) {
 		// Prompts share their first blocks with others of their family,
 		// so that blocks have several holders.
 		p := append(bytes.Clone(text(uint64(i%5), 4*4)), text(uint64(100+i), 4*(1+r.IntN(12)))...)
-		prompts[i] = hashBlocks(nil, p, x.block, 0)
+		prompts[i] = HashBlocks(nil, p, x.block, 0)
 	}
 	for range 5000 {
 		p := prompts[r.IntN(len(prompts))]
 		ep := []int{0, 1, 2, 31, 63}[r.IntN(5)]
 		switch r.IntN(4) {
 		case 0:
-			x.drop(p[r.IntN(len(p)):], ep)
+			x.Drop(p[r.IntN(len(p)):], ep)
 		case 1:
 			matchOf(x, p)
 		default:
-			x.add(p, ep)
+			x.Add(p, ep)
 		}
 	}
 	if len(x.slot) > len(x.blocks) {
@@ -190,7 +190,7 @@ func TestPrefixIndexHeldStaysConsistent(t *testing.T) {
 
 // checkHeld fails t unless x.held agrees with the blocks x indexes, and
 // every indexed hash is in the block it names.
-func checkHeld(t *testing.T, x *prefixIndex) {
+func checkHeld(t *testing.T, x *PrefixIndex) {
 	t.Helper()
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -210,7 +210,7 @@ func checkHeld(t *testing.T, x *prefixIndex) {
 }
 
 // size is how many blocks endpoint i holds.
-func (x *prefixIndex) size(i int) int32 {
+func (x *PrefixIndex) size(i int) int32 {
 	var held [64]int32
 	x.sizes(&held)
 	return held[i]

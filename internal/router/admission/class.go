@@ -1,4 +1,4 @@
-package router
+package admission
 
 // Priority classes: how much a request is protected when its model's pool
 // is busy. The class comes from the key; a request may lower its own with
@@ -12,69 +12,69 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 )
 
-// priorityHeader lowers a request's class below its key's.
-const priorityHeader = "X-Llmgw-Priority"
+// PriorityHeader lowers a request's class below its key's.
+const PriorityHeader = "X-Llmgw-Priority"
 
-// class is a priority class as a band: critical is 0 and served first.
-type class int
+// Class is a priority class as a band: critical is 0 and served first.
+type Class int
 
 const (
-	classCritical class = iota
-	classStandard
-	classSheddable
+	Critical Class = iota
+	Standard
+	Sheddable
 	numClasses
 )
 
 // classNames is every class's name by band: its label and config key.
 var classNames = [numClasses]string{tenant.PriorityCritical, tenant.PriorityStandard, tenant.PrioritySheddable}
 
-func (c class) String() string { return classNames[c] }
+func (c Class) String() string { return classNames[c] }
 
 // parseClass is the band a class name names; an empty name is standard.
-func parseClass(name string) (class, bool) {
+func parseClass(name string) (Class, bool) {
 	if name == "" {
-		return classStandard, true
+		return Standard, true
 	}
 	for c, n := range classNames {
 		if n == name {
-			return class(c), true
+			return Class(c), true
 		}
 	}
 	return 0, false
 }
 
-// tenantHeader names the tenant of a request without keys, for sharing
+// TenantHeader names the tenant of a request without keys, for sharing
 // the admission queue between tenants. With keys, the key's tenant counts
 // and the header is ignored.
-const tenantHeader = "X-Llmgw-Tenant"
+const TenantHeader = "X-Llmgw-Tenant"
 
-// requestTenant is the tenant path admission shares the queue by: the
+// RequestTenant is the tenant path admission shares the queue by: the
 // key's, or without keys the header's when it is a valid path; empty
 // otherwise. A header value lives only while its requests wait, so
 // clients cannot grow anything with it.
-func requestTenant(hr *http.Request, key *tenant.Key) string {
+func RequestTenant(hr *http.Request, key *tenant.Key) string {
 	if key != nil {
 		return key.Tenant
 	}
-	p, err := tenant.ParsePath(hr.Header.Get(tenantHeader))
+	p, err := tenant.ParsePath(hr.Header.Get(TenantHeader))
 	if err != nil {
 		return ""
 	}
 	return p
 }
 
-// requestClass is the request's class: its key's (standard when the key
+// RequestClass is the request's class: its key's (standard when the key
 // has none, or without keys), or the header's when that is lower. A
 // header naming no class is a bad request; one asking for more than the
 // key's class is held at the key's.
-func requestClass(hr *http.Request, key *tenant.Key) (class, error) {
-	c := classStandard
+func RequestClass(hr *http.Request, key *tenant.Key) (Class, error) {
+	c := Standard
 	if key != nil {
 		if kc, ok := parseClass(key.Priority); ok {
 			c = kc
 		}
 	}
-	v := hr.Header.Get(priorityHeader)
+	v := hr.Header.Get(PriorityHeader)
 	if v == "" {
 		return c, nil
 	}

@@ -1,4 +1,4 @@
-package router
+package pool
 
 import (
 	"fmt"
@@ -19,34 +19,34 @@ import (
 
 // testPool is a pool of the policy with one endpoint per weight, at
 // http://10.0.0.<i+1>:8000/v1.
-func testPool(policy string, weights ...int) *pool {
+func testPool(policy string, weights ...int) *Pool {
 	cp := catalog.Pool{Name: "p", Policy: policy}
 	for i, w := range weights {
 		cp.Endpoints = append(cp.Endpoints, catalog.Endpoint{URL: fmt.Sprintf("http://10.0.0.%d:8000/v1", i+1), Weight: w})
 	}
-	return newPool(cp, nil, nil)
+	return New(cp, nil, nil)
 }
 
 // all is every endpoint of p as candidates.
-func all(p *pool) uint64 { return 1<<len(p.endpoints) - 1 }
+func all(p *Pool) uint64 { return 1<<len(p.endpoints) - 1 }
 
 // promptText is blocks whole index blocks of prompt text.
 func promptText(seed uint64, blocks int) []byte {
-	return text(seed, blocks*blockBytes(defaultKVBlock))
+	return text(seed, blocks*BlockBytes(DefaultKVBlock))
 }
 
 // routeFor prepares prompt for p, at a token a bytesPerToken.
-func routeFor(p *pool, prompt []byte, slo time.Duration) *route {
-	var rt route
-	rt.prepare(p, prompt, 0, int64(len(prompt)/bytesPerToken), slo)
+func routeFor(p *Pool, prompt []byte, slo time.Duration) *Route {
+	var rt Route
+	rt.Prepare(p, prompt, 0, int64(len(prompt)/BytesPerToken), slo)
 	return &rt
 }
 
 // hold notes in p's index that endpoint i holds the first blocks of
 // prompt.
-func hold(p *pool, prompt []byte, blocks, i int) {
+func hold(p *Pool, prompt []byte, blocks, i int) {
 	x := p.index.Load()
-	x.add(hashBlocks(nil, prompt, x.block, 0)[:blocks], i)
+	x.Add(HashBlocks(nil, prompt, x.block, 0)[:blocks], i)
 }
 
 func TestRoundRobinWeights(t *testing.T) {
@@ -54,7 +54,7 @@ func TestRoundRobinWeights(t *testing.T) {
 	rt := routeFor(p, nil, 0)
 	got := make([]int, 3)
 	for range 600 {
-		i, reason := p.pick(rt, all(p), time.Now())
+		i, reason := p.Pick(rt, all(p), time.Now())
 		if reason != reasonTurn {
 			t.Fatalf("reason %q", reason)
 		}
@@ -64,11 +64,11 @@ func TestRoundRobinWeights(t *testing.T) {
 		t.Errorf("picks by endpoint (-want +got):\n%s", diff)
 	}
 	for range 20 {
-		if i, _ := p.pick(rt, 0b010, time.Now()); i != 1 {
+		if i, _ := p.Pick(rt, 0b010, time.Now()); i != 1 {
 			t.Fatalf("picked %d, the only candidate is 1", i)
 		}
 	}
-	if i, _ := p.pick(rt, 0, time.Now()); i != -1 {
+	if i, _ := p.Pick(rt, 0, time.Now()); i != -1 {
 		t.Errorf("picked %d with no candidates", i)
 	}
 }
@@ -80,11 +80,11 @@ func TestLeastRequest(t *testing.T) {
 	p.endpoints[2].inflight.Store(4)
 	rt := routeFor(p, promptText(1, 4), 0)
 	for range 10 {
-		if i, reason := p.pick(rt, all(p), time.Now()); i != 1 || reason != reasonLeastRequest {
+		if i, reason := p.Pick(rt, all(p), time.Now()); i != 1 || reason != reasonLeastRequest {
 			t.Fatalf("picked %d (%s), want 1: the fewest in flight for its weight", i, reason)
 		}
 	}
-	if i, _ := p.pick(rt, 0b101, time.Now()); i != 0 {
+	if i, _ := p.Pick(rt, 0b101, time.Now()); i != 0 {
 		t.Errorf("without 1, picked %d, want 0", i)
 	}
 	// Ties go to each in turn.
@@ -92,7 +92,7 @@ func TestLeastRequest(t *testing.T) {
 	p.endpoints[2].inflight.Store(2)
 	seen := map[int]int{}
 	for range 10 {
-		i, _ := p.pick(rt, 0b101, time.Now())
+		i, _ := p.Pick(rt, 0b101, time.Now())
 		seen[i]++
 	}
 	if seen[0] == 0 || seen[2] == 0 {
@@ -108,16 +108,16 @@ func TestPrefixPolicyFollowsTheLongestMatchWhateverTheLoad(t *testing.T) {
 	p.endpoints[2].inflight.Store(500)
 	p.endpoints[2].owed.Store(1 << 20)
 	rt := routeFor(p, prompt, 0)
-	if i, reason := p.pick(rt, all(p), time.Now()); i != 2 || reason != reasonPrefixHit {
+	if i, reason := p.Pick(rt, all(p), time.Now()); i != 2 || reason != reasonPrefixHit {
 		t.Errorf("picked %d (%s), want 2, which holds all 8 blocks", i, reason)
 	}
-	if i, reason := p.pick(rt, 0b011, time.Now()); i != 0 || reason != reasonPrefixHit {
+	if i, reason := p.Pick(rt, 0b011, time.Now()); i != 0 || reason != reasonPrefixHit {
 		t.Errorf("without 2, picked %d (%s), want 0, which holds 3", i, reason)
 	}
 	rt = routeFor(p, promptText(3, 8), 0)
 	seen := map[int]int{}
 	for range 9 {
-		i, reason := p.pick(rt, all(p), time.Now())
+		i, reason := p.Pick(rt, all(p), time.Now())
 		if reason != reasonNoPrefix {
 			t.Fatalf("reason %q for a prompt nobody holds", reason)
 		}
@@ -155,14 +155,14 @@ func TestGIEScoring(t *testing.T) {
 			prompt := promptText(4, 4)
 			now := time.Now()
 			for i, e := range tt.eps {
-				p.endpoints[i].load.Store(&endpointLoad{waiting: e.waiting, kvUsage: e.kv, at: now})
+				p.endpoints[i].load.Store(&Load{Waiting: e.waiting, KVUsage: e.kv, At: now})
 				if e.held > 0 {
 					hold(p, prompt, e.held, i)
 				}
 			}
 			rt := routeFor(p, prompt, 0)
 			for range 4 { // whatever the turn
-				if i, reason := p.pick(rt, all(p), now); i != tt.want || reason != reasonScore {
+				if i, reason := p.Pick(rt, all(p), now); i != tt.want || reason != reasonScore {
 					t.Fatalf("picked %d (%s), want %d", i, reason, tt.want)
 				}
 			}
@@ -183,11 +183,11 @@ func TestGIEDoesNotBelieveAStaleScrape(t *testing.T) {
 		{2 * time.Second, 1}, // stale: 5 pending and a full cache
 	} {
 		p := testPool(catalog.PolicyGIE, 1, 1)
-		p.endpoints[0].load.Store(&endpointLoad{waiting: 0, kvUsage: 0, at: now.Add(-tc.age)})
+		p.endpoints[0].load.Store(&Load{Waiting: 0, KVUsage: 0, At: now.Add(-tc.age)})
 		p.endpoints[0].pending.Store(5)
-		p.endpoints[1].load.Store(&endpointLoad{waiting: 3, kvUsage: 0.5, at: now})
+		p.endpoints[1].load.Store(&Load{Waiting: 3, KVUsage: 0.5, At: now})
 		rt := routeFor(p, promptText(5, 4), 0)
-		if i, _ := p.pick(rt, all(p), now); i != tc.want {
+		if i, _ := p.Pick(rt, all(p), now); i != tc.want {
 			t.Errorf("with endpoint 0's scrape %v old, picked %d, want %d", tc.age, i, tc.want)
 		}
 	}
@@ -226,7 +226,7 @@ func TestSGLang(t *testing.T) {
 				p.endpoints[i].inflight.Store(n)
 			}
 			rt := routeFor(p, prompt, 0)
-			if i, reason := p.pick(rt, all(p), time.Now()); i != tt.want || reason != tt.reason {
+			if i, reason := p.Pick(rt, all(p), time.Now()); i != tt.want || reason != tt.reason {
 				t.Errorf("picked %d (%s), want %d (%s)", i, reason, tt.want, tt.reason)
 			}
 		})
@@ -259,7 +259,7 @@ func TestAuto(t *testing.T) {
 		{"within half the SLO", 3000, 1, time.Second, 0, reasonPrefix},
 		// Half a second of a 1 s SLO spent waiting for admission: 0.32 s
 		// is past half of what is left, 0.2248 within it.
-		{"within half the SLO, not of what is left of it", 3000, 1, sloLeft(time.Second, time.Unix(0, 0), time.Unix(0, 5e8)), 1, reasonFastest},
+		{"within half the SLO, not of what is left of it", 3000, 1, SLOLeft(time.Second, time.Unix(0, 0), time.Unix(0, 5e8)), 1, reasonFastest},
 		// Neither is within half of 0.1 s: the best score still wins.
 		{"none within half the SLO", 3000, 1, 100 * time.Millisecond, 0, reasonPrefix},
 	}
@@ -273,7 +273,7 @@ func TestAuto(t *testing.T) {
 				p.endpoints[0].hits.Store(math.Float64bits(tt.precision))
 			}
 			rt := routeFor(p, prompt, tt.slo)
-			if i, reason := p.pick(rt, all(p), time.Now()); i != tt.want || reason != tt.reason {
+			if i, reason := p.Pick(rt, all(p), time.Now()); i != tt.want || reason != tt.reason {
 				t.Errorf("picked %d (%s), want %d (%s)", i, reason, tt.want, tt.reason)
 			}
 		})
@@ -314,8 +314,8 @@ func TestAutoSparesCriticalStreams(t *testing.T) {
 				p.endpoints[i].critical.Store(int64(n))
 			}
 			rt := routeFor(p, prompt, 0)
-			rt.spare = tt.spare
-			if i, reason := p.pick(rt, all(p), time.Now()); i != tt.want || reason != tt.reason {
+			rt.Spare = tt.spare
+			if i, reason := p.Pick(rt, all(p), time.Now()); i != tt.want || reason != tt.reason {
 				t.Errorf("picked %d (%s), want %d (%s)", i, reason, tt.want, tt.reason)
 			}
 		})
@@ -365,8 +365,8 @@ func TestAutoChargesTheStall(t *testing.T) {
 			p.endpoints[1].pending.Store(1)
 			p.endpoints[1].inflight.Store(1)
 			rt := routeFor(p, prompt, 0)
-			rt.stall = tt.stall
-			if i, reason := p.pick(rt, all(p), time.Now()); i != tt.want || reason != tt.reason {
+			rt.Stall = tt.stall
+			if i, reason := p.Pick(rt, all(p), time.Now()); i != tt.want || reason != tt.reason {
 				t.Errorf("picked %d (%s), want %d (%s)", i, reason, tt.want, tt.reason)
 			}
 		})
@@ -383,7 +383,7 @@ func TestSLOLeft(t *testing.T) {
 		{2 * time.Second, 3 * time.Second, time.Nanosecond}, // past it
 		{0, time.Second, 0}, // no SLO
 	} {
-		if got := sloLeft(tc.slo, start, start.Add(tc.waited)); got != tc.want {
+		if got := SLOLeft(tc.slo, start, start.Add(tc.waited)); got != tc.want {
 			t.Errorf("sloLeft(%v) after %v = %v, want %v", tc.slo, tc.waited, got, tc.want)
 		}
 	}
@@ -400,7 +400,7 @@ func TestAutoPlacesColdPromptsAlikeInEveryGateway(t *testing.T) {
 	for i := len(weights) - 1; i >= 0; i-- {
 		cp.Endpoints = append(cp.Endpoints, catalog.Endpoint{URL: fmt.Sprintf("http://10.0.0.%d:8000/v1", i+1)})
 	}
-	b := newPool(cp, nil, nil)
+	b := New(cp, nil, nil)
 	// Gateway b has 2 ms of prefill owed on three endpoints: within the
 	// 5 ms that makes a near tie.
 	for _, i := range []int{0, 3, 5} {
@@ -409,8 +409,8 @@ func TestAutoPlacesColdPromptsAlikeInEveryGateway(t *testing.T) {
 	spread := map[string]int{}
 	for seed := range uint64(200) {
 		prompt := promptText(1000+seed, 2)
-		ia, ra := a.pick(routeFor(a, prompt, 0), all(a), time.Now())
-		ib, rb := b.pick(routeFor(b, prompt, 0), all(b), time.Now())
+		ia, ra := a.Pick(routeFor(a, prompt, 0), all(a), time.Now())
+		ib, rb := b.Pick(routeFor(b, prompt, 0), all(b), time.Now())
 		if a.endpoints[ia].url != b.endpoints[ib].url {
 			t.Errorf("prompt %d: gateway a picked %s (%s), b %s (%s)", seed, a.endpoints[ia].url, ra, b.endpoints[ib].url, rb)
 		}
@@ -433,13 +433,13 @@ func TestCandidates(t *testing.T) {
 	p.endpoints[2].ejectedUntil.Store(now.Add(time.Second).UnixNano())
 	p.endpoints[4].ejectedUntil.Store(now.Add(-time.Second).UnixNano()) // its ejection is over
 	const tried = 1 << 3
-	if got, want := p.candidates(tried, now, false), uint64(0b10001); got != want {
+	if got, want := p.Candidates(tried, now, false), uint64(0b10001); got != want {
 		t.Errorf("candidates %05b, want %05b: not tried, down or ejected", got, want)
 	}
-	if got, want := p.candidates(tried, now, true), uint64(0b10111); got != want {
+	if got, want := p.Candidates(tried, now, true), uint64(0b10111); got != want {
 		t.Errorf("relaxed candidates %05b, want %05b: all not tried", got, want)
 	}
-	if got := p.candidates(all(p), now, true); got != 0 {
+	if got := p.Candidates(all(p), now, true); got != 0 {
 		t.Errorf("candidates %05b with every endpoint tried", got)
 	}
 }
@@ -453,19 +453,19 @@ func TestCandidatesPassOverAFullBatch(t *testing.T) {
 	}
 	now := time.Now()
 	p.endpoints[0].inflight.Add(2)
-	if got := p.candidates(0, now, false); got != 0b110 {
+	if got := p.Candidates(0, now, false); got != 0b110 {
 		t.Errorf("candidates = %03b, want 110", got)
 	}
 	p.endpoints[1].inflight.Add(2)
 	p.endpoints[2].inflight.Add(3)
-	if got := p.candidates(0, now, false); got != 0b111 {
+	if got := p.Candidates(0, now, false); got != 0b111 {
 		t.Errorf("all full: candidates = %03b, want 111", got)
 	}
 }
 
 // TestEveryReasonCounted: each reason a policy may give has its counter,
 // which a pick's caller increments without looking; one left out of
-// allReasons would be a nil counter.
+// Reasons would be a nil counter.
 func TestEveryReasonCounted(t *testing.T) {
 	f, err := parser.ParseFile(token.NewFileSet(), "policy.go", nil, 0)
 	if err != nil {
@@ -478,7 +478,7 @@ func TestEveryReasonCounted(t *testing.T) {
 			return true
 		}
 		for i, name := range v.Names {
-			if !strings.HasPrefix(name.Name, "reason") || i >= len(v.Values) {
+			if !strings.HasPrefix(strings.ToLower(name.Name), "reason") || i >= len(v.Values) {
 				continue
 			}
 			lit, ok := v.Values[i].(*ast.BasicLit)
@@ -487,13 +487,13 @@ func TestEveryReasonCounted(t *testing.T) {
 			}
 			reason, _ := strconv.Unquote(lit.Value)
 			found++
-			if !slices.Contains(allReasons, reason) {
-				t.Errorf("%s (%q) is not in allReasons", name.Name, reason)
+			if !slices.Contains(Reasons, reason) {
+				t.Errorf("%s (%q) is not in Reasons", name.Name, reason)
 			}
 		}
 		return true
 	})
-	if found != len(allReasons) {
-		t.Errorf("policy.go declares %d reasons, allReasons has %d", found, len(allReasons))
+	if found != len(Reasons) {
+		t.Errorf("policy.go declares %d reasons, Reasons has %d", found, len(Reasons))
 	}
 }

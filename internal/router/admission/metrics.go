@@ -1,4 +1,4 @@
-package router
+package admission
 
 // What admission exports: time queued, queue depth and decisions by model
 // and class, each model's SLO pressure, and goodput — the share of recent
@@ -11,13 +11,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 )
 
 // queueBuckets span a wait too short to notice to one past any TTFT SLO.
 var queueBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 
-type admissionMetrics struct {
+// Metrics is what admission exports, resolved per model and class as
+// they come.
+type Metrics struct {
 	wait      *prometheus.HistogramVec
 	depth     *prometheus.GaugeVec
 	decisions *prometheus.CounterVec
@@ -27,8 +29,8 @@ type admissionMetrics struct {
 	resolved sync.Map // key: goodputKey; value: classAdmission, resolved once
 }
 
-func newAdmissionMetrics() *admissionMetrics {
-	return &admissionMetrics{
+func NewMetrics() *Metrics {
+	return &Metrics{
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "llmgw_queue_seconds",
 			Help:    "Time a request waited in its model's admission queue, by model and priority class, whatever came of it.",
@@ -51,7 +53,9 @@ func newAdmissionMetrics() *admissionMetrics {
 	}
 }
 
-func (m *admissionMetrics) collectors() []prometheus.Collector {
+// Collectors is what the caller registers: the queue's waits, depths and
+// decisions. Pressure and goodput are read when scraped (CollectFor).
+func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.wait, m.depth, m.decisions}
 }
 
@@ -64,7 +68,7 @@ type classAdmission struct {
 
 // of is model and class's metrics, resolved on first use. Models a reload
 // removed keep theirs: a catalog names few.
-func (m *admissionMetrics) of(model string, c class) classAdmission {
+func (m *Metrics) of(model string, c Class) classAdmission {
 	k := goodputKey{model, c}
 	if ca, ok := m.resolved.Load(k); ok {
 		return ca.(classAdmission)
@@ -85,16 +89,16 @@ func (m *admissionMetrics) of(model string, c class) classAdmission {
 // over.
 const goodputKept = 256
 
-// goodputTracker keeps, per model and class, whether each recent request
+// Goodput keeps, per model and class, whether each recent request
 // met its SLOs.
-type goodputTracker struct {
+type Goodput struct {
 	mu sync.Mutex
 	by map[goodputKey]*goodputRing
 }
 
 type goodputKey struct {
 	model string // canonical name
-	class class
+	class Class
 }
 
 type goodputRing struct {
@@ -103,7 +107,10 @@ type goodputRing struct {
 	next int
 }
 
-func (t *goodputTracker) add(k goodputKey, met bool) {
+// Add notes whether a finished request for model, of class c, met its
+// SLOs.
+func (t *Goodput) Add(model string, c Class, met bool) {
+	k := goodputKey{model, c}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.by == nil {
@@ -120,7 +127,7 @@ func (t *goodputTracker) add(k goodputKey, met bool) {
 }
 
 // ratios is every tracked model and class's share of requests that met.
-func (t *goodputTracker) ratios(f func(k goodputKey, ratio float64)) {
+func (t *Goodput) ratios(f func(k goodputKey, ratio float64)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for k, r := range t.by {
@@ -134,48 +141,24 @@ func (t *goodputTracker) ratios(f func(k goodputKey, ratio float64)) {
 	}
 }
 
-// metSLO reports whether a finished request met its class's SLOs: it was
-// answered, its first token came within the TTFT SLO and, when streamed
-// with more than one token, its tokens within the TPOT SLO. A request
-// refused or failed missed.
-func (r *Router) metSLO(req *parsedRequest, o proxy.Outcome) bool {
-	if o.Status != 200 {
-		return false
-	}
-	slo := req.model.ClassSLO(req.class.String())
-	if slo.TTFTp99 > 0 && (o.TTFT <= 0 || o.TTFT > slo.TTFTp99) {
-		return false
-	}
-	if tpot, _, ok := tokenTiming(req.Stream, o, 0); ok && tpot > 0 && slo.TPOTp99 > 0 && tpot > slo.TPOTp99 {
-		return false
-	}
-	return true
+// Describe sends the descriptions of what CollectFor exports.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.pressure
+	ch <- m.goodput
 }
 
-// admissionCollector exports each model's SLO pressure and goodput, read
-// when scraped.
-type admissionCollector struct {
-	r *Router
-}
-
-func (c admissionCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.r.m.admission.pressure
-	ch <- c.r.m.admission.goodput
-}
-
-func (c admissionCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.r.snap.Load()
-	if s == nil {
-		return
-	}
-	for _, m := range s.cat.Models() {
-		if m.SLO.TTFTp99 > 0 || m.SLO.TPOTp99 > 0 {
-			ch <- prometheus.MustNewConstMetric(c.r.m.admission.pressure, prometheus.GaugeValue, c.r.sloPressure(m.Name), m.Name)
+// CollectFor exports, as scraped now, the SLO pressure of every model of
+// cat that has an SLO, as pressure says, and g's goodput of every model
+// cat has.
+func (m *Metrics) CollectFor(ch chan<- prometheus.Metric, cat *catalog.Catalog, pressure func(model string) float64, g *Goodput) {
+	for _, model := range cat.Models() {
+		if model.SLO.TTFTp99 > 0 || model.SLO.TPOTp99 > 0 {
+			ch <- prometheus.MustNewConstMetric(m.pressure, prometheus.GaugeValue, pressure(model.Name), model.Name)
 		}
 	}
-	c.r.goodput.ratios(func(k goodputKey, ratio float64) {
-		if _, ok := s.cat.Resolve(k.model); ok {
-			ch <- prometheus.MustNewConstMetric(c.r.m.admission.goodput, prometheus.GaugeValue, ratio, k.model, k.class.String())
+	g.ratios(func(k goodputKey, ratio float64) {
+		if _, ok := cat.Resolve(k.model); ok {
+			ch <- prometheus.MustNewConstMetric(m.goodput, prometheus.GaugeValue, ratio, k.model, k.class.String())
 		}
 	})
 }

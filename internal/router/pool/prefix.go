@@ -1,4 +1,4 @@
-package router
+package pool
 
 // The prefix index: for each block of prompt text a pool has been sent,
 // which endpoints recently served a prompt that began with it. A prompt's
@@ -28,32 +28,38 @@ const (
 	// maxPrefixBlocks is the most blocks of a prompt the index looks at:
 	// 128 KiB of prompt text at the smallest block, about 32k tokens.
 	// Prompts that share that much share the rest often enough.
-	maxPrefixBlocks = 512
+	MaxPrefixBlocks = 512
 	// blocksPerEndpoint is the index's capacity for each endpoint of the
 	// pool: 16,384 blocks of 64 tokens is a million tokens, what the KV
 	// cache of a large GPU holds for an 8B model. The index forgets the
 	// least recently used blocks past it, as the server's cache would.
 	blocksPerEndpoint = 16384
-	// defaultKVBlock is vLLM's KV-cache block in tokens, until a scrape of
+	// DefaultKVBlock is vLLM's KV-cache block in tokens, until a scrape of
 	// vllm:cache_config_info says otherwise.
-	defaultKVBlock = 16
+	DefaultKVBlock = 16
 )
 
-// blockBytes is the index block for a backend's KV-cache block of kvBlock
+// BytesPerToken is how much request JSON one prompt token takes, roughly:
+// English runs about 4 bytes a token, and the JSON around it a little
+// more. The router estimates prompts by it, and the index sizes its
+// blocks by it.
+const BytesPerToken = 4
+
+// BlockBytes is the index block for a backend's KV-cache block of kvBlock
 // tokens: a whole number of them, at least minBlockBytes of text.
-func blockBytes(kvBlock int) int {
-	b := max(kvBlock, 1) * bytesPerToken
+func BlockBytes(kvBlock int) int {
+	b := max(kvBlock, 1) * BytesPerToken
 	return b * ((minBlockBytes + b - 1) / b)
 }
 
-// hashBlocks appends to dst the chained hashes of prompt's whole blocks of
+// HashBlocks appends to dst the chained hashes of prompt's whole blocks of
 // size bytes, at most maxPrefixBlocks of them, the chain starting from
 // seed: prompts hashed from different seeds share no block, as prompts of
 // different cache salts share none on a server. A partial last block is
 // left out: no cache holds it as a block either.
-func hashBlocks(dst []uint64, prompt []byte, size int, seed uint64) []uint64 {
+func HashBlocks(dst []uint64, prompt []byte, size int, seed uint64) []uint64 {
 	h := seed
-	for i := 0; i+size <= len(prompt) && len(dst) < maxPrefixBlocks; i += size {
+	for i := 0; i+size <= len(prompt) && len(dst) < MaxPrefixBlocks; i += size {
 		h = mix(h*0x9e3779b97f4a7c15 ^ xxhash.Sum64(prompt[i:i+size]))
 		dst = append(dst, h)
 	}
@@ -70,11 +76,11 @@ func mix(x uint64) uint64 {
 	return x ^ x>>31
 }
 
-// prefixIndex maps prompt blocks to the endpoints that hold them, by their
+// PrefixIndex maps prompt blocks to the endpoints that hold them, by their
 // index in the pool, as bits of a word. It holds a fixed number of blocks
 // and evicts by the clock algorithm, an approximation of least recently
 // used that needs no list.
-type prefixIndex struct {
+type PrefixIndex struct {
 	block  int              // bytes of prompt text to a block
 	mu     sync.Mutex       // protects all below
 	slot   map[uint64]int32 // key: chained block hash; value: index in blocks
@@ -90,14 +96,17 @@ type prefixBlock struct {
 	ref     bool   // used since the hand last passed
 }
 
-func newPrefixIndex(endpoints, block int) *prefixIndex {
+func newPrefixIndex(endpoints, block int) *PrefixIndex {
 	n := blocksPerEndpoint * max(endpoints, 1)
-	return &prefixIndex{block: block, slot: make(map[uint64]int32, n), blocks: make([]prefixBlock, n)}
+	return &PrefixIndex{block: block, slot: make(map[uint64]int32, n), blocks: make([]prefixBlock, n)}
 }
 
-// match sets matched[i] to how many of hashes, from the first, endpoint i
+// Block is how many bytes of prompt text one block of the index covers.
+func (x *PrefixIndex) Block() int { return x.block }
+
+// Match sets matched[i] to how many of hashes, from the first, endpoint i
 // holds, for every endpoint of the pool.
-func (x *prefixIndex) match(hashes []uint64, matched *[64]int32) {
+func (x *PrefixIndex) Match(hashes []uint64, matched *[64]int32) {
 	*matched = [64]int32{}
 	alive := ^uint64(0)
 	n := int32(0)
@@ -122,8 +131,8 @@ func (x *prefixIndex) match(hashes []uint64, matched *[64]int32) {
 	x.mu.Unlock()
 }
 
-// add notes that endpoint i now holds every block of hashes.
-func (x *prefixIndex) add(hashes []uint64, i int) {
+// Add notes that endpoint i now holds every block of hashes.
+func (x *PrefixIndex) Add(hashes []uint64, i int) {
 	bit := uint64(1) << i
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -143,8 +152,8 @@ func (x *prefixIndex) add(hashes []uint64, i int) {
 	}
 }
 
-// drop notes that endpoint i does not hold the blocks of hashes.
-func (x *prefixIndex) drop(hashes []uint64, i int) {
+// Drop notes that endpoint i does not hold the blocks of hashes.
+func (x *PrefixIndex) Drop(hashes []uint64, i int) {
 	bit := uint64(1) << i
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -158,7 +167,7 @@ func (x *prefixIndex) drop(hashes []uint64, i int) {
 
 // sizes sets held[i] to how many blocks endpoint i holds, for every
 // endpoint.
-func (x *prefixIndex) sizes(held *[64]int32) {
+func (x *PrefixIndex) sizes(held *[64]int32) {
 	x.mu.Lock()
 	*held = x.held
 	x.mu.Unlock()
@@ -167,7 +176,7 @@ func (x *prefixIndex) sizes(held *[64]int32) {
 // evict frees a block for a new hash and returns its index: an unused one
 // while there are any, then the first the hand finds unused since it last
 // passed. x.mu is held.
-func (x *prefixIndex) evict() int32 {
+func (x *PrefixIndex) evict() int32 {
 	if int(x.used) < len(x.blocks) {
 		x.used++
 		return x.used - 1

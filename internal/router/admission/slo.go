@@ -1,4 +1,4 @@
-package router
+package admission
 
 // Each model's recent first-token and per-token times, kept so that
 // admission can compare them against the model's SLO without reading the
@@ -28,8 +28,8 @@ const (
 	sloRecompute = 100 * time.Millisecond
 )
 
-// sloTracker keeps each model's recent first-token and per-token times.
-type sloTracker struct {
+// SLOTracker keeps each model's recent first-token and per-token times.
+type SLOTracker struct {
 	mu sync.Mutex
 	by map[string]*sloSamples // key: canonical model name
 }
@@ -49,7 +49,9 @@ type sloSamples struct {
 	ttft, tpot time.Duration
 }
 
-func (t *sloTracker) add(model string, ttft, tpot time.Duration) {
+// Add notes a streamed request's time to first token and time per output
+// token for model; either is zero when it was not measured.
+func (t *SLOTracker) Add(model string, ttft, tpot time.Duration) {
 	x := sloSample{at: time.Now(), ttft: ttft, tpot: tpot}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -71,7 +73,7 @@ func (t *sloTracker) add(model string, ttft, tpot time.Duration) {
 
 // p99 is a model's recent 99th percentiles, and false with too few. Either
 // figure is zero when it alone has too few samples.
-func (t *sloTracker) p99(model string, now time.Time) (ttft, tpot time.Duration, ok bool) {
+func (t *SLOTracker) p99(model string, now time.Time) (ttft, tpot time.Duration, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.by[model]
@@ -109,35 +111,38 @@ func percentile99(v []time.Duration) time.Duration {
 	return v[len(v)*99/100]
 }
 
-// sloShares is how near a model's recent p99s are to its SLO, each as a
+// Len is how many recent samples the tracker holds for model.
+func (t *SLOTracker) Len(model string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.by[model]; s != nil {
+		return len(s.ring)
+	}
+	return 0
+}
+
+// Shares is how near a model's recent p99s are to its SLO, each as a
 // share of it: 1 at the SLO, above 1 past it. A share is 0 when the model
 // has no SLO of that kind or too little is known of it.
-func (r *Router) sloShares(m *catalog.Model, now time.Time) (ttft, tpot float64) {
+func (t *SLOTracker) Shares(m *catalog.Model, now time.Time) (ttft, tpot float64) {
 	slo := m.SLO
 	if slo.TTFTp99 <= 0 && slo.TPOTp99 <= 0 {
 		return 0, 0
 	}
-	t, p, ok := r.slo.p99(m.Name, now)
+	p99TTFT, p99TPOT, ok := t.p99(m.Name, now)
 	if !ok {
 		return 0, 0
 	}
-	if slo.TTFTp99 > 0 && t > 0 {
-		ttft = float64(t) / float64(slo.TTFTp99)
+	if slo.TTFTp99 > 0 && p99TTFT > 0 {
+		ttft = float64(p99TTFT) / float64(slo.TTFTp99)
 	}
-	if slo.TPOTp99 > 0 && p > 0 {
-		tpot = float64(p) / float64(slo.TPOTp99)
+	if slo.TPOTp99 > 0 && p99TPOT > 0 {
+		tpot = float64(p99TPOT) / float64(slo.TPOTp99)
 	}
 	return ttft, tpot
 }
 
-// sloPressure is how far a model is over its SLO: 1 at it, above 1 past
-// it, 0 when it has none or too little is known.
-func (r *Router) sloPressure(model string) float64 {
-	_, entry := r.resolve(model)
-	return max(r.sloShares(&entry, time.Now()))
-}
-
-// stallWeight is how much auto charges a prompt for the stall its prefill
+// StallWeight is how much auto charges a prompt for the stall its prefill
 // gives the streams decoding where it goes, from how near each of the
 // model's SLOs is to breaking. While the model's recent TPOT p99 is past
 // its TPOT SLO, it is the amount by which that p99 is nearer its SLO than
@@ -146,8 +151,8 @@ func (r *Router) sloPressure(model string) float64 {
 // nearer to breaking, and when the model has no SLO of either kind or too
 // little is known: then a request's own wait is what matters, and auto
 // ranks by it alone.
-func (r *Router) stallWeight(m *catalog.Model, now time.Time) float64 {
-	ttft, tpot := r.sloShares(m, now)
+func (t *SLOTracker) StallWeight(m *catalog.Model, now time.Time) float64 {
+	ttft, tpot := t.Shares(m, now)
 	if ttft <= 0 || tpot <= 1 {
 		return 0
 	}

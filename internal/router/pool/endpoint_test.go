@@ -1,4 +1,4 @@
-package router
+package pool
 
 import (
 	"math"
@@ -10,46 +10,46 @@ import (
 // ejection ejects it for twice as long, up to ejectMax, and one success
 // restores it and forgets the ejections.
 func TestEjectionBackoff(t *testing.T) {
-	e := newEndpoint("a", "http://a/v1")
+	e := newEndpoint("a", "http://a/v1", nil)
 	now := time.Unix(1_700_000_000, 0)
 	for _, want := range []time.Duration{1, 2, 4, 8, 16, 30, 30} {
 		want *= time.Second
-		if !e.failed(now) {
+		if !e.Failed(now) {
 			t.Fatalf("a failure did not eject the endpoint (next wait %v)", want)
 		}
 		if got := time.Duration(e.ejectedUntil.Load() - now.UnixNano()); got != want {
 			t.Errorf("ejected for %v, want %v", got, want)
 		}
-		if !e.out(now.Add(want - 1).UnixNano()) {
+		if !e.Out(now.Add(want - 1).UnixNano()) {
 			t.Errorf("back before its %v ejection ended", want)
 		}
 		now = now.Add(want)
-		if e.out(now.UnixNano()) {
+		if e.Out(now.UnixNano()) {
 			t.Errorf("still out when its %v ejection ended", want)
 		}
 	}
 
-	e.succeeded()
-	if e.out(now.UnixNano()) {
+	e.Succeeded()
+	if e.Out(now.UnixNano()) {
 		t.Error("out after a success")
 	}
-	e.failed(now)
-	if got := time.Duration(e.ejectedUntil.Load() - now.UnixNano()); got != ejectBase {
-		t.Errorf("the first ejection after a success lasts %v, want %v", got, ejectBase)
+	e.Failed(now)
+	if got := time.Duration(e.ejectedUntil.Load() - now.UnixNano()); got != EjectBase {
+		t.Errorf("the first ejection after a success lasts %v, want %v", got, EjectBase)
 	}
 }
 
 func TestFreshLoad(t *testing.T) {
-	e := newEndpoint("a", "http://a/v1")
+	e := newEndpoint("a", "http://a/v1", nil)
 	at := time.Unix(1_700_000_000, 0)
 	if l := e.freshLoad(at, time.Second); l != nil {
 		t.Errorf("a load before any scrape: %+v", l)
 	}
-	l := &endpointLoad{waiting: 3, kvUsage: 0.5, at: at}
+	l := &Load{Waiting: 3, KVUsage: 0.5, At: at}
 	e.load.Store(l)
 	for _, tc := range []struct {
 		age  time.Duration
-		want *endpointLoad
+		want *Load
 	}{
 		{0, l},
 		{time.Second, l},
@@ -69,7 +69,7 @@ func TestLearnConverges(t *testing.T) {
 	truth := func(work int64) time.Duration {
 		return time.Duration((base + perToken*float64(work)) * float64(time.Second))
 	}
-	e := newEndpoint("a", "http://a/v1")
+	e := newEndpoint("a", "http://a/v1", nil)
 	// Short prefills (under costSplit) teach the fixed cost, long ones
 	// the cost per token.
 	works := []int64{0, 3000, 0, 800, 0, 8000, 0, 1500}
@@ -86,7 +86,7 @@ func TestLearnConverges(t *testing.T) {
 	}
 	for _, uncached := range []int64{0, 2000, 16000} {
 		want := truth(uncached).Seconds()
-		if got := e.predictTTFT(uncached, nil, loadCounts{}, 0); math.Abs(got-want)/want > 0.01 {
+		if got := e.predictTTFT(uncached, nil, Counts{}, 0); math.Abs(got-want)/want > 0.01 {
 			t.Errorf("predicted %.3fs for %d tokens, want %.3fs", got, uncached, want)
 		}
 	}
@@ -95,10 +95,10 @@ func TestLearnConverges(t *testing.T) {
 // TestPredictTTFTCountsOthersQueue: requests the endpoint reports waiting
 // beyond this gateway's own are prefill ahead, at the mean prompt.
 func TestPredictTTFTCountsOthersQueue(t *testing.T) {
-	e := newEndpoint("a", "http://a/v1")
+	e := newEndpoint("a", "http://a/v1", nil)
 	e.owed.Store(1000)
 	e.pending.Store(2)
-	alone := e.predictTTFT(500, nil, loadCounts{}, 800)
+	alone := e.predictTTFT(500, nil, Counts{}, 800)
 	if want := priorBase + priorPerToken*1500; math.Abs(alone-want) > 1e-12 {
 		t.Errorf("with no scrape: %v, want %v", alone, want)
 	}
@@ -111,7 +111,7 @@ func TestPredictTTFTCountsOthersQueue(t *testing.T) {
 		{5, priorBase + priorPerToken*(1500+3*800)}, // three from others
 		{0, alone}, // fewer than pending: never less
 	} {
-		if got := e.predictTTFT(500, &endpointLoad{waiting: tc.waiting}, loadCounts{}, 800); math.Abs(got-tc.want) > 1e-12 {
+		if got := e.predictTTFT(500, &Load{Waiting: tc.waiting}, Counts{}, 800); math.Abs(got-tc.want) > 1e-12 {
 			t.Errorf("with %v waiting: %v, want %v", tc.waiting, got, tc.want)
 		}
 	}
@@ -120,31 +120,31 @@ func TestPredictTTFTCountsOthersQueue(t *testing.T) {
 // TestConfirmPrecision: misses lower an endpoint's precision down to its
 // floor, hits raise it, and answers with nothing predicted change nothing.
 func TestConfirmPrecision(t *testing.T) {
-	e := newEndpoint("a", "http://a/v1")
-	if p := e.precision(); p != 1 {
+	e := newEndpoint("a", "http://a/v1", nil)
+	if p := e.Precision(); p != 1 {
 		t.Fatalf("precision %v before any answer, want 1", p)
 	}
-	e.confirm(0, 0)
-	if p := e.precision(); p != 1 {
+	e.Confirm(0, 0)
+	if p := e.Precision(); p != 1 {
 		t.Errorf("an answer with nothing predicted moved precision to %v", p)
 	}
-	e.confirm(1000, 0)
-	if p, want := e.precision(), 1-costSmoothing; math.Abs(p-want) > 1e-12 {
+	e.Confirm(1000, 0)
+	if p, want := e.Precision(), 1-CostSmoothing; math.Abs(p-want) > 1e-12 {
 		t.Errorf("precision %v after one miss, want %v", p, want)
 	}
-	last := e.precision()
+	last := e.Precision()
 	for range 100 {
-		e.confirm(1000, 0)
-		if p := e.precision(); p > last || p < minPrecision {
+		e.Confirm(1000, 0)
+		if p := e.Precision(); p > last || p < minPrecision {
 			t.Fatalf("precision went from %v to %v on a miss", last, p)
 		}
-		last = e.precision()
+		last = e.Precision()
 	}
 	if last != minPrecision {
 		t.Errorf("precision %v after many misses, want the floor %v", last, minPrecision)
 	}
-	e.confirm(1000, 5000) // more cached than predicted counts as a full hit
-	if p, want := e.precision(), minPrecision+costSmoothing*(1-minPrecision); math.Abs(p-want) > 1e-12 {
+	e.Confirm(1000, 5000) // more cached than predicted counts as a full hit
+	if p, want := e.Precision(), minPrecision+CostSmoothing*(1-minPrecision); math.Abs(p-want) > 1e-12 {
 		t.Errorf("precision %v after a hit, want %v", p, want)
 	}
 }
@@ -153,18 +153,18 @@ func TestConfirmPrecision(t *testing.T) {
 // requests in flight, each of them fails, at nearly the same moment. The
 // first ejects it; the others were sent before the ejection and are the
 // same outage, not ejections that follow it, so the endpoint is out for
-// ejectBase, as a server that restarts within seconds should be.
+// EjectBase, as a server that restarts within seconds should be.
 func TestFailuresDuringAnEjectionDoNotExtendIt(t *testing.T) {
-	e := newEndpoint("a", "http://a/v1")
+	e := newEndpoint("a", "http://a/v1", nil)
 	now := time.Unix(1_700_000_000, 0)
 	ejections := 0
 	for k := range 8 { // eight streams in flight break within 8 ms
-		if e.failed(now.Add(time.Duration(k) * time.Millisecond)) {
+		if e.Failed(now.Add(time.Duration(k) * time.Millisecond)) {
 			ejections++
 		}
 	}
-	if got := time.Duration(e.ejectedUntil.Load() - now.UnixNano()); got > ejectBase+8*time.Millisecond {
-		t.Errorf("eight failures at once eject the endpoint for %v, want %v", got, ejectBase)
+	if got := time.Duration(e.ejectedUntil.Load() - now.UnixNano()); got > EjectBase+8*time.Millisecond {
+		t.Errorf("eight failures at once eject the endpoint for %v, want %v", got, EjectBase)
 	}
 	if ejections != 1 {
 		t.Errorf("eight failures at once count as %d ejections, want 1", ejections)
@@ -173,14 +173,15 @@ func TestFailuresDuringAnEjectionDoNotExtendIt(t *testing.T) {
 
 // gapsAt feeds the endpoint a decision window of gaps of d, for inflight
 // streams.
-func gapsAt(e *endpoint, d time.Duration, inflight int64) {
+func gapsAt(e *Endpoint, d time.Duration, inflight int64) {
+	c := Call{e: e}
 	for range batchSteps * inflight {
-		e.noteGap(d)
+		c.Gap(d)
 	}
 }
 
 // batchOf is the endpoint's batch limit.
-func batchOf(e *endpoint) float64 {
+func batchOf(e *Endpoint) float64 {
 	limit, _ := e.batchRoom()
 	return limit
 }
@@ -191,13 +192,13 @@ func batchOf(e *endpoint) float64 {
 // shown the cut; nothing is decided before a window of gaps is in.
 func TestBatchLimitFollowsTheStepTime(t *testing.T) {
 	const aim = 40 * time.Millisecond
-	e := newEndpoint("a", "http://a/v1")
+	e := newEndpoint("a", "http://a/v1", nil)
 	gapsAt(e, aim, 4)
 	e.tuneBatch(0, 4)
 	if got := batchOf(e); got != 0 {
 		t.Fatalf("limit %v with no aim, want none", got)
 	}
-	e.startBatch()
+	e.StartBatch()
 	if got := batchOf(e); got != batchStart {
 		t.Fatalf("first limit %v, want %v", got, batchStart)
 	}
@@ -206,10 +207,11 @@ func TestBatchLimitFollowsTheStepTime(t *testing.T) {
 		t.Fatalf("limit %v decided on gaps from before the start", got)
 	}
 
-	short := newEndpoint("b", "http://b/v1")
-	short.startBatch()
+	short := newEndpoint("b", "http://b/v1", nil)
+	short.StartBatch()
+	c := Call{e: short}
 	for range batchSteps*4 - 1 {
-		short.noteGap(aim / 4)
+		c.Gap(aim / 4)
 	}
 	short.tuneBatch(aim, 4)
 	if got := batchOf(short); got != batchStart {
@@ -249,28 +251,25 @@ func TestBatchLimitFollowsTheStepTime(t *testing.T) {
 // its first token to its end, and one that ends before a first token
 // never counts; other classes never do.
 func TestCriticalStreamsCounted(t *testing.T) {
-	ep := newEndpoint("e", "http://10.0.0.1:8000/v1")
-	calls := []*sent{
-		{ep: ep, critical: true, stream: true, at: time.Now()},
-		{ep: ep, critical: true, stream: true, at: time.Now()},
-		{ep: ep, stream: true, at: time.Now()},
+	ep := newEndpoint("e", "http://10.0.0.1:8000/v1", nil)
+	now := time.Now()
+	calls := []Call{
+		ep.Send(100, true, true, now),
+		ep.Send(100, true, true, now),
+		ep.Send(100, true, false, now),
 	}
-	for range calls {
-		ep.inflight.Add(1)
-		ep.pending.Add(1)
-	}
-	calls[0].firstToken(time.Now())
-	calls[2].firstToken(time.Now())
-	if got := ep.critical.Load(); got != 1 {
+	calls[0].FirstToken(time.Now())
+	calls[2].FirstToken(time.Now())
+	if got := ep.Counts().Critical; got != 1 {
 		t.Fatalf("%d critical streams decoding, want 1", got)
 	}
-	calls[1].end() // ended before its first token
-	calls[2].end()
-	if got := ep.critical.Load(); got != 1 {
+	calls[1].Done(0) // ended before its first token
+	calls[2].Done(0)
+	if got := ep.Counts().Critical; got != 1 {
 		t.Fatalf("%d critical streams after the others ended, want 1", got)
 	}
-	calls[0].end()
-	if got := ep.critical.Load(); got != 0 {
-		t.Errorf("%d critical streams after all ended, want 0", got)
+	calls[0].Done(0)
+	if got := ep.Counts(); got != (Counts{}) {
+		t.Errorf("counts after all ended = %+v, want none", got)
 	}
 }

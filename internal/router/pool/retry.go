@@ -1,4 +1,4 @@
-package router
+package pool
 
 // The retry budget: retries may be at most a share of a pool's recent
 // requests, so that a pool that fails does not get its own load again.
@@ -13,14 +13,14 @@ const (
 	// buckets: long enough to hold the requests in flight when an
 	// endpoint dies, whose retries come at once.
 	budgetWindow = 10
-	// minRetries are allowed in any window, whatever the share: a pool
+	// MinRetries are allowed in any window, whatever the share: a pool
 	// that serves a request a minute can still retry.
-	minRetries = 10
+	MinRetries = 10
 )
 
-// retryBudget counts a pool's requests and retries over the last
+// RetryBudget counts a pool's requests and retries over the last
 // budgetWindow seconds.
-type retryBudget struct {
+type RetryBudget struct {
 	share float64 // catalog.Pool.RetryBudget
 
 	mu      sync.Mutex // protects buckets
@@ -34,7 +34,7 @@ type budgetBucket struct {
 
 // bucket is now's bucket, emptied first if it held an older second.
 // b.mu is held.
-func (b *retryBudget) bucket(now time.Time) *budgetBucket {
+func (b *RetryBudget) bucket(now time.Time) *budgetBucket {
 	sec := now.Unix()
 	k := &b.buckets[sec%budgetWindow]
 	if k.second != sec {
@@ -43,16 +43,16 @@ func (b *retryBudget) bucket(now time.Time) *budgetBucket {
 	return k
 }
 
-// request counts a request's first try.
-func (b *retryBudget) request(now time.Time) {
+// Request counts a request's first try.
+func (b *RetryBudget) Request(now time.Time) {
 	b.mu.Lock()
 	b.bucket(now).requests++
 	b.mu.Unlock()
 }
 
-// retry reports whether one more retry fits the budget, and counts it if
+// Retry reports whether one more retry fits the budget, and counts it if
 // it does.
-func (b *retryBudget) retry(now time.Time) bool {
+func (b *RetryBudget) Retry(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var requests, retries int64
@@ -63,7 +63,7 @@ func (b *retryBudget) retry(now time.Time) bool {
 			retries += k.retries
 		}
 	}
-	if float64(retries+1) > max(minRetries, b.share*float64(requests)) {
+	if float64(retries+1) > max(MinRetries, b.share*float64(requests)) {
 		return false
 	}
 	b.bucket(now).retries++
@@ -71,7 +71,7 @@ func (b *retryBudget) retry(now time.Time) bool {
 }
 
 // carry takes prev's counts, for a pool rebuilt by a reload.
-func (b *retryBudget) carry(prev *retryBudget) {
+func (b *RetryBudget) carry(prev *RetryBudget) {
 	prev.mu.Lock()
 	b.buckets = prev.buckets
 	prev.mu.Unlock()

@@ -1,6 +1,6 @@
 package router
 
-// Admission: a request takes its share of every limit on its path — its
+// Rate limits: a request takes its share of every limit on its path — its
 // key's and each tenant level's — or is refused with 429 before any
 // upstream sees it. Tokens are reserved here for the prompt, as estimated,
 // and every answer the request may generate at its output bound (n or
@@ -22,9 +22,9 @@ type Limiter interface {
 	Settle(ctx context.Context, res limits.Reservation, usedTokens int64, costUSD float64)
 }
 
-// admit reserves the request's share of its limits, setting the rate-limit
+// reserveLimits reserves the request's share of its limits, setting the rate-limit
 // headers, or says why it may not go on.
-func (r *Router) admit(ctx context.Context, w http.ResponseWriter, req *parsedRequest) error {
+func (r *Router) reserveLimits(ctx context.Context, w http.ResponseWriter, req *parsedRequest) error {
 	if r.opts.Limits == nil || req.key == nil {
 		return nil
 	}

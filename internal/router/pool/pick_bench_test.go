@@ -1,4 +1,4 @@
-package router
+package pool
 
 import (
 	"fmt"
@@ -18,19 +18,19 @@ const benchEndpoints = 64
 // 50,000 prompts of 2 to 4 KiB: 200 system prompts of 1 to 2 KiB, each
 // followed by a conversation of its own, each family mostly on one
 // endpoint. It is built once and shared, as it takes a second.
-var benchIndex = sync.OnceValue(func() *prefixIndex {
-	x := newPrefixIndex(benchEndpoints, blockBytes(defaultKVBlock))
+var benchIndex = sync.OnceValue(func() *PrefixIndex {
+	x := newPrefixIndex(benchEndpoints, BlockBytes(DefaultKVBlock))
 	r := rand.New(rand.NewPCG(1, 2))
 	var hashes []uint64
 	for k := range 50_000 {
 		fam := k % len(benchSystems())
 		prompt := benchPromptOf(fam, uint64(k), 1<<10+r.IntN(2<<10))
-		hashes = hashBlocks(hashes[:0], prompt, x.block, 0)
+		hashes = HashBlocks(hashes[:0], prompt, x.block, 0)
 		ep := fam % benchEndpoints
 		if r.IntN(4) == 0 {
 			ep = r.IntN(benchEndpoints)
 		}
-		x.add(hashes, ep)
+		x.Add(hashes, ep)
 	}
 	return x
 })
@@ -57,12 +57,12 @@ func benchPromptOf(fam int, seed uint64, tail int) []byte {
 
 // benchPool is a 64-endpoint pool of the policy on the shared index, with
 // load on its endpoints as a busy pool has.
-func benchPool(policy string) *pool {
+func benchPool(policy string) *Pool {
 	cp := catalog.Pool{Name: "bench", Policy: policy}
 	for i := range benchEndpoints {
 		cp.Endpoints = append(cp.Endpoints, catalog.Endpoint{URL: fmt.Sprintf("http://10.0.%d.%d:8000/v1", i/200, i%200+1)})
 	}
-	p := newPool(cp, nil, nil)
+	p := New(cp, nil, nil)
 	p.index.Store(benchIndex())
 	now := time.Now()
 	for i, e := range p.endpoints {
@@ -70,7 +70,7 @@ func benchPool(policy string) *pool {
 		e.pending.Store(int64(i % 3))
 		e.owed.Store(int64(500 * (i % 5)))
 		e.critical.Store(int64(i % 4 / 3)) // a critical stream on every fourth
-		e.load.Store(&endpointLoad{waiting: float64(i % 4), kvUsage: float64(i%10) / 10, at: now})
+		e.load.Store(&Load{Waiting: float64(i % 4), KVUsage: float64(i%10) / 10, At: now})
 	}
 	return p
 }
@@ -83,13 +83,13 @@ func BenchmarkPick(b *testing.B) {
 	for _, policy := range catalog.Policies {
 		b.Run(policy, func(b *testing.B) {
 			p := benchPool(policy)
-			var rt route
-			rt.prepare(p, prompt, 0, int64(len(prompt)/bytesPerToken), 500*time.Millisecond)
-			rt.spare = 0.05
+			var rt Route
+			rt.Prepare(p, prompt, 0, int64(len(prompt)/BytesPerToken), 500*time.Millisecond)
+			rt.Spare = 0.05
 			c, now := all(p), time.Now()
 			b.ReportAllocs()
 			for b.Loop() {
-				if i, _ := p.pick(&rt, c, now); i < 0 {
+				if i, _ := p.Pick(&rt, c, now); i < 0 {
 					b.Fatal("no pick")
 				}
 			}
@@ -104,11 +104,11 @@ func BenchmarkPrepare(b *testing.B) {
 	for _, size := range []int{2 << 10, 8 << 10, 32 << 10} {
 		prompt := benchPromptOf(7, 1<<50, size)
 		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
-			var rt route
+			var rt Route
 			b.SetBytes(int64(len(prompt)))
 			b.ReportAllocs()
 			for b.Loop() {
-				rt.prepare(p, prompt, 0, int64(len(prompt)/bytesPerToken), 500*time.Millisecond)
+				rt.Prepare(p, prompt, 0, int64(len(prompt)/BytesPerToken), 500*time.Millisecond)
 			}
 			if rt.matched == ([64]int32{}) {
 				b.Fatal("the prompt matched nothing")

@@ -1,0 +1,59 @@
+package pool
+
+// Passive ejection: an endpoint that fails requests is passed over for a
+// while, longer each time it fails again without serving one between.
+
+import (
+	"time"
+)
+
+// Passive outlier ejection: an endpoint that fails ejectAfter requests in
+// a row is ejected for ejectBase, doubling with each ejection that follows
+// without a success in between, up to ejectMax. One failure is enough:
+// every request sent to a failing endpoint costs its client a wasted round
+// trip before the retry, while passing over a healthy one for a second
+// costs the pool a second of one endpoint. A second at first keeps a
+// restarting server (back within seconds) from waiting long, and half a
+// minute bounds how long a recovered one stays out.
+const (
+	ejectAfter = 1
+	EjectBase  = time.Second
+	ejectMax   = 30 * time.Second
+)
+
+// Failed counts a failed request, and ejects the endpoint after ejectAfter
+// in a row, or after one when it is just back from an ejection. It reports
+// whether this failure ejected it.
+func (e *Endpoint) Failed(now time.Time) bool {
+	until := e.ejectedUntil.Load()
+	if until > now.UnixNano() {
+		return false // a request sent before the ejection: its outage already counted
+	}
+	n := e.failures.Add(1)
+	back := e.ejections.Load() > 0 && e.ejectedUntil.Load() <= now.UnixNano()
+	if n < ejectAfter && !back {
+		return false
+	}
+	k := e.ejections.Load() + 1
+	wait := min(EjectBase<<min(k-1, 5), ejectMax)
+	// Of failures that race here, one ejects; the others were the same
+	// outage.
+	if !e.ejectedUntil.CompareAndSwap(until, now.Add(wait).UnixNano()) {
+		return false
+	}
+	e.ejections.Store(k)
+	e.failures.Store(0)
+	return true
+}
+
+// Succeeded counts a request the endpoint served: one brings an ejected
+// endpoint back for good.
+func (e *Endpoint) Succeeded() {
+	if e.failures.Load() != 0 {
+		e.failures.Store(0)
+	}
+	if e.ejections.Load() != 0 {
+		e.ejections.Store(0)
+		e.ejectedUntil.Store(0)
+	}
+}

@@ -1,0 +1,176 @@
+package pool
+
+// auto: llmgw's own policy, the least predicted time to first token
+// less the prefill a cached prefix saves, within the request's SLO, with
+// the stall a prefill gives the streams where it goes charged while the
+// model's pace is past its SLO. docs/ROUTING.md explains its constants.
+
+import (
+	"math"
+	"math/bits"
+	"time"
+)
+
+// auto's constants; docs/ROUTING.md gives the reasoning behind each.
+const (
+	// cacheCredit is what a second of prefill saved by a cached prefix is
+	// worth against a second more of waiting for this request: the work
+	// saved is capacity every request behind it gets back, and a prefix
+	// computed a second time somewhere else takes cache from other
+	// prefixes there. At 1 an overloaded pool scatters its conversations
+	// and computes more (docs/ROUTING.md).
+	cacheCredit = 4.0
+	// sloShare is the share of what is left of the request's TTFT SLO an
+	// endpoint's predicted TTFT may reach and still be chosen over a
+	// faster one: a prediction is a typical wait, and the SLO bounds the
+	// 99th percentile, which runs about twice the typical wait under load.
+	sloShare = 0.5
+	// tieShare and tieFloor make predictions a near tie: within a tenth,
+	// or 5 ms, of the best. Near ties go to the endpoint rendezvous
+	// hashing ranks first for the prompt's place key (route.placeKey), so
+	// that gateways that see different traffic still agree on where a
+	// conversation goes.
+	tieShare = 0.1
+	tieFloor = 0.005
+	// spareShare is the share of critical's TPOT SLO that a request below
+	// critical may stall the streams on an endpoint by, with its prefill,
+	// when critical streams decode there and another candidate has none:
+	// a stall of one TPOT adds a TPOT to one gap, which even a 16-token
+	// answer spreads to a sixteenth of its mean. Half held critical no
+	// better and cost more goodput (docs/ROUTING.md).
+	spareShare = 1.0
+)
+
+// pickAuto predicts each candidate's time to first token for this request,
+// from the prefill it owes and the part of this prompt it does not hold,
+// and takes the candidate with the least prediction less the prefill its
+// cached prefix saves (weighted by cacheCredit), plus the stall its
+// prefill would give the requests in flight there, each of which decodes
+// while it runs (weighted by rt.stall),
+// among those predicted to meet sloShare of the request's TTFT SLO (all
+// of it while the stall is charged) when any is. A request below
+// critical passes over endpoints where critical streams decode when its
+// prefill would stall them past spareShare of critical's TPOT SLO and
+// another candidate qualifies. Near ties go by rendezvous hashing of the
+// prompt's place key. The chosen candidate's prediction is left in
+// rt.predicted, for hedging to wait by.
+func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
+	var pred, score [64]float64
+	meanPrompt := p.MeanPrompt()
+	fastest := math.Inf(1)
+	for m := c; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		e := p.endpoints[i]
+		uncached := rt.uncachedBelieved(i, e.Precision())
+		peers := e.Peers(now)
+		pred[i] = e.predictTTFT(uncached, e.freshLoad(now, p.maxAge), peers, meanPrompt)
+		_, perToken := e.firstTokenCost()
+		score[i] = pred[i] - cacheCredit*perToken*float64(rt.prompt-uncached)
+		if rt.Stall > 0 {
+			// Every request there waits out this prefill: those
+			// decoding now, and those still owed a prefill, as a server
+			// computes prompts first come, first served and they decode
+			// while this one's runs.
+			requests := e.inflight.Load() + peers.Inflight
+			score[i] += rt.Stall * perToken * float64(uncached) * float64(max(requests, 0))
+		}
+		fastest = min(fastest, pred[i])
+	}
+	// Within the SLO's share when any candidate is; otherwise every
+	// candidate, and the least score is still the best bet.
+	eligible := c
+	if rt.slo > 0 {
+		var within uint64
+		share := sloShare
+		if rt.Stall > 0 {
+			// TPOT is the nearer to breaking: the margin kept for the
+			// first token's tail goes to the streams, short of the SLO.
+			share = 1
+		}
+		for m := c; m != 0; m &= m - 1 {
+			if i := bits.TrailingZeros64(m); pred[i] <= share*rt.slo {
+				within |= 1 << i
+			}
+		}
+		if within != 0 {
+			eligible = within
+		}
+	}
+	best, bestScore := leastScore(eligible, &score)
+	spared := false
+	if rt.Spare > 0 {
+		// A request below critical keeps its prefill off endpoints where
+		// critical streams decode, unless it is short there, while some
+		// candidate qualifies.
+		var clear uint64
+		for m := eligible; m != 0; m &= m - 1 {
+			i := bits.TrailingZeros64(m)
+			e := p.endpoints[i]
+			if e.critical.Load()+e.Peers(now).Critical == 0 || p.stallAt(rt, i) <= spareShare*rt.Spare {
+				clear |= 1 << i
+			}
+		}
+		if clear != 0 && clear != eligible {
+			eligible = clear
+			if clear&(1<<best) == 0 {
+				spared = true
+				best, bestScore = leastScore(eligible, &score)
+			}
+		}
+	}
+	// Among near ties, rendezvous hashing decides; a prompt shorter than
+	// a block, without a prompt_cache_key, has nothing to place it by.
+	chosen := best
+	if first := rt.placeKey(); first != 0 {
+		tie := max(tieShare*math.Abs(bestScore), tieFloor)
+		var ties uint64
+		for m := eligible; m != 0; m &= m - 1 {
+			if i := bits.TrailingZeros64(m); score[i] <= bestScore+tie {
+				ties |= 1 << i
+			}
+		}
+		if i := p.rendezvous(first, ties); i >= 0 {
+			chosen = i
+		}
+	}
+	rt.predicted = pred[chosen]
+	switch {
+	case spared:
+		return chosen, reasonSpare
+	case rt.matched[chosen] > 0 && pred[chosen] > fastest:
+		return chosen, reasonPrefix
+	case chosen != best:
+		return chosen, reasonCold
+	case pred[chosen] > fastest:
+		return chosen, reasonStreams
+	}
+	return chosen, reasonFastest
+}
+
+// stallAt is how long rt's prefill would hold up the streams decoding on
+// endpoint i, in seconds.
+func (p *Pool) stallAt(rt *Route, i int) float64 {
+	_, perToken := p.endpoints[i].firstTokenCost()
+	return perToken * float64(rt.Uncached(i))
+}
+
+// leastScore is the candidate in c with the least score, and its score.
+func leastScore(c uint64, score *[64]float64) (int, float64) {
+	best, bestScore := -1, math.Inf(1)
+	for m := c; m != 0; m &= m - 1 {
+		if i := bits.TrailingZeros64(m); score[i] < bestScore {
+			best, bestScore = i, score[i]
+		}
+	}
+	return best, bestScore
+}
+
+// uncachedBelieved is uncached with endpoint i's held prefix discounted by
+// precision: the share of its predicted hits its answers have confirmed.
+func (rt *Route) uncachedBelieved(i int, precision float64) int64 {
+	if precision >= 1 {
+		return rt.Uncached(i)
+	}
+	full, cached := rt.prompt, rt.prompt-rt.Uncached(i)
+	return full - int64(float64(cached)*precision)
+}

@@ -1,0 +1,136 @@
+package pool
+
+// A request as routing sees it: its prompt hashed into the pool's index
+// once, what each endpoint holds of it, what is left of its SLO, and the
+// key it is placed by.
+
+import (
+	"math"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Route is one request as the policies see it.
+type Route struct {
+	index       *PrefixIndex
+	hashes      []uint64 // the prompt's chained block hashes
+	promptBytes int      // the prompt's length as sent
+	prompt      int64    // its size in tokens, estimated
+	slo         float64  // what is left of the request's TTFT SLO, in seconds; 0 when it has none
+	// Spare is critical's TPOT SLO in seconds for a request below
+	// critical, whose prefill auto keeps off critical streams; zero for a
+	// critical request.
+	Spare float64
+	// Stall is what auto charges a second of the stall this request's
+	// prefill gives each stream decoding where it goes, against a second
+	// of its own wait (the SLO tracker's stall weight); zero charges none.
+	Stall float64
+	// indexed reports whether the pool's policy reads the prefix index,
+	// and so whether a send notes the prompt in it.
+	indexed bool
+	matched [64]int32
+	// predicted is the last pick's endpoint's predicted TTFT in seconds,
+	// when its policy predicts one (auto); zero when it does not.
+	predicted float64
+	// Key is the request's prompt_cache_key hashed from its isolation
+	// domain's seed (CacheKeyPlace), what it is placed by in place of its
+	// blocks; zero when it sent none. It is the request's, not a pool's:
+	// Prepare leaves it.
+	Key uint64
+}
+
+// Index is the prefix index rt was prepared on.
+func (rt *Route) Index() *PrefixIndex { return rt.index }
+
+// Indexed reports whether the pool's policy reads the prefix index and
+// the prompt has a block: whether a send notes the prompt in it.
+func (rt *Route) Indexed() bool { return rt.indexed }
+
+// Hashes is the prompt's chained block hashes.
+func (rt *Route) Hashes() []uint64 { return rt.hashes }
+
+// Matched is how many of the prompt's blocks, from the first, endpoint i
+// holds.
+func (rt *Route) Matched(i int) int32 { return rt.matched[i] }
+
+// CachedShare is the share of the prompt endpoint i was predicted to
+// hold cached, at most 1; zero for an empty prompt.
+func (rt *Route) CachedShare(i int) float64 {
+	if rt.promptBytes <= 0 {
+		return 0
+	}
+	return min(float64(rt.matched[i])*float64(rt.index.block)/float64(rt.promptBytes), 1)
+}
+
+// CacheKeyPlace is the place key of a request that sent the
+// prompt_cache_key key, from its isolation domain's seed: the same key
+// sent from two domains places its requests independently, so that no
+// tenant's key says where another's requests go. Zero for no key.
+func CacheKeyPlace(key string, seed uint64) uint64 {
+	if key == "" {
+		return 0
+	}
+	return mix(seed^xxhash.Sum64String(key)) | 1
+}
+
+// SLOLeft is what is left at now of a TTFT SLO for a request that arrived
+// at start: one that waited for admission is routed by the time it has,
+// not by the whole SLO. No SLO (zero) stays none; a request already past
+// its SLO has a nanosecond left, within which no endpoint is predicted.
+func SLOLeft(slo time.Duration, start, now time.Time) time.Duration {
+	if slo <= 0 {
+		return 0
+	}
+	return max(slo-now.Sub(start), time.Nanosecond)
+}
+
+// Prepare hashes prompt for p's index, from the seed of the request's
+// isolation domain, once per request and pool.
+func (rt *Route) Prepare(p *Pool, prompt []byte, seed uint64, tokens int64, slo time.Duration) {
+	rt.index = p.index.Load()
+	rt.promptBytes = len(prompt)
+	rt.prompt = tokens
+	rt.slo = slo.Seconds()
+	rt.Spare, rt.Stall = 0, 0
+	rt.hashes, rt.matched = nil, [64]int32{}
+	rt.indexed = p.Indexed()
+	if n := min(len(prompt)/rt.index.block, MaxPrefixBlocks); n > 0 && rt.indexed {
+		rt.hashes = HashBlocks(make([]uint64, 0, n), prompt, rt.index.block, seed)
+		rt.index.Match(rt.hashes, &rt.matched)
+	}
+	rt.indexed = rt.indexed && len(rt.hashes) > 0
+}
+
+// Uncached is the estimated prompt tokens endpoint i must compute for rt:
+// the part past the prefix it holds.
+func (rt *Route) Uncached(i int) int64 {
+	if rt.promptBytes == 0 || rt.matched[i] == 0 {
+		return rt.prompt
+	}
+	cached := float64(rt.matched[i]) * float64(rt.index.block) / float64(rt.promptBytes)
+	return int64(math.Ceil(float64(rt.prompt) * max(0, 1-cached)))
+}
+
+// placeKey is the hash rendezvous hashing places a prompt by: its
+// prompt_cache_key's, when it sent one; else the first of its blocks that
+// no endpoint is known to hold, or its last when all are held; zero for a
+// prompt shorter than a block without a key. Blocks are hashed with all
+// before them, so the first unknown block names the conversation and not
+// the system prompt it shares with others, and every later turn of the
+// conversation has the same block: gateways that never saw its earlier
+// turns still place it where those went. A key names the conversation as
+// the client sees it, and holds from its first turn.
+func (rt *Route) placeKey() uint64 {
+	if rt.Key != 0 {
+		return rt.Key
+	}
+	if len(rt.hashes) == 0 {
+		return 0
+	}
+	held := int32(0)
+	for _, m := range rt.matched {
+		held = max(held, m)
+	}
+	return rt.hashes[min(int(held), len(rt.hashes)-1)]
+}
