@@ -60,6 +60,7 @@ func (f *Framer) Next(piece *[]byte) (Event, bool, error) {
 		return Event{}, false, f.err
 	}
 	p := *piece
+	lf := -1 // where p's first LF is; see cut
 	for {
 		if f.skipLF && len(p) > 0 {
 			f.skipLF = false
@@ -67,7 +68,7 @@ func (f *Framer) Next(piece *[]byte) (Event, bool, error) {
 				p = p[1:]
 			}
 		}
-		line, rest, ok := f.cut(p)
+		line, rest, ok := f.cut(p, &lf)
 		if !ok {
 			// The piece will be gone, and line reused: the event's data
 			// so far must be copied out of them.
@@ -131,14 +132,25 @@ func (f *Framer) End() (Event, bool, error) {
 func (f *Framer) Lines() int { return f.lines }
 
 // cut splits p at its first line end. A CR that ends p ends its line,
-// and an LF that starts the next piece then belongs to it.
-func (f *Framer) cut(p []byte) (line, rest []byte, ok bool) {
+// and an LF that starts the next piece then belongs to it. *lf carries
+// where p's first LF is, as its distance from p's end (0: p holds none;
+// -1: not yet looked for), from one call to the next on the tails of one
+// piece, so that each byte is scanned for an LF once, however the lines
+// end: a piece of lines ended by lone CRs is not searched to its end
+// again at every line.
+func (f *Framer) cut(p []byte, lf *int) (line, rest []byte, ok bool) {
 	// Two byte scans, each stopping at the first line end, beat
 	// bytes.IndexAny, which builds a set on every call.
-	i := bytes.IndexByte(p, '\n')
-	end := i
-	if i < 0 {
-		end = len(p)
+	if *lf < 0 {
+		*lf = 0
+		if i := bytes.IndexByte(p, '\n'); i >= 0 {
+			*lf = len(p) - i
+		}
+	}
+	i, end := -1, len(p)
+	if *lf > 0 {
+		i = len(p) - *lf
+		end = i
 	}
 	if cr := bytes.IndexByte(p[:end], '\r'); cr >= 0 {
 		switch {
@@ -146,6 +158,7 @@ func (f *Framer) cut(p []byte) (line, rest []byte, ok bool) {
 			f.skipLF = true
 			return p[:cr], nil, true
 		case p[cr+1] == '\n':
+			*lf = -1
 			return p[:cr], p[cr+2:], true
 		}
 		return p[:cr], p[cr+1:], true
@@ -153,6 +166,7 @@ func (f *Framer) cut(p []byte) (line, rest []byte, ok bool) {
 	if i < 0 {
 		return nil, nil, false
 	}
+	*lf = -1
 	return p[:i], p[i+1:], true
 }
 

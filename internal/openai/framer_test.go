@@ -296,19 +296,32 @@ func TestFramerMax(t *testing.T) {
 // A long line's items are 64 bytes, so that both runs' lines outgrow the
 // caches: a line that fits in them is read faster than one that does not.
 func TestFramerGrowsLinearly(t *testing.T) {
-	for _, tc := range []struct{ name, head, item, tail string }{
-		{"line", "data: ", strings.Repeat("x", 64), "\n\n"},
-		{"data lines", "", "data: x\n", "\n"},
-		{"comments", "data: x\n", ": c\n", "\n"},
+	for _, tc := range []struct {
+		name, head, item, tail string
+		piece                  int // bytes a piece; 0: the whole stream in one
+	}{
+		{"line", "data: ", strings.Repeat("x", 64), "\n\n", 16},
+		{"data lines", "", "data: x\n", "\n", 16},
+		{"comments", "data: x\n", ": c\n", "\n", 16},
+		// One piece: each line's end is looked for from where the last
+		// one ended, never from the piece's start, whichever end it is.
+		{"LF lines, one piece", "", "data: x\n", "\n", 0},
+		{"CR lines, one piece", "", "data: x\r", "\r", 0},
+		{"CRLF lines, one piece", "", "data: x\r\n", "\r\n", 0},
+		{"CR lines, then an LF, one piece", "", "data: x\r", "\r\n", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lineartest.Linear(t, 256, func(t testing.TB, n int) func() {
 				in := []byte(tc.head + strings.Repeat(tc.item, n) + tc.tail)
+				size := tc.piece
+				if size == 0 {
+					size = len(in)
+				}
 				return func() {
 					f := Framer{Max: len(in)}
 					events := 0
 					for p := in; len(p) > 0; {
-						piece := p[:min(16, len(p))]
+						piece := p[:min(size, len(p))]
 						p = p[len(piece):]
 						for {
 							_, ok, err := f.Next(&piece)
