@@ -64,6 +64,7 @@ type Gateway struct {
 	admin          *http.Server
 	ready          atomic.Bool // serving, and not draining
 	tempSpool      string      // a spool directory to remove on close
+	unlockSpool    func()      // lets go of the spool directory; nil until it is taken
 
 	// adminToken is what the admin listener's guarded paths ask for:
 	// admin.token, else LLMGW_ADMIN_TOKEN; empty refuses them all.
@@ -112,6 +113,9 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 		g.tempSpool = spool
 	default:
 		spool = ledger.DefaultSpoolDir(cfg.Store.URL)
+	}
+	if g.unlockSpool, err = ledger.LockDir(spool); err != nil {
+		return nil, err
 	}
 	g.ledger = ledger.New(g.store, ledger.Options{SpoolDir: spool, Logger: log, Registerer: g.reg})
 
@@ -496,6 +500,9 @@ func (g *Gateway) close() {
 		if c != nil {
 			c.Close()
 		}
+	}
+	if g.unlockSpool != nil {
+		g.unlockSpool()
 	}
 	if g.tempSpool != "" {
 		os.RemoveAll(g.tempSpool)

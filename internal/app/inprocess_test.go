@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -151,4 +152,33 @@ func TestFailedStartClosesWhatItOpened(t *testing.T) {
 	if !strings.HasPrefix(err.Error(), "API listener: ") {
 		t.Errorf("error %q; want the API listener's", err)
 	}
+}
+
+// TestSpoolDirIsOneGateways: a second gateway on a spool directory another
+// holds fails to start, naming the setting, rather than replay the first
+// one's journal while it is written; once the first has closed, it starts.
+func TestSpoolDirIsOneGateways(t *testing.T) {
+	dir := t.TempDir()
+	cfg := upstreamConfig("sim", catalog.KindOpenAI, []string{"http://127.0.0.1:9/v1"})
+	cfg.Server.Listen, cfg.Server.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Store.URL, cfg.Store.SpoolDir = "sqlite:"+filepath.Join(dir, "llmgw.db"), filepath.Join(dir, "spool")
+	first, err := newGateway(t.Context(), cfg, "", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := newGateway(t.Context(), cfg, "", slog.New(slog.DiscardHandler))
+	if err == nil {
+		second.close()
+		first.close()
+		t.Fatal("a second gateway started on a spool directory the first holds")
+	}
+	if !strings.Contains(err.Error(), "store.spool_dir") {
+		t.Errorf("error %q; want one naming store.spool_dir", err)
+	}
+	first.close()
+	again, err := newGateway(t.Context(), cfg, "", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("a gateway on the spool directory once the first closed: %v", err)
+	}
+	again.close()
 }

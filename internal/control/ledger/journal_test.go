@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -249,4 +250,23 @@ func journaled(t *testing.T, dir string) int {
 		n += bytes.Count(data, []byte("\n"))
 	}
 	return n
+}
+
+// TestLockDirIsOneProcesss: a spool directory taken is refused to a second
+// taker, naming the setting to change, until the first lets go.
+func TestLockDirIsOneProcesss(t *testing.T) {
+	dir := t.TempDir()
+	unlock, err := LockDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LockDir(dir); err == nil || !strings.Contains(err.Error(), "store.spool_dir") {
+		t.Fatalf("a second LockDir on a directory taken: %v, want an error naming store.spool_dir", err)
+	}
+	unlock()
+	again, err := LockDir(dir)
+	if err != nil {
+		t.Fatalf("LockDir once the first let go: %v", err)
+	}
+	again()
 }
