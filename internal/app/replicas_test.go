@@ -135,14 +135,20 @@ func TestTwoProcessesShareLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, "llmgw.yaml")
-	cfg := keyedConfig(rep.URL(), storeURL, fmt.Sprintf("limits: {redis: %q}\n", redisURL))
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
+	// One store, and a spool directory for each process: a directory is
+	// one gateway's.
+	var gateways []string
+	for _, name := range []string{"a", "b"} {
+		path := filepath.Join(dir, name+".yaml")
+		cfg := strings.Replace(keyedConfig(rep.URL(), storeURL, fmt.Sprintf("limits: {redis: %q}\n", redisURL)),
+			fmt.Sprintf("store: {url: %q}", storeURL),
+			fmt.Sprintf("store: {url: %q, spool_dir: %q}", storeURL, filepath.Join(dir, name+".spool")), 1)
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		api, _ := startProcess(t, path)
+		gateways = append(gateways, api)
 	}
-	a, _ := startProcess(t, path)
-	b, _ := startProcess(t, path)
-	gateways := []string{a, b}
 
 	// Three times the limit, at once, spread over both processes.
 	var ok, limited atomic.Int64
