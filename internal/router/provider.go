@@ -3,7 +3,7 @@ package router
 // Hosted providers: how a call to a pool of kind anthropic or azure is
 // made. Each needs its own URL, headers and, for anthropic, body; the
 // answer of an anthropic pool is read as chat completions (see
-// proxy.Provider). Every other kind is called as OpenAI-compatible. And
+// openai.Provider). Every other kind is called as OpenAI-compatible. And
 // what each kind is told of a request's reasoning.
 
 import (

@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
-	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
 // ChatToAnthropicBody is the Messages API body for the chat completions
@@ -40,10 +39,10 @@ func ChatToAnthropicBody(ctx context.Context, chat []byte, maxTokens int64) ([]b
 }
 
 // AnthropicUpstream reads a Messages API upstream as chat completions. It
-// is a proxy.Provider, and holds no state: one serves every call.
+// is an openai.Provider, and holds no state: one serves every call.
 type AnthropicUpstream struct{}
 
-var _ proxy.Provider = AnthropicUpstream{}
+var _ openai.Provider = AnthropicUpstream{}
 
 // finishReason is a Messages API stop_reason as a chat finish_reason.
 func finishReason(stop string) string {
@@ -143,7 +142,7 @@ func (AnthropicUpstream) Error(status int, body []byte) []byte {
 }
 
 // Stream begins reading a streamed message.
-func (AnthropicUpstream) Stream() proxy.EventDecoder { return &anthropicDecoder{} }
+func (AnthropicUpstream) Stream() openai.EventDecoder { return &anthropicDecoder{} }
 
 // anthropicDecoder turns a streamed message's events into chat chunks.
 type anthropicDecoder struct {
