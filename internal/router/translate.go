@@ -16,6 +16,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/tokenize"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/translate"
 )
 
@@ -84,7 +85,7 @@ var anthropicCount = &dialect{
 			return nil, err
 		}
 		req.hosted = a.ServerTools()
-		if req.inputTokens, err = translate.PromptTokens(ctx, c); err != nil {
+		if req.inputTokens, err = translate.PromptTokens(ctx, c, tokenize.Count); err != nil {
 			return nil, err
 		}
 		return marshalChat(c)
