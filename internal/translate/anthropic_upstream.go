@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
@@ -43,6 +44,27 @@ func ChatToAnthropicBody(ctx context.Context, chat []byte, maxTokens int64) ([]b
 type AnthropicUpstream struct{}
 
 var _ openai.Provider = AnthropicUpstream{}
+
+// AnthropicVersion is the Messages API version the translation writes:
+// the anthropic-version a call carries when its pool sets none.
+const AnthropicVersion = "2023-06-01"
+
+// URL is where a Messages API call to the endpoint at base (its URL up to
+// and with /v1) goes.
+func (AnthropicUpstream) URL(base string) string { return base + "/messages" }
+
+// SetHeader sets in h what a call to a Messages API upstream carries
+// beside its content type: version as anthropic-version (AnthropicVersion
+// when empty) and, when key is not empty, key as x-api-key.
+func (AnthropicUpstream) SetHeader(h http.Header, key, version string) {
+	if version == "" {
+		version = AnthropicVersion
+	}
+	h["Anthropic-Version"] = []string{version}
+	if key != "" {
+		h["X-Api-Key"] = []string{key}
+	}
+}
 
 // finishReason is a Messages API stop_reason as a chat finish_reason.
 func finishReason(stop string) string {
