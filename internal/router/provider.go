@@ -201,15 +201,10 @@ func (p *servedPool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequ
 		c.Body = body
 	}
 	c.Provider = translate.AnthropicUpstream{}
-	version := req.anthropicVersion != "" && !p.provider.setVersion && req.anthropicVersion != p.provider.apiVersion
-	if version || req.anthropicBeta != "" {
-		c.Header = c.Header.Clone() // the pool's is shared by every call
+	version := req.anthropicVersion
+	if p.provider.setVersion || version == p.provider.apiVersion {
+		version = ""
 	}
-	if version {
-		c.Header["Anthropic-Version"] = []string{req.anthropicVersion}
-	}
-	if req.anthropicBeta != "" {
-		c.Header["Anthropic-Beta"] = []string{req.anthropicBeta}
-	}
+	c.Header = translate.AnthropicUpstream{}.ClientHeader(c.Header, version, req.anthropicBeta)
 	return nil
 }

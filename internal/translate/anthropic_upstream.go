@@ -66,6 +66,24 @@ func (AnthropicUpstream) SetHeader(h http.Header, key, version string) {
 	}
 }
 
+// ClientHeader is h with what an Anthropic client asked of the call: its
+// anthropic-version when version is not empty, and its anthropic-beta
+// when beta is not. It is h itself when both are empty and a copy
+// otherwise, as h may be shared by every call.
+func (AnthropicUpstream) ClientHeader(h http.Header, version, beta string) http.Header {
+	if version == "" && beta == "" {
+		return h
+	}
+	h = h.Clone()
+	if version != "" {
+		h["Anthropic-Version"] = []string{version}
+	}
+	if beta != "" {
+		h["Anthropic-Beta"] = []string{beta}
+	}
+	return h
+}
+
 // finishReason is a Messages API stop_reason as a chat finish_reason.
 func finishReason(stop string) string {
 	switch stop {
