@@ -2,9 +2,9 @@ package router
 
 // Hosted providers: how a call to a pool of kind anthropic or azure is
 // made. Each needs its own URL, headers and, for anthropic, body; the
-// answer of an anthropic pool is read as chat completions (see
-// proxy.Provider). Every other kind is called as OpenAI-compatible. And
-// what each kind is told of a request's reasoning.
+// anthropic ones, and the reading of its answer as chat completions, are
+// translate.AnthropicUpstream's. Every other kind is called as
+// OpenAI-compatible. And what each kind is told of a request's reasoning.
 
 import (
 	"bytes"
@@ -20,10 +20,6 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/translate"
 )
-
-// anthropicVersionDefault is the Messages API version the translation
-// writes, sent as anthropic-version when a pool sets none.
-const anthropicVersionDefault = "2023-06-01"
 
 // provider is a hosted provider's pool: nil for OpenAI-compatible kinds.
 type provider struct {
@@ -43,7 +39,7 @@ func newProvider(p catalog.Pool) *provider {
 	case catalog.KindAnthropic:
 		v := p.APIVersion
 		if v == "" {
-			v = anthropicVersionDefault
+			v = translate.AnthropicVersion
 		}
 		return &provider{kind: p.Kind, apiVersion: v, setVersion: p.APIVersion != ""}
 	case catalog.KindAzure:
@@ -59,10 +55,7 @@ func poolHeaders(p catalog.Pool, stream bool) http.Header {
 	switch p.Kind {
 	case catalog.KindAnthropic:
 		h := proxy.Headers("", stream)
-		h["Anthropic-Version"] = []string{newProvider(p).apiVersion}
-		if p.APIKey != "" {
-			h["X-Api-Key"] = []string{p.APIKey}
-		}
+		translate.AnthropicUpstream{}.SetHeader(h, p.APIKey, p.APIVersion)
 		return h
 	case catalog.KindAzure:
 		h := proxy.Headers("", stream)
@@ -88,7 +81,7 @@ func (p *servedPool) target(ep *pool.Endpoint, path, model string) *url.URL {
 	var raw string
 	switch pr.kind {
 	case catalog.KindAnthropic:
-		raw = ep.URL() + "/messages"
+		raw = translate.AnthropicUpstream{}.URL(ep.URL())
 	case catalog.KindAzure:
 		raw = ep.URL() + "/openai/deployments/" + url.PathEscape(model) + path + "?api-version=" + url.QueryEscape(pr.apiVersion)
 	}
@@ -208,15 +201,10 @@ func (p *servedPool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequ
 		c.Body = body
 	}
 	c.Provider = translate.AnthropicUpstream{}
-	version := req.anthropicVersion != "" && !p.provider.setVersion && req.anthropicVersion != p.provider.apiVersion
-	if version || req.anthropicBeta != "" {
-		c.Header = c.Header.Clone() // the pool's is shared by every call
+	version := req.anthropicVersion
+	if p.provider.setVersion || version == p.provider.apiVersion {
+		version = ""
 	}
-	if version {
-		c.Header["Anthropic-Version"] = []string{req.anthropicVersion}
-	}
-	if req.anthropicBeta != "" {
-		c.Header["Anthropic-Beta"] = []string{req.anthropicBeta}
-	}
+	c.Header = translate.AnthropicUpstream{}.ClientHeader(c.Header, version, req.anthropicBeta)
 	return nil
 }

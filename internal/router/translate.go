@@ -16,7 +16,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
-	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/tokenize"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/translate"
 )
 
@@ -62,7 +62,7 @@ var anthropicMessages = &dialect{
 		id := req.id
 		req.reasoning, req.messages = a.Reasoning(), body
 		hide := req.reasoning.Hidden
-		req.answer = func(model string) proxy.Translator {
+		req.answer = func(model string) openai.Translator {
 			return &translate.Anthropic{ID: "msg_" + id, Model: model, StopSequences: a.StopSequences, HideThinking: hide}
 		}
 		return marshalChat(c)
@@ -85,7 +85,7 @@ var anthropicCount = &dialect{
 			return nil, err
 		}
 		req.hosted = a.ServerTools()
-		if req.inputTokens, err = translate.PromptTokens(ctx, c); err != nil {
+		if req.inputTokens, err = translate.PromptTokens(ctx, c, tokenize.Count); err != nil {
 			return nil, err
 		}
 		return marshalChat(c)
@@ -106,7 +106,7 @@ var openaiResponses = &dialect{
 		}
 		req.hosted = q.HostedTools()
 		id, created := req.id, time.Now().Unix()
-		req.answer = func(model string) proxy.Translator {
+		req.answer = func(model string) openai.Translator {
 			return &translate.Responses{ID: "resp_" + id, Model: model, CreatedAt: created, Request: q}
 		}
 		return marshalChat(c)

@@ -661,7 +661,6 @@ func ChatToAnthropic(ctx context.Context, c *ChatRequest) (*AnthropicRequest, er
 	}
 	r := &AnthropicRequest{
 		Model:         c.Model,
-		Messages:      []AnthropicMessage{},
 		MaxTokens:     c.MaxTokens,
 		Temperature:   c.Temperature,
 		TopP:          c.TopP,
@@ -672,6 +671,28 @@ func ChatToAnthropic(ctx context.Context, c *ChatRequest) (*AnthropicRequest, er
 	if c.User != "" {
 		r.Metadata = &AnthropicMetadata{UserID: c.User}
 	}
+	if r.Messages, r.System, err = chatToAnthropicTurns(p, c.Messages); err != nil {
+		return nil, err
+	}
+	for _, t := range c.Tools {
+		if err := p.step(); err != nil {
+			return nil, err
+		}
+		r.Tools = append(r.Tools, AnthropicTool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: t.Function.Parameters})
+	}
+	if r.ToolChoice, err = chatToAnthropicToolChoice(c.ToolChoice, c.Parallel); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// chatToAnthropicTurns is the Messages API's turns and system prompt for
+// chat's messages: system and developer messages gather into the system
+// prompt (a string when there is one string message), tool results into
+// one user turn with the user's words that follow them. Each message and
+// tool call is a step of p.
+func chatToAnthropicTurns(p *progress, messages []ChatMessage) ([]AnthropicMessage, json.RawMessage, error) {
+	turns := []AnthropicMessage{}
 	var system []AnthropicBlock
 	systemString := true
 	// A user turn that tool results go into, and the blocks it has so
@@ -680,13 +701,13 @@ func ChatToAnthropic(ctx context.Context, c *ChatRequest) (*AnthropicRequest, er
 	var results []AnthropicBlock
 	closePending := func() {
 		if pending >= 0 {
-			r.Messages[pending].Content = mustJSON(nonNilBlocks(results))
+			turns[pending].Content = mustJSON(nonNilBlocks(results))
 			pending, results = -1, results[:0]
 		}
 	}
-	for i, m := range c.Messages {
+	for i, m := range messages {
 		if err := p.step(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		path := at("messages", i)
 		switch m.Role {
@@ -698,13 +719,13 @@ func ChatToAnthropic(ctx context.Context, c *ChatRequest) (*AnthropicRequest, er
 			systemString = false
 			blocks, err := chatContentBlocks(p, m.Content, path+".content")
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			system = append(system, blocks...)
 		case "user":
 			blocks, err := chatContentBlocks(p, m.Content, path+".content")
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if pending >= 0 {
 				// The user's words after tool results join them in one turn.
@@ -713,14 +734,14 @@ func ChatToAnthropic(ctx context.Context, c *ChatRequest) (*AnthropicRequest, er
 				continue
 			}
 			if isString(m.Content) {
-				r.Messages = append(r.Messages, AnthropicMessage{Role: "user", Content: m.Content})
+				turns = append(turns, AnthropicMessage{Role: "user", Content: m.Content})
 				continue
 			}
-			r.Messages = append(r.Messages, AnthropicMessage{Role: "user", Content: mustJSON(nonNilBlocks(blocks))})
+			turns = append(turns, AnthropicMessage{Role: "user", Content: mustJSON(nonNilBlocks(blocks))})
 		case "assistant":
 			closePending()
 			if len(m.ToolCalls) == 0 && isString(m.Content) {
-				r.Messages = append(r.Messages, AnthropicMessage{Role: "assistant", Content: m.Content})
+				turns = append(turns, AnthropicMessage{Role: "assistant", Content: m.Content})
 				continue
 			}
 			var blocks []AnthropicBlock
@@ -729,63 +750,63 @@ func ChatToAnthropic(ctx context.Context, c *ChatRequest) (*AnthropicRequest, er
 			}
 			for _, tc := range m.ToolCalls {
 				if err := p.step(); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				blocks = append(blocks, AnthropicBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: toolInput(tc.Function.Arguments)})
 			}
-			r.Messages = append(r.Messages, AnthropicMessage{Role: "assistant", Content: mustJSON(nonNilBlocks(blocks))})
+			turns = append(turns, AnthropicMessage{Role: "assistant", Content: mustJSON(nonNilBlocks(blocks))})
 		case "tool":
 			if pending < 0 {
-				r.Messages = append(r.Messages, AnthropicMessage{Role: "user"})
-				pending = len(r.Messages) - 1
+				turns = append(turns, AnthropicMessage{Role: "user"})
+				pending = len(turns) - 1
 			}
 			results = append(results, AnthropicBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: jsonString(contentText(m.Content))})
 		default:
-			return nil, openai.BadRequest(path+".role", "%s.role: %q cannot be translated for this model", path, m.Role)
+			return nil, nil, openai.BadRequest(path+".role", "%s.role: %q cannot be translated for this model", path, m.Role)
 		}
 	}
 	closePending()
-	if len(system) > 0 {
-		if systemString && len(system) == 1 {
-			r.System = jsonString(system[0].Text)
-		} else {
-			r.System = mustJSON(system)
-		}
+	switch {
+	case len(system) == 0:
+		return turns, nil, nil
+	case systemString && len(system) == 1:
+		return turns, jsonString(system[0].Text), nil
 	}
-	for _, t := range c.Tools {
-		if err := p.step(); err != nil {
-			return nil, err
-		}
-		r.Tools = append(r.Tools, AnthropicTool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: t.Function.Parameters})
+	return turns, mustJSON(system), nil
+}
+
+// chatToAnthropicToolChoice is the Messages API's tool choice for chat's
+// tool_choice and parallel_tool_calls: nil when neither says anything
+// but the default.
+func chatToAnthropicToolChoice(choice json.RawMessage, parallel *bool) (*AnthropicToolChoice, error) {
+	serial := parallel != nil && !*parallel
+	if isNull(choice) && !serial {
+		return nil, nil
 	}
-	if !isNull(c.ToolChoice) || c.Parallel != nil && !*c.Parallel {
-		tc := &AnthropicToolChoice{Type: "auto"}
-		var s string
-		var named struct {
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		}
-		switch {
-		case isNull(c.ToolChoice):
-		case json.Unmarshal(c.ToolChoice, &s) == nil:
-			switch s {
-			case "required":
-				tc.Type = "any"
-			case "none", "auto":
-				tc.Type = s
-			default:
-				return nil, openai.BadRequest("tool_choice", "tool_choice: must be auto, none, required or a function, got %q", s)
-			}
-		case json.Unmarshal(c.ToolChoice, &named) == nil && named.Function.Name != "":
-			tc.Type, tc.Name = "tool", named.Function.Name
+	tc := &AnthropicToolChoice{Type: "auto", DisableParallelToolUse: serial}
+	var s string
+	var named struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	switch {
+	case isNull(choice):
+	case json.Unmarshal(choice, &s) == nil:
+		switch s {
+		case "required":
+			tc.Type = "any"
+		case "none", "auto":
+			tc.Type = s
 		default:
-			return nil, openai.BadRequest("tool_choice", "tool_choice: must be auto, none, required or a function")
+			return nil, openai.BadRequest("tool_choice", "tool_choice: must be auto, none, required or a function, got %q", s)
 		}
-		tc.DisableParallelToolUse = c.Parallel != nil && !*c.Parallel
-		r.ToolChoice = tc
+	case json.Unmarshal(choice, &named) == nil && named.Function.Name != "":
+		tc.Type, tc.Name = "tool", named.Function.Name
+	default:
+		return nil, openai.BadRequest("tool_choice", "tool_choice: must be auto, none, required or a function")
 	}
-	return r, nil
+	return tc, nil
 }
 
 func nonNilBlocks(b []AnthropicBlock) []AnthropicBlock {

@@ -11,11 +11,10 @@ import (
 	"strconv"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
-	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
 // Anthropic answers one Messages API request from a chat completions
-// answer. It is a proxy.Translator.
+// answer. It is an openai.Translator.
 type Anthropic struct {
 	// ID is the message's id, msg_ and the request's id.
 	ID string
@@ -33,7 +32,7 @@ type Anthropic struct {
 	decodeAll bool // decode every chunk, for tests comparing with the fast path
 }
 
-var _ proxy.Translator = (*Anthropic)(nil)
+var _ openai.Translator = (*Anthropic)(nil)
 
 // AnthropicAnswer is a whole Messages API answer.
 type AnthropicAnswer struct {
@@ -119,7 +118,7 @@ func (a *Anthropic) Answer(chat []byte) ([]byte, error) {
 func (a *Anthropic) ErrorBody(e *openai.Error) []byte { return AnthropicErrorBody(e) }
 
 // Stream begins translating a streamed answer.
-func (a *Anthropic) Stream() proxy.EventTranslator {
+func (a *Anthropic) Stream() openai.EventTranslator {
 	return &anthropicStream{a: a, block: -1}
 }
 
@@ -153,7 +152,7 @@ var (
 	kindError        = []byte("error")
 )
 
-func (s *anthropicStream) Event(data []byte, emit proxy.Emit) error {
+func (s *anthropicStream) Event(data []byte, emit openai.Emit) error {
 	if s.ended {
 		return nil
 	}
@@ -227,7 +226,7 @@ func (s *anthropicStream) Event(data []byte, emit proxy.Emit) error {
 	return nil
 }
 
-func (s *anthropicStream) start(emit proxy.Emit) error {
+func (s *anthropicStream) start(emit openai.Emit) error {
 	if s.started {
 		return nil
 	}
@@ -239,7 +238,7 @@ func (s *anthropicStream) start(emit proxy.Emit) error {
 	return emit(kindPing, []byte(`{"type":"ping"}`))
 }
 
-func (s *anthropicStream) openText(emit proxy.Emit) error {
+func (s *anthropicStream) openText(emit openai.Emit) error {
 	if s.block >= 0 && s.inText {
 		return nil
 	}
@@ -256,7 +255,7 @@ func (s *anthropicStream) openText(emit proxy.Emit) error {
 
 // openThinking opens a thinking block for the model's reasoning, unless
 // one is open.
-func (s *anthropicStream) openThinking(emit proxy.Emit) error {
+func (s *anthropicStream) openThinking(emit openai.Emit) error {
 	if s.block >= 0 && s.inThink {
 		return nil
 	}
@@ -273,7 +272,7 @@ func (s *anthropicStream) openThinking(emit proxy.Emit) error {
 // redacted one: a thinking block's signature goes into the open thinking
 // block (opened, empty, when its reasoning was not shown), which it
 // closes; a redacted_thinking block is sent whole.
-func (s *anthropicStream) thinkingBlock(b AnthropicBlock, emit proxy.Emit) error {
+func (s *anthropicStream) thinkingBlock(b AnthropicBlock, emit openai.Emit) error {
 	switch b.Type {
 	case "thinking":
 		if err := s.openThinking(emit); err != nil {
@@ -304,7 +303,7 @@ func (s *anthropicStream) thinkingBlock(b AnthropicBlock, emit proxy.Emit) error
 // toolDelta writes a piece of a tool call: a new call (one with an id or
 // another index) opens a tool_use block, its arguments follow as
 // input_json_delta.
-func (s *anthropicStream) toolDelta(tc ChatToolCall, emit proxy.Emit) error {
+func (s *anthropicStream) toolDelta(tc ChatToolCall, emit openai.Emit) error {
 	index := 0
 	if tc.Index != nil {
 		index = *tc.Index
@@ -328,7 +327,7 @@ func (s *anthropicStream) toolDelta(tc ChatToolCall, emit proxy.Emit) error {
 		"delta": map[string]string{"type": "input_json_delta", "partial_json": tc.Function.Arguments}}))
 }
 
-func (s *anthropicStream) closeBlock(emit proxy.Emit) error {
+func (s *anthropicStream) closeBlock(emit openai.Emit) error {
 	if s.block < 0 {
 		return nil
 	}
@@ -341,7 +340,7 @@ func (s *anthropicStream) closeBlock(emit proxy.Emit) error {
 
 // end closes a whole answer: the open block, the stop reason and usage,
 // message_stop.
-func (s *anthropicStream) end(emit proxy.Emit) error {
+func (s *anthropicStream) end(emit openai.Emit) error {
 	if err := s.start(emit); err != nil {
 		return err
 	}
@@ -361,7 +360,7 @@ func (s *anthropicStream) end(emit proxy.Emit) error {
 }
 
 // Fail ends a broken stream with an error event, and no message_stop.
-func (s *anthropicStream) Fail(e *openai.Error, emit proxy.Emit) {
+func (s *anthropicStream) Fail(e *openai.Error, emit openai.Emit) {
 	if s.ended {
 		return
 	}

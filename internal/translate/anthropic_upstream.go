@@ -11,10 +11,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
-	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
 // ChatToAnthropicBody is the Messages API body for the chat completions
@@ -40,10 +40,49 @@ func ChatToAnthropicBody(ctx context.Context, chat []byte, maxTokens int64) ([]b
 }
 
 // AnthropicUpstream reads a Messages API upstream as chat completions. It
-// is a proxy.Provider, and holds no state: one serves every call.
+// is an openai.Provider, and holds no state: one serves every call.
 type AnthropicUpstream struct{}
 
-var _ proxy.Provider = AnthropicUpstream{}
+var _ openai.Provider = AnthropicUpstream{}
+
+// AnthropicVersion is the Messages API version the translation writes:
+// the anthropic-version a call carries when its pool sets none.
+const AnthropicVersion = "2023-06-01"
+
+// URL is where a Messages API call to the endpoint at base (its URL up to
+// and with /v1) goes.
+func (AnthropicUpstream) URL(base string) string { return base + "/messages" }
+
+// SetHeader sets in h what a call to a Messages API upstream carries
+// beside its content type: version as anthropic-version (AnthropicVersion
+// when empty) and, when key is not empty, key as x-api-key.
+func (AnthropicUpstream) SetHeader(h http.Header, key, version string) {
+	if version == "" {
+		version = AnthropicVersion
+	}
+	h["Anthropic-Version"] = []string{version}
+	if key != "" {
+		h["X-Api-Key"] = []string{key}
+	}
+}
+
+// ClientHeader is h with what an Anthropic client asked of the call: its
+// anthropic-version when version is not empty, and its anthropic-beta
+// when beta is not. It is h itself when both are empty and a copy
+// otherwise, as h may be shared by every call.
+func (AnthropicUpstream) ClientHeader(h http.Header, version, beta string) http.Header {
+	if version == "" && beta == "" {
+		return h
+	}
+	h = h.Clone()
+	if version != "" {
+		h["Anthropic-Version"] = []string{version}
+	}
+	if beta != "" {
+		h["Anthropic-Beta"] = []string{beta}
+	}
+	return h
+}
 
 // finishReason is a Messages API stop_reason as a chat finish_reason.
 func finishReason(stop string) string {
@@ -143,7 +182,7 @@ func (AnthropicUpstream) Error(status int, body []byte) []byte {
 }
 
 // Stream begins reading a streamed message.
-func (AnthropicUpstream) Stream() proxy.EventDecoder { return &anthropicDecoder{} }
+func (AnthropicUpstream) Stream() openai.EventDecoder { return &anthropicDecoder{} }
 
 // anthropicDecoder turns a streamed message's events into chat chunks.
 type anthropicDecoder struct {

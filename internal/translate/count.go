@@ -1,13 +1,10 @@
 package translate
 
 // A prompt's size in tokens, estimated without a model's tokenizer: what
-// the Messages API's count_tokens answers.
+// the Messages API's count_tokens answers. What of a prompt is counted is
+// the chat format's, and so here; how text is counted is the caller's.
 
-import (
-	"context"
-
-	"gitea.mynodes.xyz/ilker/llmgw/internal/tokenize"
-)
+import "context"
 
 // Per-message and per-answer overheads in tokens, as OpenAI counts its
 // chat format: a message's role and the markers around it take about 3,
@@ -18,10 +15,10 @@ const (
 )
 
 // PromptTokens estimates the tokens c's prompt takes: its messages' text
-// and tool calls, its tools' definitions, and the chat format around them,
-// counted by llmgw's approximate tokenizer. Images count nothing. It
-// stops with ctx's error when ctx ends.
-func PromptTokens(ctx context.Context, c *ChatRequest) (int64, error) {
+// and tool calls, its tools' definitions, each counted by count, and the
+// chat format around them. Images count nothing. It stops with ctx's
+// error when ctx ends.
+func PromptTokens(ctx context.Context, c *ChatRequest, count func(text string) int) (int64, error) {
 	p, err := begin(ctx)
 	if err != nil {
 		return 0, err
@@ -31,19 +28,19 @@ func PromptTokens(ctx context.Context, c *ChatRequest) (int64, error) {
 		if err := p.step(); err != nil {
 			return 0, err
 		}
-		n += messageOverhead + tokenize.Count(contentText(m.Content))
+		n += messageOverhead + count(contentText(m.Content))
 		for _, tc := range m.ToolCalls {
 			if err := p.step(); err != nil {
 				return 0, err
 			}
-			n += tokenize.Count(tc.Function.Name) + tokenize.Count(tc.Function.Arguments)
+			n += count(tc.Function.Name) + count(tc.Function.Arguments)
 		}
 	}
 	for _, t := range c.Tools {
 		if err := p.step(); err != nil {
 			return 0, err
 		}
-		n += tokenize.Count(t.Function.Name) + tokenize.Count(t.Function.Description) + tokenize.Count(string(t.Function.Parameters))
+		n += count(t.Function.Name) + count(t.Function.Description) + count(string(t.Function.Parameters))
 	}
 	return int64(n), nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/lineartest"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/tokenize"
 )
 
 // items is n copies of item, each given its index, joined by commas.
@@ -140,7 +141,7 @@ func countTokens(ctx context.Context, body []byte) error {
 	if err != nil {
 		return err
 	}
-	_, err = PromptTokens(ctx, c)
+	_, err = PromptTokens(ctx, c, tokenize.Count)
 	return err
 }
 

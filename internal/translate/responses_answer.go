@@ -19,11 +19,10 @@ import (
 	"strings"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
-	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
 // Responses answers one Responses API request from a chat completions
-// answer. It is a proxy.Translator.
+// answer. It is an openai.Translator.
 type Responses struct {
 	// ID is the response's id: resp_ and the request's id.
 	ID string
@@ -36,7 +35,7 @@ type Responses struct {
 	decodeAll bool // decode every chunk, for tests comparing with the fast path
 }
 
-var _ proxy.Translator = (*Responses)(nil)
+var _ openai.Translator = (*Responses)(nil)
 
 // responseObject is a Responses API response.
 type responseObject struct {
@@ -232,7 +231,7 @@ func (r *Responses) itemID(prefix string, n int) string {
 func (r *Responses) ErrorBody(e *openai.Error) []byte { return e.Body() }
 
 // Stream begins translating a streamed answer.
-func (r *Responses) Stream() proxy.EventTranslator {
+func (r *Responses) Stream() openai.EventTranslator {
 	return &responsesStream{r: r, open: -1, summarize: r.Request.Summarized()}
 }
 
@@ -273,14 +272,14 @@ var kindTextDelta = []byte("response.output_text.delta")
 
 // emitJSON writes one event: its type, its sequence number and v's
 // fields, v being a map.
-func (s *responsesStream) emitJSON(emit proxy.Emit, kind string, v map[string]any) error {
+func (s *responsesStream) emitJSON(emit openai.Emit, kind string, v map[string]any) error {
 	v["type"] = kind
 	v["sequence_number"] = s.seq
 	s.seq++
 	return emit([]byte(kind), mustJSON(v))
 }
 
-func (s *responsesStream) Event(data []byte, emit proxy.Emit) error {
+func (s *responsesStream) Event(data []byte, emit openai.Emit) error {
 	if s.ended {
 		return nil
 	}
@@ -330,7 +329,7 @@ func (s *responsesStream) Event(data []byte, emit proxy.Emit) error {
 	return nil
 }
 
-func (s *responsesStream) start(emit proxy.Emit) error {
+func (s *responsesStream) start(emit openai.Emit) error {
 	if s.started {
 		return nil
 	}
@@ -344,7 +343,7 @@ func (s *responsesStream) start(emit proxy.Emit) error {
 
 // textDelta writes a piece of text, the raw JSON string text, opening a
 // message item first if none is open.
-func (s *responsesStream) textDelta(text []byte, emit proxy.Emit) error {
+func (s *responsesStream) textDelta(text []byte, emit openai.Emit) error {
 	if s.open < 0 || s.kind != itemMessage {
 		if err := s.closeItem(emit); err != nil {
 			return err
@@ -382,7 +381,7 @@ func (s *responsesStream) textDelta(text []byte, emit proxy.Emit) error {
 // reasoningDelta writes a piece of the model's reasoning, the raw JSON
 // string text, as its summary's text, opening a reasoning item first if
 // none is open.
-func (s *responsesStream) reasoningDelta(text []byte, emit proxy.Emit) error {
+func (s *responsesStream) reasoningDelta(text []byte, emit openai.Emit) error {
 	if s.open < 0 || s.kind != itemReasoning {
 		if err := s.closeItem(emit); err != nil {
 			return err
@@ -414,7 +413,7 @@ func (s *responsesStream) reasoningDelta(text []byte, emit proxy.Emit) error {
 // toolDelta writes a piece of a tool call, opening a function_call or
 // custom_tool_call item for a new call. A custom tool's input is the
 // call's arguments decoded, and so is written whole once the call ends.
-func (s *responsesStream) toolDelta(tc ChatToolCall, emit proxy.Emit) error {
+func (s *responsesStream) toolDelta(tc ChatToolCall, emit openai.Emit) error {
 	index := 0
 	if tc.Index != nil {
 		index = *tc.Index
@@ -454,7 +453,7 @@ func (s *responsesStream) toolDelta(tc ChatToolCall, emit proxy.Emit) error {
 // and a reasoning's events are written by hand around their text, which
 // the stream holds already escaped: encoding/json would scan the whole
 // text again for each.
-func (s *responsesStream) closeItem(emit proxy.Emit) error {
+func (s *responsesStream) closeItem(emit openai.Emit) error {
 	if s.open < 0 {
 		return nil
 	}
@@ -495,7 +494,7 @@ func (s *responsesStream) closeItem(emit proxy.Emit) error {
 
 // closeReasoning ends the reasoning item at output index open: its
 // summary's text and part done, then the item.
-func (s *responsesStream) closeReasoning(open int, emit proxy.Emit) error {
+func (s *responsesStream) closeReasoning(open int, emit openai.Emit) error {
 	part := func(b []byte) []byte {
 		b = append(b, `{"type":"summary_text","text":"`...)
 		b = append(b, s.text...)
@@ -524,7 +523,7 @@ func (s *responsesStream) closeReasoning(open int, emit proxy.Emit) error {
 
 // closeCall ends the tool call at output index open: its arguments done,
 // or a custom tool's input written and done, then the item.
-func (s *responsesStream) closeCall(open int, emit proxy.Emit) error {
+func (s *responsesStream) closeCall(open int, emit openai.Emit) error {
 	s.call.Function.Arguments = s.args.String()
 	item := s.r.callItem(s.call, open, "completed")
 	if s.ref.custom {
@@ -561,7 +560,7 @@ func (s *responsesStream) head(kind string, index int) []byte {
 }
 
 // end completes a whole answer.
-func (s *responsesStream) end(emit proxy.Emit) error {
+func (s *responsesStream) end(emit openai.Emit) error {
 	if err := s.start(emit); err != nil {
 		return err
 	}
@@ -580,12 +579,12 @@ func (s *responsesStream) end(emit proxy.Emit) error {
 
 // emitResponse writes an event carrying the response o with the stream's
 // items as its output, spliced in rather than marshalled again.
-func (s *responsesStream) emitResponse(emit proxy.Emit, kind string, o *responseObject) error {
+func (s *responsesStream) emitResponse(emit openai.Emit, kind string, o *responseObject) error {
 	return s.emitResponseJSON(emit, kind, mustJSON(o))
 }
 
 // emitResponseJSON is emitResponse for the response marshalled, resp.
-func (s *responsesStream) emitResponseJSON(emit proxy.Emit, kind string, resp []byte) error {
+func (s *responsesStream) emitResponseJSON(emit openai.Emit, kind string, resp []byte) error {
 	// The first "output":[] is the output's: no field before it holds raw
 	// JSON, and in a JSON string a quote is escaped.
 	at := bytes.Index(resp, []byte(`"output":[]`)) + len(`"output":[`)
@@ -614,7 +613,7 @@ func (s *responsesStream) emitResponseJSON(emit proxy.Emit, kind string, resp []
 }
 
 // Fail ends a broken stream with an error event and response.failed.
-func (s *responsesStream) Fail(e *openai.Error, emit proxy.Emit) {
+func (s *responsesStream) Fail(e *openai.Error, emit openai.Emit) {
 	if s.ended {
 		return
 	}

@@ -2,7 +2,7 @@
 // pools speak, OpenAI's chat completions, and back: Anthropic's Messages
 // API and OpenAI's Responses API in, their answers and streamed events
 // out. A request is translated once, on arrival; an answer event by event
-// as the relay writes it (see proxy.Translator), so the upstream's own
+// as the relay writes it (see openai.Translator), so the upstream's own
 // chat stream is what is timed and counted.
 //
 // Each mapping is one layer, used in both directions: an Anthropic request

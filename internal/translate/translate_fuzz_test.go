@@ -13,7 +13,6 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
-	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
 // anthropicSeeds are Messages API requests for the fuzz targets to start
@@ -454,7 +453,7 @@ func FuzzTranslateStream(f *testing.F) {
 			var got [2][]any
 			var text [2]string
 			for i, decodeAll := range []bool{false, true} {
-				var tr proxy.EventTranslator
+				var tr openai.EventTranslator
 				if name == "anthropic" {
 					tr = (&Anthropic{ID: "msg_1", Model: "m", StopSequences: []string{"END"}, decodeAll: decodeAll}).Stream()
 				} else if name == "responses" {

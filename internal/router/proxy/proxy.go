@@ -97,11 +97,11 @@ type Call struct {
 	// when a stream's first token arrives or a plain answer's headers do.
 	FirstToken func(time.Time)
 	// Translate, when set, writes the answer in the client's API rather
-	// than as the upstream's chat completion; see Translator.
-	Translate Translator
+	// than as the upstream's chat completion; see openai.Translator.
+	Translate openai.Translator
 	// Provider, when set, reads an upstream that speaks another API as
-	// chat completions; see Provider.
-	Provider Provider
+	// chat completions; see openai.Provider.
+	Provider openai.Provider
 }
 
 // Proxy sends calls upstream. It is safe for concurrent use.

@@ -298,11 +298,11 @@ func frameEvents(dog *watchdog, sw *streamWriter, src pieceReader, ob *observer)
 type observer struct {
 	c       *Call
 	sw      *streamWriter
-	tr      EventTranslator // nil: events are relayed as they came
-	emit    Emit
-	dec     EventDecoder // nil: the upstream's events are chat chunks
-	decoded [][]byte     // one event's chat chunks, from dec
-	renamed []byte       // a chunk's data with the catalog's model name
+	tr      openai.EventTranslator // nil: events are relayed as they came
+	emit    openai.Emit
+	dec     openai.EventDecoder // nil: the upstream's events are chat chunks
+	decoded [][]byte            // one event's chat chunks, from dec
+	renamed []byte              // a chunk's data with the catalog's model name
 
 	o                  Outcome // Usage, TTFT and the upstream's fault, so far
 	first, last        time.Time
