@@ -141,7 +141,7 @@ func (r *Router) serveModels(w http.ResponseWriter, hr *http.Request) {
 		// A key sees only the models it may use, as one it may not use
 		// answers like one that does not exist.
 		if len(key.Models) > 0 {
-			models = renderModels(s.cat, key.Allows)
+			models = renderModels(s.cat, key)
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -190,14 +190,9 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 		r.refuse(w, req, "", openai.Unavailable("No catalog is loaded yet.", nil))
 		return
 	}
-	m, ok := snap.cat.Resolve(req.Model)
-	// A model the key may not use answers as one that does not exist, so
-	// that its existence does not leak.
-	if ok && req.key != nil && !req.key.Allows(append([]string{m.Name}, m.Aliases...)...) {
-		ok = false
-	}
-	if !ok {
-		r.refuse(w, req, "", openai.ModelNotFound(req.Model))
+	m, err := snap.modelFor(req.key, req.Model)
+	if err != nil {
+		r.refuse(w, req, "", err)
 		return
 	}
 	req.model = m
