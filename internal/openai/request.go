@@ -145,8 +145,7 @@ func (r *Request) parse(body []byte) error {
 		return errNotJSON()
 	}
 	var seen uint16 // bit f set when field f has been given
-	// The counts as given; -1 when not given, or null.
-	maxTokens, maxCompletionTokens, n, bestOf := int64(-1), int64(-1), int64(-1), int64(-1)
+	c := givenCounts{maxTokens: -1, maxCompletionTokens: -1, n: -1, bestOf: -1}
 	i = skipSpace(body, i+1)
 	if i < len(body) && body[i] == '}' {
 		r.end = i
@@ -164,65 +163,13 @@ func (r *Request) parse(body []byte) error {
 				return errNotJSON()
 			}
 			if f < 0 {
-				switch {
-				case keyIs(key, "messages") || keyIs(key, "prompt"):
-					r.prompt = span{i, vEnd}
-				case keyIs(key, "chat_template_kwargs"):
-					r.templateKwargs = span{i, vEnd}
-				case keyIs(key, "reasoning_effort"):
-					r.effort = true
-				}
-			}
-			if f >= 0 {
+				r.noteMember(key, i, vEnd)
+			} else {
 				if err := checkKey(f, exact, &seen); err != nil {
 					return err
 				}
-				v := body[i:vEnd]
-				switch f {
-				case fieldModel:
-					if v[0] != '"' {
-						return invalidType(f, "a string", v)
-					}
-					r.Model = decodeString(v)
-					r.model = span{i, vEnd}
-				case fieldStream:
-					if r.Stream, err = decodeBool(f, v); err != nil {
-						return err
-					}
-				case fieldStreamOptions:
-					if err := r.parseStreamOptions(body, i, vEnd); err != nil {
-						return err
-					}
-				case fieldMaxTokens:
-					if maxTokens, err = decodeCount(f, v, 0, MaxTokensLimit, -1); err != nil {
-						return err
-					}
-					r.maxTokens = span{i, vEnd}
-				case fieldMaxCompletionTokens:
-					if maxCompletionTokens, err = decodeCount(f, v, 0, MaxTokensLimit, -1); err != nil {
-						return err
-					}
-				case fieldN:
-					if n, err = decodeCount(f, v, 1, MaxChoices, -1); err != nil {
-						return err
-					}
-				case fieldBestOf:
-					if bestOf, err = decodeCount(f, v, 1, MaxChoices, -1); err != nil {
-						return err
-					}
-				case fieldUser:
-					if r.User, err = decodeOptionalString(f, v); err != nil {
-						return err
-					}
-				case fieldCacheSalt:
-					if r.CacheSalt, err = decodeOptionalString(f, v); err != nil {
-						return err
-					}
-					r.cacheSalt = span{i, vEnd}
-				case fieldPromptCacheKey:
-					if r.PromptCacheKey, err = decodeOptionalString(f, v); err != nil {
-						return err
-					}
+				if err := r.readField(f, body, i, vEnd, &c); err != nil {
+					return err
 				}
 			}
 			i = skipSpace(body, vEnd)
@@ -239,18 +186,80 @@ func (r *Request) parse(body []byte) error {
 	if skipSpace(body, r.end+1) != len(body) {
 		return errNotJSON()
 	}
+	return r.settle(c)
+}
+
+// givenCounts are a body's counts as given: -1 when not given, or null.
+type givenCounts struct{ maxTokens, maxCompletionTokens, n, bestOf int64 }
+
+// noteMember notes where the value body[start:end] of a member that is
+// not a routing field lies, when a rewrite or routing reads it: the
+// prompt, chat_template_kwargs, reasoning_effort.
+func (r *Request) noteMember(key []byte, start, end int) {
+	switch {
+	case keyIs(key, "messages") || keyIs(key, "prompt"):
+		r.prompt = span{start, end}
+	case keyIs(key, "chat_template_kwargs"):
+		r.templateKwargs = span{start, end}
+	case keyIs(key, "reasoning_effort"):
+		r.effort = true
+	}
+}
+
+// readField decodes routing field f's value body[start:end] into r, or
+// into c for the counts only the whole body settles.
+func (r *Request) readField(f int, body []byte, start, end int, c *givenCounts) error {
+	v := body[start:end]
+	var err error
+	switch f {
+	case fieldModel:
+		if v[0] != '"' {
+			return invalidType(f, "a string", v)
+		}
+		r.Model = decodeString(v)
+		r.model = span{start, end}
+	case fieldStream:
+		r.Stream, err = decodeBool(f, v)
+	case fieldStreamOptions:
+		err = r.parseStreamOptions(body, start, end)
+	case fieldMaxTokens:
+		if c.maxTokens, err = decodeCount(f, v, 0, MaxTokensLimit, -1); err == nil {
+			r.maxTokens = span{start, end}
+		}
+	case fieldMaxCompletionTokens:
+		c.maxCompletionTokens, err = decodeCount(f, v, 0, MaxTokensLimit, -1)
+	case fieldN:
+		c.n, err = decodeCount(f, v, 1, MaxChoices, -1)
+	case fieldBestOf:
+		c.bestOf, err = decodeCount(f, v, 1, MaxChoices, -1)
+	case fieldUser:
+		r.User, err = decodeOptionalString(f, v)
+	case fieldCacheSalt:
+		if r.CacheSalt, err = decodeOptionalString(f, v); err == nil {
+			r.cacheSalt = span{start, end}
+		}
+	case fieldPromptCacheKey:
+		r.PromptCacheKey, err = decodeOptionalString(f, v)
+	}
+	return err
+}
+
+// settle checks what only the whole body shows, that it gives a model
+// and that max_tokens and max_completion_tokens agree, and sets
+// MaxTokens and Choices from c.
+func (r *Request) settle(c givenCounts) error {
 	if r.Model == "" {
 		return BadRequest("model", "You must provide a model parameter.")
 	}
 	switch {
-	case maxTokens >= 0 && maxCompletionTokens >= 0 && maxTokens != maxCompletionTokens:
-		return BadRequest("max_completion_tokens", "max_tokens (%d) and max_completion_tokens (%d) disagree, and backends heed one or the other: send one of them, or the same value in both.", maxTokens, maxCompletionTokens)
-	case maxCompletionTokens >= 0:
-		r.MaxTokens = maxCompletionTokens
+	case c.maxTokens >= 0 && c.maxCompletionTokens >= 0 && c.maxTokens != c.maxCompletionTokens:
+		return BadRequest("max_completion_tokens", "max_tokens (%d) and max_completion_tokens (%d) disagree, and backends heed one or the other: send one of them, or the same value in both.", c.maxTokens, c.maxCompletionTokens)
+	case c.maxCompletionTokens >= 0:
+		r.MaxTokens = c.maxCompletionTokens
 	default:
-		r.MaxTokens = max(maxTokens, 0)
+		r.MaxTokens = max(c.maxTokens, 0)
 	}
-	r.Choices = max(n, bestOf, 1)
+	r.Choices = max(c.n, c.bestOf, 1)
 	return nil
 }
 
