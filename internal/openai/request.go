@@ -464,24 +464,12 @@ func (r *Request) Rewrite(body []byte, e Edits) []byte {
 	if !renamed && !usage && !salted && !bounded && !thinking && !effort {
 		return body
 	}
-	const addedOptions = `,"stream_options":{"include_usage":true}`
-	const addedSalt = `,"cache_salt":`
-	const addedMaxTokens = `,"max_tokens":`
-	const addedKwargs = `,"chat_template_kwargs":`
-	const addedEffort = `,"reasoning_effort":`
 	out := make([]byte, 0, len(body)+len(e.Model)+len(e.CacheSalt)+len(e.ReasoningEffort)+len(addedOptions)+len(addedSalt)+
 		len(addedMaxTokens)+len(bound)+len(addedKwargs)+len(`{"enable_thinking":false}`)+len(addedEffort)+12)
-	// At most six edits, each replacing a span of body (or inserting at
-	// an empty one): the model's value, where include_usage is set or
+	// At most six edits: the model's value, where include_usage is set or
 	// added, cache_salt's value or where it is added, and the same for
 	// max_tokens, enable_thinking and reasoning_effort. A body always has
 	// a model, so what is added at its end follows a comma.
-	type edit struct {
-		at     span
-		with   string
-		quoted bool   // with is a string value, quoted into out
-		before string // written ahead of with
-	}
 	var edits [6]edit
 	n := 0
 	if renamed {
@@ -489,18 +477,7 @@ func (r *Request) Rewrite(body []byte, e Edits) []byte {
 		n++
 	}
 	if usage {
-		switch so := r.streamOptions; {
-		case r.includeUsage.ok(): // false or null
-			edits[n] = edit{at: r.includeUsage, with: "true"}
-		case so.ok() && body[so.start] == 'n':
-			edits[n] = edit{at: so, with: `{"include_usage":true}`}
-		case so.ok() && skipSpace(body, so.start+1) == so.end-1: // {}
-			edits[n] = edit{at: span{so.end - 1, so.end - 1}, with: `"include_usage":true`}
-		case so.ok():
-			edits[n] = edit{at: span{so.end - 1, so.end - 1}, with: `,"include_usage":true`}
-		default:
-			edits[n] = edit{at: span{r.end, r.end}, with: addedOptions}
-		}
+		edits[n] = r.usageEdit(body)
 		n++
 	}
 	if salted {
@@ -521,34 +498,82 @@ func (r *Request) Rewrite(body []byte, e Edits) []byte {
 		n++
 	}
 	if thinking {
-		on := `"enable_thinking":false`
-		if *e.EnableThinking {
-			on = `"enable_thinking":true`
-		}
-		switch kw := r.templateKwargs; {
-		case !kw.ok():
-			edits[n] = edit{at: span{r.end, r.end}, with: "{" + on + "}", before: addedKwargs}
-		case body[kw.start] == 'n':
-			edits[n] = edit{at: kw, with: "{" + on + "}"}
-		case skipSpace(body, kw.start+1) == kw.end-1: // {}
-			edits[n] = edit{at: span{kw.end - 1, kw.end - 1}, with: on}
-		default:
-			edits[n] = edit{at: span{kw.end - 1, kw.end - 1}, with: "," + on}
-		}
+		edits[n] = r.thinkingEdit(body, *e.EnableThinking)
 		n++
 	}
 	if effort {
 		edits[n] = edit{at: span{r.end, r.end}, with: e.ReasoningEffort, quoted: true, before: addedEffort}
 		n++
 	}
+	return splice(out, body, edits[:n])
+}
+
+// What Rewrite adds at a body's end, ahead of a value.
+const (
+	addedOptions   = `,"stream_options":{"include_usage":true}`
+	addedSalt      = `,"cache_salt":`
+	addedMaxTokens = `,"max_tokens":`
+	addedKwargs    = `,"chat_template_kwargs":`
+	addedEffort    = `,"reasoning_effort":`
+)
+
+// edit replaces a span of a body, or inserts at an empty one.
+type edit struct {
+	at     span
+	with   string
+	quoted bool   // with is a string value, quoted into out
+	before string // written ahead of with
+}
+
+// usageEdit is the edit that turns include_usage on in body, which r
+// read and whose include_usage is not on: set where it is false or null,
+// added to stream_options, or added with a stream_options of its own.
+func (r *Request) usageEdit(body []byte) edit {
+	switch so := r.streamOptions; {
+	case r.includeUsage.ok(): // false or null
+		return edit{at: r.includeUsage, with: "true"}
+	case so.ok() && body[so.start] == 'n':
+		return edit{at: so, with: `{"include_usage":true}`}
+	case so.ok() && skipSpace(body, so.start+1) == so.end-1: // {}
+		return edit{at: span{so.end - 1, so.end - 1}, with: `"include_usage":true`}
+	case so.ok():
+		return edit{at: span{so.end - 1, so.end - 1}, with: `,"include_usage":true`}
+	}
+	return edit{at: span{r.end, r.end}, with: addedOptions}
+}
+
+// thinkingEdit is the edit that sets chat_template_kwargs.enable_thinking
+// to on in body, which r read and whose chat_template_kwargs takes it:
+// added to that object, or in a new one.
+func (r *Request) thinkingEdit(body []byte, on bool) edit {
+	// Constants each, so that no edit is built at run time.
+	member, more, object := `"enable_thinking":false`, `,"enable_thinking":false`, `{"enable_thinking":false}`
+	if on {
+		member, more, object = `"enable_thinking":true`, `,"enable_thinking":true`, `{"enable_thinking":true}`
+	}
+	kw := r.templateKwargs
+	switch {
+	case !kw.ok():
+		return edit{at: span{r.end, r.end}, with: object, before: addedKwargs}
+	case body[kw.start] == 'n':
+		return edit{at: kw, with: object}
+	case skipSpace(body, kw.start+1) == kw.end-1: // {}
+		return edit{at: span{kw.end - 1, kw.end - 1}, with: member}
+	}
+	return edit{at: span{kw.end - 1, kw.end - 1}, with: more}
+}
+
+// splice appends body to out with edits made, each at most once, and
+// returns out.
+func splice(out, body []byte, edits []edit) []byte {
 	// In body's order; insertions at one place keep theirs.
-	for i := 1; i < n; i++ {
+	for i := 1; i < len(edits); i++ {
 		for j := i; j > 0 && edits[j].at.start < edits[j-1].at.start; j-- {
 			edits[j], edits[j-1] = edits[j-1], edits[j]
 		}
 	}
 	last := 0
-	for _, ed := range edits[:n] {
+	for _, ed := range edits {
 		out = append(out, body[last:ed.at.start]...)
 		out = append(out, ed.before...)
 		if ed.quoted {
