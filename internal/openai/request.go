@@ -145,8 +145,7 @@ func (r *Request) parse(body []byte) error {
 		return errNotJSON()
 	}
 	var seen uint16 // bit f set when field f has been given
-	// The counts as given; -1 when not given, or null.
-	maxTokens, maxCompletionTokens, n, bestOf := int64(-1), int64(-1), int64(-1), int64(-1)
+	c := givenCounts{maxTokens: -1, maxCompletionTokens: -1, n: -1, bestOf: -1}
 	i = skipSpace(body, i+1)
 	if i < len(body) && body[i] == '}' {
 		r.end = i
@@ -164,65 +163,13 @@ func (r *Request) parse(body []byte) error {
 				return errNotJSON()
 			}
 			if f < 0 {
-				switch {
-				case keyIs(key, "messages") || keyIs(key, "prompt"):
-					r.prompt = span{i, vEnd}
-				case keyIs(key, "chat_template_kwargs"):
-					r.templateKwargs = span{i, vEnd}
-				case keyIs(key, "reasoning_effort"):
-					r.effort = true
-				}
-			}
-			if f >= 0 {
+				r.noteMember(key, i, vEnd)
+			} else {
 				if err := checkKey(f, exact, &seen); err != nil {
 					return err
 				}
-				v := body[i:vEnd]
-				switch f {
-				case fieldModel:
-					if v[0] != '"' {
-						return invalidType(f, "a string", v)
-					}
-					r.Model = decodeString(v)
-					r.model = span{i, vEnd}
-				case fieldStream:
-					if r.Stream, err = decodeBool(f, v); err != nil {
-						return err
-					}
-				case fieldStreamOptions:
-					if err := r.parseStreamOptions(body, i, vEnd); err != nil {
-						return err
-					}
-				case fieldMaxTokens:
-					if maxTokens, err = decodeCount(f, v, 0, MaxTokensLimit, -1); err != nil {
-						return err
-					}
-					r.maxTokens = span{i, vEnd}
-				case fieldMaxCompletionTokens:
-					if maxCompletionTokens, err = decodeCount(f, v, 0, MaxTokensLimit, -1); err != nil {
-						return err
-					}
-				case fieldN:
-					if n, err = decodeCount(f, v, 1, MaxChoices, -1); err != nil {
-						return err
-					}
-				case fieldBestOf:
-					if bestOf, err = decodeCount(f, v, 1, MaxChoices, -1); err != nil {
-						return err
-					}
-				case fieldUser:
-					if r.User, err = decodeOptionalString(f, v); err != nil {
-						return err
-					}
-				case fieldCacheSalt:
-					if r.CacheSalt, err = decodeOptionalString(f, v); err != nil {
-						return err
-					}
-					r.cacheSalt = span{i, vEnd}
-				case fieldPromptCacheKey:
-					if r.PromptCacheKey, err = decodeOptionalString(f, v); err != nil {
-						return err
-					}
+				if err := r.readField(f, body, i, vEnd, &c); err != nil {
+					return err
 				}
 			}
 			i = skipSpace(body, vEnd)
@@ -239,18 +186,80 @@ func (r *Request) parse(body []byte) error {
 	if skipSpace(body, r.end+1) != len(body) {
 		return errNotJSON()
 	}
+	return r.settle(c)
+}
+
+// givenCounts are a body's counts as given: -1 when not given, or null.
+type givenCounts struct{ maxTokens, maxCompletionTokens, n, bestOf int64 }
+
+// noteMember notes where the value body[start:end] of a member that is
+// not a routing field lies, when a rewrite or routing reads it: the
+// prompt, chat_template_kwargs, reasoning_effort.
+func (r *Request) noteMember(key []byte, start, end int) {
+	switch {
+	case keyIs(key, "messages") || keyIs(key, "prompt"):
+		r.prompt = span{start, end}
+	case keyIs(key, "chat_template_kwargs"):
+		r.templateKwargs = span{start, end}
+	case keyIs(key, "reasoning_effort"):
+		r.effort = true
+	}
+}
+
+// readField decodes routing field f's value body[start:end] into r, or
+// into c for the counts only the whole body settles.
+func (r *Request) readField(f int, body []byte, start, end int, c *givenCounts) error {
+	v := body[start:end]
+	var err error
+	switch f {
+	case fieldModel:
+		if v[0] != '"' {
+			return invalidType(f, "a string", v)
+		}
+		r.Model = decodeString(v)
+		r.model = span{start, end}
+	case fieldStream:
+		r.Stream, err = decodeBool(f, v)
+	case fieldStreamOptions:
+		err = r.parseStreamOptions(body, start, end)
+	case fieldMaxTokens:
+		if c.maxTokens, err = decodeCount(f, v, 0, MaxTokensLimit, -1); err == nil {
+			r.maxTokens = span{start, end}
+		}
+	case fieldMaxCompletionTokens:
+		c.maxCompletionTokens, err = decodeCount(f, v, 0, MaxTokensLimit, -1)
+	case fieldN:
+		c.n, err = decodeCount(f, v, 1, MaxChoices, -1)
+	case fieldBestOf:
+		c.bestOf, err = decodeCount(f, v, 1, MaxChoices, -1)
+	case fieldUser:
+		r.User, err = decodeOptionalString(f, v)
+	case fieldCacheSalt:
+		if r.CacheSalt, err = decodeOptionalString(f, v); err == nil {
+			r.cacheSalt = span{start, end}
+		}
+	case fieldPromptCacheKey:
+		r.PromptCacheKey, err = decodeOptionalString(f, v)
+	}
+	return err
+}
+
+// settle checks what only the whole body shows, that it gives a model
+// and that max_tokens and max_completion_tokens agree, and sets
+// MaxTokens and Choices from c.
+func (r *Request) settle(c givenCounts) error {
 	if r.Model == "" {
 		return BadRequest("model", "You must provide a model parameter.")
 	}
 	switch {
-	case maxTokens >= 0 && maxCompletionTokens >= 0 && maxTokens != maxCompletionTokens:
-		return BadRequest("max_completion_tokens", "max_tokens (%d) and max_completion_tokens (%d) disagree, and backends heed one or the other: send one of them, or the same value in both.", maxTokens, maxCompletionTokens)
-	case maxCompletionTokens >= 0:
-		r.MaxTokens = maxCompletionTokens
+	case c.maxTokens >= 0 && c.maxCompletionTokens >= 0 && c.maxTokens != c.maxCompletionTokens:
+		return BadRequest("max_completion_tokens", "max_tokens (%d) and max_completion_tokens (%d) disagree, and backends heed one or the other: send one of them, or the same value in both.", c.maxTokens, c.maxCompletionTokens)
+	case c.maxCompletionTokens >= 0:
+		r.MaxTokens = c.maxCompletionTokens
 	default:
-		r.MaxTokens = max(maxTokens, 0)
+		r.MaxTokens = max(c.maxTokens, 0)
 	}
-	r.Choices = max(n, bestOf, 1)
+	r.Choices = max(c.n, c.bestOf, 1)
 	return nil
 }
 
@@ -455,24 +464,12 @@ func (r *Request) Rewrite(body []byte, e Edits) []byte {
 	if !renamed && !usage && !salted && !bounded && !thinking && !effort {
 		return body
 	}
-	const addedOptions = `,"stream_options":{"include_usage":true}`
-	const addedSalt = `,"cache_salt":`
-	const addedMaxTokens = `,"max_tokens":`
-	const addedKwargs = `,"chat_template_kwargs":`
-	const addedEffort = `,"reasoning_effort":`
 	out := make([]byte, 0, len(body)+len(e.Model)+len(e.CacheSalt)+len(e.ReasoningEffort)+len(addedOptions)+len(addedSalt)+
 		len(addedMaxTokens)+len(bound)+len(addedKwargs)+len(`{"enable_thinking":false}`)+len(addedEffort)+12)
-	// At most six edits, each replacing a span of body (or inserting at
-	// an empty one): the model's value, where include_usage is set or
+	// At most six edits: the model's value, where include_usage is set or
 	// added, cache_salt's value or where it is added, and the same for
 	// max_tokens, enable_thinking and reasoning_effort. A body always has
 	// a model, so what is added at its end follows a comma.
-	type edit struct {
-		at     span
-		with   string
-		quoted bool   // with is a string value, quoted into out
-		before string // written ahead of with
-	}
 	var edits [6]edit
 	n := 0
 	if renamed {
@@ -480,18 +477,7 @@ func (r *Request) Rewrite(body []byte, e Edits) []byte {
 		n++
 	}
 	if usage {
-		switch so := r.streamOptions; {
-		case r.includeUsage.ok(): // false or null
-			edits[n] = edit{at: r.includeUsage, with: "true"}
-		case so.ok() && body[so.start] == 'n':
-			edits[n] = edit{at: so, with: `{"include_usage":true}`}
-		case so.ok() && skipSpace(body, so.start+1) == so.end-1: // {}
-			edits[n] = edit{at: span{so.end - 1, so.end - 1}, with: `"include_usage":true`}
-		case so.ok():
-			edits[n] = edit{at: span{so.end - 1, so.end - 1}, with: `,"include_usage":true`}
-		default:
-			edits[n] = edit{at: span{r.end, r.end}, with: addedOptions}
-		}
+		edits[n] = r.usageEdit(body)
 		n++
 	}
 	if salted {
@@ -512,34 +498,82 @@ func (r *Request) Rewrite(body []byte, e Edits) []byte {
 		n++
 	}
 	if thinking {
-		on := `"enable_thinking":false`
-		if *e.EnableThinking {
-			on = `"enable_thinking":true`
-		}
-		switch kw := r.templateKwargs; {
-		case !kw.ok():
-			edits[n] = edit{at: span{r.end, r.end}, with: "{" + on + "}", before: addedKwargs}
-		case body[kw.start] == 'n':
-			edits[n] = edit{at: kw, with: "{" + on + "}"}
-		case skipSpace(body, kw.start+1) == kw.end-1: // {}
-			edits[n] = edit{at: span{kw.end - 1, kw.end - 1}, with: on}
-		default:
-			edits[n] = edit{at: span{kw.end - 1, kw.end - 1}, with: "," + on}
-		}
+		edits[n] = r.thinkingEdit(body, *e.EnableThinking)
 		n++
 	}
 	if effort {
 		edits[n] = edit{at: span{r.end, r.end}, with: e.ReasoningEffort, quoted: true, before: addedEffort}
 		n++
 	}
+	return splice(out, body, edits[:n])
+}
+
+// What Rewrite adds at a body's end, ahead of a value.
+const (
+	addedOptions   = `,"stream_options":{"include_usage":true}`
+	addedSalt      = `,"cache_salt":`
+	addedMaxTokens = `,"max_tokens":`
+	addedKwargs    = `,"chat_template_kwargs":`
+	addedEffort    = `,"reasoning_effort":`
+)
+
+// edit replaces a span of a body, or inserts at an empty one.
+type edit struct {
+	at     span
+	with   string
+	quoted bool   // with is a string value, quoted into out
+	before string // written ahead of with
+}
+
+// usageEdit is the edit that turns include_usage on in body, which r
+// read and whose include_usage is not on: set where it is false or null,
+// added to stream_options, or added with a stream_options of its own.
+func (r *Request) usageEdit(body []byte) edit {
+	switch so := r.streamOptions; {
+	case r.includeUsage.ok(): // false or null
+		return edit{at: r.includeUsage, with: "true"}
+	case so.ok() && body[so.start] == 'n':
+		return edit{at: so, with: `{"include_usage":true}`}
+	case so.ok() && skipSpace(body, so.start+1) == so.end-1: // {}
+		return edit{at: span{so.end - 1, so.end - 1}, with: `"include_usage":true`}
+	case so.ok():
+		return edit{at: span{so.end - 1, so.end - 1}, with: `,"include_usage":true`}
+	}
+	return edit{at: span{r.end, r.end}, with: addedOptions}
+}
+
+// thinkingEdit is the edit that sets chat_template_kwargs.enable_thinking
+// to on in body, which r read and whose chat_template_kwargs takes it:
+// added to that object, or in a new one.
+func (r *Request) thinkingEdit(body []byte, on bool) edit {
+	// Constants each, so that no edit is built at run time.
+	member, more, object := `"enable_thinking":false`, `,"enable_thinking":false`, `{"enable_thinking":false}`
+	if on {
+		member, more, object = `"enable_thinking":true`, `,"enable_thinking":true`, `{"enable_thinking":true}`
+	}
+	kw := r.templateKwargs
+	switch {
+	case !kw.ok():
+		return edit{at: span{r.end, r.end}, with: object, before: addedKwargs}
+	case body[kw.start] == 'n':
+		return edit{at: kw, with: object}
+	case skipSpace(body, kw.start+1) == kw.end-1: // {}
+		return edit{at: span{kw.end - 1, kw.end - 1}, with: member}
+	}
+	return edit{at: span{kw.end - 1, kw.end - 1}, with: more}
+}
+
+// splice appends body to out with edits made, each at most once, and
+// returns out.
+func splice(out, body []byte, edits []edit) []byte {
 	// In body's order; insertions at one place keep theirs.
-	for i := 1; i < n; i++ {
+	for i := 1; i < len(edits); i++ {
 		for j := i; j > 0 && edits[j].at.start < edits[j-1].at.start; j-- {
 			edits[j], edits[j-1] = edits[j-1], edits[j]
 		}
 	}
 	last := 0
-	for _, ed := range edits[:n] {
+	for _, ed := range edits {
 		out = append(out, body[last:ed.at.start]...)
 		out = append(out, ed.before...)
 		if ed.quoted {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 )
@@ -30,6 +31,27 @@ func (r *Router) authenticate(hr *http.Request) (*tenant.Key, error) {
 		return nil, openai.Unauthorized("You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_API_KEY'.")
 	}
 	return r.opts.Auth.Authenticate(hr.Context(), secret)
+}
+
+// modelFor is the catalog entry that name, a model's name or alias,
+// resolves to for key (nil without authentication). A model the key may
+// not use answers 404 model_not_found, as one that does not exist, so
+// that its existence does not leak.
+func (s *snapshot) modelFor(key *tenant.Key, name string) (*catalog.Model, error) {
+	m, ok := s.cat.Resolve(name)
+	if !ok || !visible(key, m) {
+		return nil, openai.ModelNotFound(name)
+	}
+	return m, nil
+}
+
+// visible reports whether key may use m, known by its name or any of its
+// aliases: always for a nil key and one that names no models.
+func visible(key *tenant.Key, m *catalog.Model) bool {
+	if key == nil || len(key.Models) == 0 {
+		return true
+	}
+	return key.Allows(m.Name) || key.Allows(m.Aliases...)
 }
 
 // SelfUsage tells a key about its own limits and usage.

@@ -36,6 +36,9 @@ var errNoEndpoint = errors.New("no endpoint left to try")
 // modelHeader names the catalog model that served the answer.
 const modelHeader = "X-Llmgw-Model"
 
+// dispatch sends req to an endpoint of its model's pool, or of a
+// fallback's, and retries or falls back while what came of it is
+// retryable; see the top of the file.
 func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parsedRequest, s *snapshot) dispatchResult {
 	var res dispatchResult
 	gap := r.m.token.gap.WithLabelValues(req.model.Name)
@@ -54,41 +57,14 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 			if p == nil {
 				continue
 			}
-			firstByte := r.opts.Server.FirstTokenTimeout
-			if m.FirstTokenTimeout > 0 {
-				firstByte = m.FirstTokenTimeout
-			}
-			edits := openai.Edits{Model: m.UpstreamName(), IncludeUsage: req.Stream, CacheSalt: p.salt(req)}
-			p.reason(req.reasoning, &edits)
-			call := proxy.Call{
-				Header:         p.header(req.Stream),
-				Body:           req.Rewrite(req.body, edits),
-				Stream:         req.Stream,
-				StripUsage:     req.Stream && !req.IncludeUsage,
-				Start:          req.start,
-				FirstByte:      firstByte,
-				Idle:           r.opts.Server.IdleTimeout,
-				Deadline:       req.start.Add(r.opts.Server.RequestTimeout),
-				KeepAlive:      r.opts.Server.KeepAlive,
-				PromptEstimate: req.estimate,
-				Gap:            gap,
-				Model:          m.Name,
-				Translate:      req.translator,
-			}
-			if err := p.prepare(ctx, &call, req, m.UpstreamName(), r.opts.Router.DefaultMaxTokens); err != nil {
+			call, err := r.newCall(ctx, req, p, m, gap)
+			if err != nil {
 				return dispatchResult{outcome: proxy.Outcome{Status: openai.AsError(err).Status, Err: err}, model: m}
 			}
-			now := time.Now()
-			rt.Prepare(p.Pool, prompt, req.salt.seed, req.estimate, pool.SLOLeft(m.ClassSLO(req.class.String()).TTFTp99, req.start, now))
-			if p.Policy() == catalog.PolicyAuto {
-				rt.Stall = r.slo.StallWeight(m, now)
-			}
-			if req.class != admission.Critical {
-				rt.Spare = m.ClassSLO(admission.Critical.String()).TPOTp99.Seconds()
-			}
+			r.aim(&rt, req, p, m, prompt)
 			var tried uint64
 			for try := 0; try <= r.opts.Server.Retries; try++ {
-				now = time.Now()
+				now := time.Now()
 				i, reason := p.Pick(&rt, p.Candidates(tried, now, relaxed), now)
 				if i < 0 {
 					break
@@ -142,6 +118,48 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 		}
 	}
 	return res
+}
+
+// newCall is req's upstream call to model m on pool p: its body rewritten
+// for them, its timeouts, and what the pool's provider adds.
+func (r *Router) newCall(ctx context.Context, req *parsedRequest, p *servedPool, m *catalog.Model, gap prometheus.Observer) (proxy.Call, error) {
+	firstByte := r.opts.Server.FirstTokenTimeout
+	if m.FirstTokenTimeout > 0 {
+		firstByte = m.FirstTokenTimeout
+	}
+	edits := openai.Edits{Model: m.UpstreamName(), IncludeUsage: req.Stream, CacheSalt: p.salt(req)}
+	p.reason(req.reasoning, &edits)
+	call := proxy.Call{
+		Header:         p.header(req.Stream),
+		Body:           req.Rewrite(req.body, edits),
+		Stream:         req.Stream,
+		StripUsage:     req.Stream && !req.IncludeUsage,
+		Start:          req.start,
+		FirstByte:      firstByte,
+		Idle:           r.opts.Server.IdleTimeout,
+		Deadline:       req.start.Add(r.opts.Server.RequestTimeout),
+		KeepAlive:      r.opts.Server.KeepAlive,
+		PromptEstimate: req.estimate,
+		Gap:            gap,
+		Model:          m.Name,
+		Translate:      req.translator,
+	}
+	err := p.prepare(ctx, &call, req, m.UpstreamName(), r.opts.Router.DefaultMaxTokens)
+	return call, err
+}
+
+// aim readies rt for picking req's endpoint in pool p for model m: the
+// prompt and the time its SLO leaves, and the weights of stalls and of
+// the spare room critical requests need.
+func (r *Router) aim(rt *pool.Route, req *parsedRequest, p *servedPool, m *catalog.Model, prompt []byte) {
+	now := time.Now()
+	rt.Prepare(p.Pool, prompt, req.salt.seed, req.estimate, pool.SLOLeft(m.ClassSLO(req.class.String()).TTFTp99, req.start, now))
+	if p.Policy() == catalog.PolicyAuto {
+		rt.Stall = r.slo.StallWeight(m, now)
+	}
+	if req.class != admission.Critical {
+		rt.Spare = m.ClassSLO(admission.Critical.String()).TPOTp99.Seconds()
+	}
 }
 
 // settle counts what one call came to against its endpoint: a failure

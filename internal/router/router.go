@@ -271,9 +271,9 @@ func (r *Router) Close() {
 	r.proxy.CloseIdle()
 }
 
-// renderModels is the /v1/models answer: every model and alias, or with
-// allow those of the models it allows.
-func renderModels(c *catalog.Catalog, allow func(names ...string) bool) []byte {
+// renderModels is the /v1/models answer: every model and alias key may
+// use; with a nil key, every one.
+func renderModels(c *catalog.Catalog, key *tenant.Key) []byte {
 	type entry struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
@@ -284,12 +284,12 @@ func renderModels(c *catalog.Catalog, allow func(names ...string) bool) []byte {
 		Object string  `json:"object"`
 		Data   []entry `json:"data"`
 	}{Object: "list", Data: []entry{}}
-	for _, m := range c.Models() {
-		names := append([]string{m.Name}, m.Aliases...)
-		if allow != nil && !allow(names...) {
+	for i := range c.Models() {
+		m := &c.Models()[i]
+		if !visible(key, m) {
 			continue
 		}
-		for _, n := range names {
+		for _, n := range append([]string{m.Name}, m.Aliases...) {
 			list.Data = append(list.Data, entry{ID: n, Object: "model", OwnedBy: "llmgw"})
 		}
 	}

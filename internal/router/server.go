@@ -141,73 +141,25 @@ func (r *Router) serveModels(w http.ResponseWriter, hr *http.Request) {
 		// A key sees only the models it may use, as one it may not use
 		// answers like one that does not exist.
 		if len(key.Models) > 0 {
-			models = renderModels(s.cat, key.Allows)
+			models = renderModels(s.cat, key)
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(models)
 }
 
+// serveCompletion takes a request through its steps: receive it, find
+// its model, then admit, dispatch and account it; a count is answered
+// once its limits are reserved.
 func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api) {
 	req := &parsedRequest{id: r.ids.next(), api: a, start: time.Now()}
 	w.Header().Set("X-Request-Id", req.id)
-	// A body that trickles in holds its connection and what it has sent:
-	// all of it must arrive within server.body_timeout. The deadline is
-	// lifted once it has, as the connection then only waits for the
-	// client to leave; a request refused before then keeps it, so that
-	// the server's reading of the unread rest is bounded too.
-	rc := http.NewResponseController(w)
-	timed := r.opts.Server.BodyTimeout > 0 && rc.SetReadDeadline(req.start.Add(r.opts.Server.BodyTimeout)) == nil
-	// The key is in a header: a request without a valid one is refused
-	// before its body is read, so that nobody without a key can make the
-	// gateway hold a body.
-	if r.opts.Auth != nil {
-		key, err := r.authenticate(hr)
-		if err != nil {
-			r.refuse(w, req, "", err)
-			return
-		}
-		req.key = key
-	}
-	if a.dialect != nil {
-		if err := a.dialect.header(hr.Header); err != nil {
-			r.refuse(w, req, "", err)
-			return
-		}
-		req.anthropicVersion = hr.Header.Get("anthropic-version")
-		req.anthropicBeta = strings.Join(hr.Header["Anthropic-Beta"], ",") // the key as parsed headers hold it: no canonicalising
-	}
-	err := r.parse(hr.Context(), w, hr, req)
-	if timed {
-		rc.SetReadDeadline(time.Time{})
-	}
-	if err != nil {
+	if err := r.receive(w, hr, req); err != nil {
 		r.refuse(w, req, "", err)
 		return
 	}
-	snap := r.snap.Load()
-	if snap == nil {
-		r.refuse(w, req, "", openai.Unavailable("No catalog is loaded yet.", nil))
-		return
-	}
-	m, ok := snap.cat.Resolve(req.Model)
-	// A model the key may not use answers as one that does not exist, so
-	// that its existence does not leak.
-	if ok && req.key != nil && !req.key.Allows(append([]string{m.Name}, m.Aliases...)...) {
-		ok = false
-	}
-	if !ok {
-		r.refuse(w, req, "", openai.ModelNotFound(req.Model))
-		return
-	}
-	req.model = m
-	if req.messages != nil && !snap.reachesAnthropic(m) {
-		req.messages = nil // held no longer than it may be sent
-	}
-	if req.answer != nil {
-		req.translator = req.answer(m.Name)
-	}
-	if err := r.hostedTools(w, req); err != nil {
+	snap, err := r.findModel(w, req)
+	if err != nil {
 		r.refuse(w, req, "", err)
 		return
 	}
@@ -234,7 +186,7 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 		req.salt = r.iso.of(req.tenant, req.CacheSalt)
 	}
 
-	label := m.Name
+	label := req.model.Name
 	inflight := r.m.inflight.WithLabelValues(label)
 	inflight.Inc()
 	defer inflight.Dec()
@@ -257,6 +209,65 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 		a.writeError(w, res.outcome.Err)
 	}
 	r.account(req, res)
+}
+
+// receive authenticates a request, checks its dialect's headers, and
+// reads and parses its body.
+func (r *Router) receive(w http.ResponseWriter, hr *http.Request, req *parsedRequest) error {
+	// A body that trickles in holds its connection and what it has sent:
+	// all of it must arrive within server.body_timeout. The deadline is
+	// lifted once it has, as the connection then only waits for the
+	// client to leave; a request refused before then keeps it, so that
+	// the server's reading of the unread rest is bounded too.
+	rc := http.NewResponseController(w)
+	timed := r.opts.Server.BodyTimeout > 0 && rc.SetReadDeadline(req.start.Add(r.opts.Server.BodyTimeout)) == nil
+	// The key is in a header: a request without a valid one is refused
+	// before its body is read, so that nobody without a key can make the
+	// gateway hold a body.
+	if r.opts.Auth != nil {
+		key, err := r.authenticate(hr)
+		if err != nil {
+			return err
+		}
+		req.key = key
+	}
+	if d := req.api.dialect; d != nil {
+		if err := d.header(hr.Header); err != nil {
+			return err
+		}
+		req.anthropicVersion = hr.Header.Get("anthropic-version")
+		req.anthropicBeta = strings.Join(hr.Header["Anthropic-Beta"], ",") // the key as parsed headers hold it: no canonicalising
+	}
+	err := r.parse(hr.Context(), w, hr, req)
+	if timed {
+		rc.SetReadDeadline(time.Time{})
+	}
+	return err
+}
+
+// findModel resolves a received request's model for its key, in the
+// catalog it is then served from, and readies what depends on the model:
+// the answer's translator and the hosted tools.
+func (r *Router) findModel(w http.ResponseWriter, req *parsedRequest) (*snapshot, error) {
+	snap := r.snap.Load()
+	if snap == nil {
+		return nil, openai.Unavailable("No catalog is loaded yet.", nil)
+	}
+	m, err := snap.modelFor(req.key, req.Model)
+	if err != nil {
+		return nil, err
+	}
+	req.model = m
+	if req.messages != nil && !snap.reachesAnthropic(m) {
+		req.messages = nil // held no longer than it may be sent
+	}
+	if req.answer != nil {
+		req.translator = req.answer(m.Name)
+	}
+	if err := r.hostedTools(w, req); err != nil {
+		return nil, err
+	}
+	return snap, nil
 }
 
 // parse reads the body, within the size limit, and the fields routing

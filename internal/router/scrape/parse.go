@@ -314,14 +314,25 @@ func (p *parser) parseSample(line []byte, i int, m int, braces bool) error {
 		}
 		i = skipBlanks(line, i)
 	}
-	// The value, then perhaps a timestamp in milliseconds.
+	v, err := p.parseValue(line, i, m)
+	if err != nil {
+		return err
+	}
+	p.add(m, v, blockSize)
+	return nil
+}
+
+// parseValue reads the end of a sample line of metric m from line[i:]:
+// the value, then perhaps a timestamp in milliseconds, which is checked
+// and passed over.
+func (p *parser) parseValue(line []byte, i int, m int) (float64, error) {
 	j := i
 	for j < len(line) && !isBlank(line[j]) {
 		j++
 	}
 	v, err := parseFloat(line[i:j])
 	if err != nil {
-		return p.syntax(m, fmt.Sprintf("value %q is not a number", line[i:j]))
+		return 0, p.syntax(m, fmt.Sprintf("value %q is not a number", line[i:j]))
 	}
 	if j < len(line) {
 		i = skipBlanks(line, j)
@@ -330,14 +341,13 @@ func (p *parser) parseSample(line []byte, i int, m int, braces bool) error {
 			j++
 		}
 		if _, err := strconv.ParseInt(string(line[i:j]), 10, 64); err != nil {
-			return p.syntax(m, fmt.Sprintf("timestamp %q is not an integer", line[i:j]))
+			return 0, p.syntax(m, fmt.Sprintf("timestamp %q is not an integer", line[i:j]))
 		}
 		if j < len(line) {
-			return p.syntax(m, "text after the timestamp")
+			return 0, p.syntax(m, "text after the timestamp")
 		}
 	}
-	p.add(m, v, blockSize)
-	return nil
+	return v, nil
 }
 
 // add counts one series of metric m with value v and, for
