@@ -355,3 +355,44 @@ func TestKeysNeverLeak(t *testing.T) {
 		t.Error("the requests did not reach the refusals they were meant to")
 	}
 }
+
+// TestModelListsHonourTheKey: a key held to some models sees those alone
+// in the model list, in OpenAI's shape and in Anthropic's.
+func TestModelListsHonourTheKey(t *testing.T) {
+	g := startKeyed(t, "")
+	key, _ := g.newKey(t, keys.Spec{Tenant: "acme/search", Models: []string{"ch*"}})
+	for _, anthropic := range []bool{false, true} {
+		req, _ := http.NewRequest(http.MethodGet, g.URL()+"/models", nil)
+		if anthropic {
+			req.Header.Set("x-api-key", key)
+			req.Header.Set("anthropic-version", "2023-06-01")
+		} else {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var list struct {
+			Data []struct {
+				ID   string `json:"id"`
+				Type string `json:"type"`
+			} `json:"data"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&list)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("anthropic %v: %d %v", anthropic, resp.StatusCode, err)
+		}
+		var ids []string
+		for _, m := range list.Data {
+			ids = append(ids, m.ID)
+			if anthropic && m.Type != "model" {
+				t.Errorf("an Anthropic client's list holds %+v, not in Anthropic's shape", m)
+			}
+		}
+		if len(ids) != 1 || ids[0] != "chat" {
+			t.Errorf("anthropic %v: a key held to ch* sees %v, want [chat]", anthropic, ids)
+		}
+	}
+}

@@ -68,9 +68,9 @@ type parsedRequest struct {
 
 	// answer makes the translator of a translated API's answer, given
 	// the model; nil for chat, completions and embeddings.
-	answer      func(model string) proxy.Translator
-	inputTokens int64            // a count's answer: the prompt's size in tokens
-	translator  proxy.Translator // answer's, once the model is known
+	answer      func(model string) openai.Translator
+	inputTokens int64             // a count's answer: the prompt's size in tokens
+	translator  openai.Translator // answer's, once the model is known
 	// hosted are the tools of a translated request that run on a
 	// provider's side, which its translation left out.
 	hosted []translate.HostedTool

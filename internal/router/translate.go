@@ -240,11 +240,10 @@ func (r *Router) serveAnthropicModels(w http.ResponseWriter, hr *http.Request) {
 		LastID  *string `json:"last_id"`
 	}{Data: []model{}}
 	for _, m := range s.cat.Models() {
-		names := append([]string{m.Name}, m.Aliases...)
-		if key != nil && len(key.Models) > 0 && !key.Allows(names...) {
+		if !visible(key, &m) {
 			continue
 		}
-		for _, n := range names {
+		for _, n := range append([]string{m.Name}, m.Aliases...) {
 			list.Data = append(list.Data, model{Type: "model", ID: n, DisplayName: n, CreatedAt: "1970-01-01T00:00:00Z"})
 		}
 	}

@@ -9,10 +9,6 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 )
 
-// Translator is the hook a call's answer is written through when the
-// client speaks another API; see openai.Translator.
-type Translator = openai.Translator
-
 // upstreamErrorOf is an upstream's 4xx answer as an *openai.Error, for a
 // Translator to put in its client's shape: the message the upstream gave
 // when its body is an OpenAI error, and a generic one otherwise.
