@@ -110,16 +110,7 @@ func startGatewayProcess(t *testing.T, bin, path string, env ...string) *gateway
 		<-p.exited
 		p.exited <- nil
 	})
-	found := make(chan [2]string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			// llmgw: OpenAI API on URL, metrics and admin on URL
-			if f := strings.Fields(sc.Text()); len(f) == 10 && f[1] == "OpenAI" {
-				found <- [2]string{strings.TrimSuffix(f[4], ","), f[9]}
-			}
-		}
-	}()
+	found := listenerURLs(out)
 	select {
 	case u := <-found:
 		p.api, p.admin = u[0], u[1]

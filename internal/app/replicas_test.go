@@ -26,8 +26,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
@@ -71,16 +69,7 @@ func startProcess(t *testing.T, configPath string) (api, admin string) {
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
 	})
-	found := make(chan [2]string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			// llmgw: OpenAI API on URL, metrics and admin on URL
-			if f := strings.Fields(sc.Text()); len(f) == 10 && f[1] == "OpenAI" {
-				found <- [2]string{strings.TrimSuffix(f[4], ","), f[9]}
-			}
-		}
-	}()
+	found := listenerURLs(out)
 	select {
 	case u := <-found:
 		return u[0], u[1]
@@ -88,6 +77,23 @@ func startProcess(t *testing.T, configPath string) (api, admin string) {
 		t.Fatal("the gateway process did not start")
 		return "", ""
 	}
+}
+
+// listenerURLs reads the banner `llmgw serve` prints on out, "llmgw:
+// OpenAI API on URL, metrics and admin on URL", and sends the two URLs
+// once it has; what follows is read and dropped, so the writer never
+// blocks.
+func listenerURLs(out io.Reader) <-chan [2]string {
+	found := make(chan [2]string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if f := strings.Fields(sc.Text()); len(f) == 10 && f[1] == "OpenAI" {
+				found <- [2]string{strings.TrimSuffix(f[4], ","), f[9]}
+			}
+		}
+	}()
+	return found
 }
 
 func randomName(t *testing.T) string {
@@ -274,25 +280,11 @@ func TestStoreOutageLosesNoRecord(t *testing.T) {
 	ctx := t.Context()
 	// A schema of its own, reached by the gateway through a proxy the test
 	// can cut.
-	admin, err := pgx.Connect(ctx, pgURL)
+	admin, schema, direct := ownSchema(t, pgURL, "llmgw_outage_")
+	u, err := url.Parse(direct)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close(context.Background())
-	schema := "llmgw_outage_" + randomName(t)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-	u, err := url.Parse(pgURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	q.Set("connect_timeout", "2")
-	u.RawQuery = q.Encode()
-	direct := u.String()
 	proxy := newFlakyProxy(t, u.Host)
 	u.Host = proxy.ln.Addr().String()
 

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net/http"
@@ -29,16 +28,7 @@ func serveInProcess(t *testing.T, args ...string) (api, admin string) {
 		pw.Close()
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	found := make(chan [2]string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			// llmgw: OpenAI API on URL, metrics and admin on URL
-			if f := strings.Fields(sc.Text()); len(f) == 10 && f[1] == "OpenAI" {
-				found <- [2]string{strings.TrimSuffix(f[4], ","), f[9]}
-			}
-		}
-	}()
+	found := listenerURLs(pr)
 	select {
 	case u := <-found:
 		return u[0], u[1]
