@@ -56,7 +56,7 @@ func (s *snapshot) HasPool(name string) bool { return s.pools[name] != nil }
 
 // NextFallback is the fallback to try after cur (nextFallback).
 func (s *snapshot) NextFallback(requested, cur *catalog.Model) *catalog.Model {
-	return nextFallback(s, requested, cur)
+	return s.cat.NextFallback(requested, cur)
 }
 
 // sloPressure is how far a model is over its SLO: 1 at it, above 1 past

@@ -52,7 +52,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 		first = to
 	}
 	for _, relaxed := range [2]bool{false, true} {
-		for m := first; m != nil; m = nextFallback(s, req.model, m) {
+		for m := first; m != nil; m = s.cat.NextFallback(req.model, m) {
 			p := s.pools[m.Pool]
 			if p == nil {
 				continue
@@ -273,21 +273,4 @@ func (t *sent) end() {
 	}
 	t.call.Done(t.gate.TPOTAim())
 	t.gate.Wake()
-}
-
-// nextFallback is the fallback to try after cur, in the order the
-// requested model lists them; nil when there is none left.
-func nextFallback(s *snapshot, requested, cur *catalog.Model) *catalog.Model {
-	next := cur == requested
-	for _, name := range requested.Fallbacks {
-		m, ok := s.cat.Resolve(name)
-		if !ok {
-			continue
-		}
-		if next {
-			return m
-		}
-		next = m == cur
-	}
-	return nil
 }

@@ -288,6 +288,24 @@ func (c *Catalog) Resolve(name string) (*Model, bool) {
 	return &c.models[i], true
 }
 
+// NextFallback is the fallback to try after cur, in the order requested
+// lists them (cur == requested: the first); nil when none is left.
+// Fallbacks the catalog does not hold are passed over.
+func (c *Catalog) NextFallback(requested, cur *Model) *Model {
+	next := cur == requested
+	for _, name := range requested.Fallbacks {
+		m, ok := c.Resolve(name)
+		if !ok {
+			continue
+		}
+		if next {
+			return m
+		}
+		next = m == cur
+	}
+	return nil
+}
+
 // Pool finds a pool by name.
 func (c *Catalog) Pool(name string) (*Pool, bool) {
 	i, ok := c.pool[name]

@@ -59,6 +59,31 @@ func TestResolve(t *testing.T) {
 	}
 }
 
+// TestNextFallback walks a model's fallbacks in its order, by name or
+// alias, each once, and ends.
+func TestNextFallback(t *testing.T) {
+	c, err := New([]Pool{{Name: "gpu"}}, []Model{
+		{Name: "a", Pool: "gpu", Fallbacks: []string{"big", "c"}},
+		{Name: "b", Aliases: []string{"big"}, Pool: "gpu"},
+		{Name: "c", Pool: "gpu", Fallbacks: []string{"a"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := c.Resolve("a")
+	var walk []string
+	for m := c.NextFallback(a, a); m != nil; m = c.NextFallback(a, m) {
+		walk = append(walk, m.Name)
+	}
+	if got := strings.Join(walk, " "); got != "b c" {
+		t.Errorf("a's fallbacks walked as %q, want \"b c\"", got)
+	}
+	b, _ := c.Resolve("b")
+	if m := c.NextFallback(b, b); m != nil {
+		t.Errorf("a model with no fallbacks falls back to %s", m.Name)
+	}
+}
+
 func TestNewRefuses(t *testing.T) {
 	gpu := []Pool{{Name: "gpu"}}
 	for _, tt := range []struct {

@@ -109,18 +109,7 @@ func (h *harness) HasPool(name string) bool { return h.pools[name] != nil }
 // NextFallback is the fallback after cur in requested's list, as the
 // router's catalog gives it.
 func (h *harness) NextFallback(requested, cur *catalog.Model) *catalog.Model {
-	next := cur == requested
-	for _, name := range requested.Fallbacks {
-		m, ok := h.cat.Resolve(name)
-		if !ok {
-			continue
-		}
-		if next {
-			return m
-		}
-		next = m == cur
-	}
-	return nil
+	return h.cat.NextFallback(requested, cur)
 }
 
 // newHarness serves the catalog of pools and models, its metrics in a
