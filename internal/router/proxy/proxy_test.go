@@ -462,6 +462,28 @@ func TestEndlessLine(t *testing.T) {
 	}
 }
 
+// TestEndlessEvent: an upstream whose event's data lines never meet a
+// blank line, each line short, and in lone-CR line ends, is held to the
+// same bound: its stream breaks once the joined data passes
+// maxEventLine.
+func TestEndlessEvent(t *testing.T) {
+	endless := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, sse(tokA))
+		piece := strings.Repeat("data: "+strings.Repeat("x", 56)+"\r", 1<<10)
+		for range 2 * maxEventLine / len(piece) {
+			if _, err := io.WriteString(w, piece); err != nil {
+				return
+			}
+		}
+	})
+	got, o := relayThrough(t, endless, Call{Stream: true})
+	assertCut(t, got, o, "stream_broken", http.StatusBadGateway)
+	if !errors.Is(o.Err, errLineTooLong) {
+		t.Errorf("err %v; want %v", o.Err, errLineTooLong)
+	}
+}
+
 func TestPlainAnswerOverTheLimitIsRefused(t *testing.T) {
 	defer func(n int64) { maxResponseBytes = n }(maxResponseBytes)
 	maxResponseBytes = 100
