@@ -63,10 +63,16 @@ func redactString(s string, keys []string) string {
 // JSON decoder reads it, so that a key written as \u0073k-... is found
 // too, and written back only if it changed; the rest is kept byte for byte and the
 // result stays valid JSON. Anything else is redacted as plain text.
+//
+// A JSON reader reads every string as valid UTF-8, an invalid byte as
+// U+FFFD, so in JSON a key that is not valid UTF-8 can match only part of
+// another character: it is looked for in plain text alone, since cutting
+// a character in two would write the key's byte back as U+FFFD.
 func redact(b []byte, keys []string) ([]byte, bool) {
 	if !json.Valid(b) {
 		return []byte(redactString(string(b), keys)), false
 	}
+	keys = validUTF8(keys)
 	var out []byte // nil until a string changes
 	last := 0
 	for i := 0; i < len(b); i++ {
@@ -92,6 +98,17 @@ func redact(b []byte, keys []string) ([]byte, bool) {
 		return b, true
 	}
 	return append(out, b[last:]...), true
+}
+
+// validUTF8 is those of keys that are valid UTF-8.
+func validUTF8(keys []string) []string {
+	var valid []string
+	for _, k := range keys {
+		if utf8.ValidString(k) {
+			valid = append(valid, k)
+		}
+	}
+	return valid
 }
 
 // stringEnd is the offset just past the JSON string that starts with the
