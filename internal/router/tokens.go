@@ -105,6 +105,7 @@ func (r *Router) observeTokens(req *parsedRequest, res dispatchResult, took time
 	}
 	if req.Stream {
 		r.slo.Add(r.canonicalModel(req.Model), res.outcome.TTFT, tpot)
+		r.countSLO(req.Model, res.outcome.TTFT, tpot)
 	}
 }
 
