@@ -153,8 +153,8 @@ func (r *Router) observeGenAI(req *parsedRequest, res dispatchResult, took time.
 	o := res.outcome
 	g := r.m.genAI
 	key := genAIKey{model: unknownModel, pool: res.pool, operation: genAIOperation(req.api)}
-	if m, ok := s.cat.Resolve(req.Model); ok {
-		key.model = m.Name
+	if req.model != nil {
+		key.model = req.model.Name // the canonical name, as metricModel gives it
 	}
 	v := g.seriesOf(s, key)
 	if errorType != "" {

@@ -43,8 +43,8 @@ type metrics struct {
 
 	// The OpenTelemetry GenAI histograms (genai.go) and SLO attainment
 	// (slocount.go).
-	genAI       *genAIMetrics
-	sloRequests *prometheus.CounterVec
+	genAI     *genAIMetrics
+	sloCounts *sloCounts
 }
 
 // ttftBuckets span a cached short prompt's 25 ms to a queued long one's
@@ -133,9 +133,9 @@ func newMetrics(tenantLevel string, tenantLimit int) *metrics {
 		endpointIn: prometheus.NewDesc("llmgw_endpoint_inflight",
 			"Requests this gateway has sent to the endpoint and not yet seen end.",
 			[]string{"pool", "endpoint"}, nil),
-		endpoints:   newEndpointMetrics(),
-		genAI:       newGenAIMetrics(),
-		sloRequests: newSLORequests(),
+		endpoints: newEndpointMetrics(),
+		genAI:     newGenAIMetrics(),
+		sloCounts: newSLOCounts(),
 	}
 }
 
@@ -144,7 +144,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 	cs = append(cs, m.genAI.collectors()...)
 	cs = append(cs, m.requests, m.ttft, m.duration, m.inflight, m.upstreamErrors, m.reloadOK, m.reloadTime,
 		m.decisions, m.predicted, m.confirmed, m.retries, m.fallbacks, m.ejections, m.hedges, m.hedgeWasted, m.tokens,
-		m.tenant.dropped, m.sloRequests)
+		m.tenant.dropped, m.sloCounts.requests)
 	var errs []error
 	for _, c := range cs {
 		errs = append(errs, reg.Register(c))

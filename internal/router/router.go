@@ -222,6 +222,7 @@ func (r *Router) SetCatalog(c *catalog.Catalog) {
 	r.snap.Store(s)
 	r.watch.Set(r.watchTargets(c, s))
 	r.m.token.setSLOs(c.Models())
+	r.m.sloCounts.set(c.Models())
 	if old != nil {
 		// An endpoint the catalog no longer has keeps no connections:
 		// idle ones close now, busy ones when their answer ends.

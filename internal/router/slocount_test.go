@@ -17,7 +17,8 @@ import (
 // TestSLORequests: each streamed request of a model with an SLO is counted
 // met or missed for each kind of sample it gave, judged as goodput judges
 // it; a model without an SLO, a plain request and a stream too short for a
-// time per token give no count of what they lack.
+// time per token give no count of what they lack. A model's series show
+// from the catalog on, at zero.
 func TestSLORequests(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg := config.Default()
@@ -74,6 +75,7 @@ llmgw_slo_requests_total{kind="tpot",model="llama",result="met"} 2
 llmgw_slo_requests_total{kind="tpot",model="llama",result="missed"} 1
 llmgw_slo_requests_total{kind="ttft",model="llama",result="met"} 2
 llmgw_slo_requests_total{kind="ttft",model="llama",result="missed"} 1
+llmgw_slo_requests_total{kind="ttft",model="ttft-only",result="met"} 0
 llmgw_slo_requests_total{kind="ttft",model="ttft-only",result="missed"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "llmgw_slo_requests_total"); err != nil {
