@@ -173,7 +173,10 @@ const (
 	// so 3,000 at most, about what a dozen models make of the per-model
 	// families, and enough for the teams of most organisations.
 	DefaultTenantLabelLimit = 100
-	DefaultStoreURL         = "sqlite:llmgw.db"
+	// MaxTenantLabelLimit bounds router.tenant_label_limit at 300,000
+	// tenant series, past what one Prometheus should take from one target.
+	MaxTenantLabelLimit = 10_000
+	DefaultStoreURL     = "sqlite:llmgw.db"
 )
 
 // The values of server.http.
