@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
@@ -100,6 +101,14 @@ func TestEndpointViewShowsEveryEndpoint(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
+	var all []*dto.MetricFamily
+	for _, mf := range mfs {
+		all = append(all, mf)
+	}
+	if problems, err := promlint.NewWithMetricFamilies(all).Lint(); err != nil || len(problems) > 0 {
+		t.Errorf("promlint: %v %v", problems, err)
+	}
+
 	// The load is the good endpoint's alone: the others read none.
 	want := `
 # HELP llmgw_endpoint_kv_cache_usage_ratio Share of the endpoint's KV cache in use, 0 to 1, as its last scrape read it while routing believes it.
@@ -154,6 +163,23 @@ llmgw_endpoint_requests_waiting{endpoint="good",pool="main"} 3
 			}
 		}
 	}
+	// A reload that keeps two endpoints keeps what was seen of them, and
+	// the others are gone.
+	before := value(mfs, "llmgw_endpoint_scrape_failures_total", "status", "status")
+	p.Endpoints = []catalog.Endpoint{p.Endpoints[0], p.Endpoints[4]}
+	cat, err = catalog.New([]catalog.Pool{p}, []catalog.Model{{Name: "m", Pool: "main"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.SetCatalog(cat)
+	after := gather(t, reg)
+	if n := value(after, "llmgw_endpoint_scrape_failures_total", "status", "status"); n < before {
+		t.Errorf("status: %v scrape failures after the reload, %v before: want them kept", n, before)
+	}
+	if n, err := testutil.GatherAndCount(reg, "llmgw_endpoint_scrape_failures_total"); err != nil || n != 2*4 {
+		t.Errorf("after the reload, %d scrape failure series (%v), want 2 endpoints × 4 reasons", n, err)
+	}
+
 	// The predicted first token is the cost model's prior (20 ms, and
 	// 100 µs a token) for the pool's mean prompt of 1000 tokens, and at
 	// the good endpoint the 3 requests it says are waiting, at 1000 each.
