@@ -7,7 +7,6 @@ package router
 // still shows, with its failures counted.
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -97,9 +96,9 @@ func reasonIndex(reason string) int {
 }
 
 // endpointSights holds an endpointSight for each endpoint of the catalog
-// in service.
+// in service. Only SetCatalog replaces it, as it replaces the snapshot,
+// one call at a time.
 type endpointSights struct {
-	mu sync.Mutex                                        // held while the set is replaced
 	by atomic.Pointer[map[*pool.Endpoint]*endpointSight] // replaced whole, never written
 }
 
@@ -119,8 +118,6 @@ func (s *endpointSights) of(ep *pool.Endpoint, next map[*pool.Endpoint]*endpoint
 
 // set puts next in service: endpoints no longer in it are forgotten.
 func (s *endpointSights) set(next map[*pool.Endpoint]*endpointSight) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.by.Store(&next)
 }
 
