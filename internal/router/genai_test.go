@@ -10,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
@@ -115,8 +116,10 @@ func TestGenAIExemplar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.SetCatalog(tenantCatalog(t))
-	req := &parsedRequest{Request: openai.Request{Model: "m", Stream: true}, api: apis["/v1/chat/completions"]}
+	cat := tenantCatalog(t)
+	r.SetCatalog(cat)
+	m, _ := cat.Resolve("m")
+	req := &parsedRequest{Request: openai.Request{Model: "m", Stream: true}, api: apis["/v1/chat/completions"], model: m}
 	res := dispatchResult{pool: "gpu", outcome: proxy.Outcome{Status: 200, Usage: &openai.Usage{PromptTokens: 3, CompletionTokens: 11}, TTFT: 300 * time.Millisecond, Decode: time.Second}}
 	r.observeGenAI(req, res, 2*time.Second, "", prometheus.Labels{"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"})
 	mfs := gather(t, reg)
@@ -138,6 +141,25 @@ func TestGenAIExemplar(t *testing.T) {
 			if b.GetExemplar() != nil {
 				t.Errorf("time per output token has an exemplar")
 			}
+		}
+	}
+}
+
+// TestGenAIAttributes: each API's operation and each pool kind's provider
+// are the convention's values where it has one.
+func TestGenAIAttributes(t *testing.T) {
+	ops := map[string]string{"/v1/chat/completions": "chat", "/v1/messages": "chat", "/v1/responses": "chat",
+		"/v1/completions": "text_completion", "/v1/embeddings": "embeddings"}
+	for path, want := range ops {
+		if got := genAIOperation(apis[path]); got != want {
+			t.Errorf("%s: gen_ai_operation_name %q, want %q", path, got, want)
+		}
+	}
+	providers := map[string]string{catalog.KindOpenAI: "openai", catalog.KindAnthropic: "anthropic",
+		catalog.KindAzure: "azure.ai.openai", catalog.KindVLLM: "vllm", catalog.KindSGLang: "sglang"}
+	for kind, want := range providers {
+		if got := genAIProvider(kind); got != want {
+			t.Errorf("kind %s: gen_ai_provider_name %q, want %q", kind, got, want)
 		}
 	}
 }
