@@ -45,6 +45,7 @@ func (r *Router) account(req *parsedRequest, res dispatchResult) {
 			r.m.ttft.WithLabelValues(model, pool).Observe(o.TTFT.Seconds())
 		}
 	}
+	r.observeGenAI(req, res, took, statusErrorType(o.Status), nil)
 	r.observeTokens(req, res, took)
 	if r.log.Enabled(context.Background(), slog.LevelDebug) {
 		r.logRequest(req, res, took)

@@ -105,6 +105,9 @@ type RouterOptions struct {
 	// TenantLabel is the tenant level, org, team or user, that becomes the
 	// tenant label of the per-tenant metrics; empty means org.
 	TenantLabel string
+	// TenantLabelLimit is how many tenants get a tenant label value of
+	// their own (tenantcap.go); zero or less means 100.
+	TenantLabelLimit int
 	// DefaultMaxTokens is the completion length reserved against token
 	// limits for a request that names no max_tokens; zero reserves none.
 	DefaultMaxTokens int64
@@ -141,6 +144,8 @@ type Router struct {
 	ids   requestIDs
 	// watch scrapes and probes every endpoint of the catalog in service.
 	watch *scrape.Watcher
+	// sights are what its scrapes and probes saw (endpointview.go).
+	sights endpointSights
 	// iso keeps isolation domains' prompts apart in the prefix caches.
 	iso *isolation
 	// wrapWork, set by tests alone, wraps the context a request's
@@ -160,7 +165,7 @@ func New(opts Options) (*Router, error) {
 		opts:  opts,
 		log:   opts.Logger,
 		proxy: proxy.New(opts.Server.ConnectTimeout, opts.Transport),
-		m:     newMetrics(opts.Router.TenantLabel),
+		m:     newMetrics(opts.Router.TenantLabel, opts.Router.TenantLabelLimit),
 		ids:   newRequestIDs(),
 		peers: placement.NewBook(pool.PeerMaxAge),
 		iso:   newIsolation(opts.Router.CacheIsolation, opts.CacheSecret),
@@ -217,6 +222,7 @@ func (r *Router) SetCatalog(c *catalog.Catalog) {
 	r.snap.Store(s)
 	r.watch.Set(r.watchTargets(c, s))
 	r.m.token.setSLOs(c.Models())
+	r.m.sloCounts.set(c.Models())
 	if old != nil {
 		// An endpoint the catalog no longer has keeps no connections:
 		// idle ones close now, busy ones when their answer ends.
@@ -344,10 +350,13 @@ func (g *requestIDs) next() string {
 // each probe whether it is down.
 func (r *Router) watchTargets(c *catalog.Catalog, s *snapshot) []scrape.Target {
 	var ts []scrape.Target
+	seen := make(map[*pool.Endpoint]*endpointSight)
+	defer func() { r.sights.set(seen) }()
 	for _, cp := range c.Pools() {
 		p := s.pools[cp.Name]
 		for _, ep := range p.Endpoints() {
 			root := hostRoot(ep.URL())
+			sight := r.sights.of(ep, seen)
 			t := scrape.Target{
 				Name:           p.name + " " + ep.URL(),
 				Interval:       cp.Metrics.Interval,
@@ -357,8 +366,13 @@ func (r *Router) watchTargets(c *catalog.Catalog, s *snapshot) []scrape.Target {
 				OnLoad: func(l scrape.Load) {
 					ep.SetLoad(l.Waiting, l.KVUsage, l.At)
 					p.SetKVBlock(l.BlockSize)
+					sight.loaded(l)
 				},
-				OnHealth: func(up bool, err error) { r.probed(p, ep, up, err) },
+				OnScrapeError: sight.scrapeFailed,
+				OnHealth: func(up bool, err error) {
+					r.probed(p, ep, up, err)
+					sight.probed(err)
+				},
 			}
 			if cp.Metrics.Path != "" && root != "" {
 				t.MetricsURL = root + cp.Metrics.Path
@@ -366,6 +380,8 @@ func (r *Router) watchTargets(c *catalog.Catalog, s *snapshot) []scrape.Target {
 			if cp.Health.Path != "" && root != "" {
 				t.HealthURL = root + cp.Health.Path
 			}
+			sight.scrapes.Store(t.MetricsURL != "")
+			sight.probes.Store(t.HealthURL != "")
 			if t.MetricsURL != "" || t.HealthURL != "" {
 				ts = append(ts, t)
 			}
