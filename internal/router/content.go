@@ -50,7 +50,7 @@ func inputMessages(req *parsedRequest) string {
 		return ""
 	}
 	var body struct {
-		Messages []chatMessage  `json:"messages"`
+		Messages []chatMessage   `json:"messages"`
 		Prompt   json.RawMessage `json:"prompt"`
 	}
 	if json.Unmarshal(req.body, &body) != nil {
