@@ -16,9 +16,10 @@ type Telemetry struct {
 	// over OTLP/HTTP, or off. Empty means the OTEL_TRACES_EXPORTER
 	// environment variable (otlp or none), and off without it.
 	Traces string `yaml:"traces"`
-	// Endpoint is the OTLP/HTTP endpoint spans are sent to, such as
-	// http://collector:4318. Empty means OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
-	// or OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318.
+	// Endpoint is the base URL of the OTLP/HTTP endpoint spans are sent
+	// to, such as http://collector:4318, to which /v1/traces is added.
+	// Empty means OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
+	// OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318.
 	Endpoint string `yaml:"endpoint,omitempty"`
 	// RecordContent puts each request's prompt messages on its span, as
 	// gen_ai.input.messages. Off, no message content is ever recorded.

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -30,8 +31,8 @@ type Tracing struct {
 }
 
 // NewTracing builds the tracer provider. endpoint, when not empty, is the
-// OTLP/HTTP endpoint's URL (http://collector:4318); otherwise the
-// exporter reads OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and
+// OTLP/HTTP endpoint's base URL (http://collector:4318), to which
+// /v1/traces is added; otherwise the exporter reads OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and
 // OTEL_EXPORTER_OTLP_ENDPOINT. The sampler is OTEL_TRACES_SAMPLER's
 // (parentbased_always_on when unset), and the resource's attributes
 // OTEL_SERVICE_NAME's and OTEL_RESOURCE_ATTRIBUTES', as the SDK reads
@@ -51,13 +52,30 @@ func NewTracing(ctx context.Context, endpoint string, getenv func(string) string
 	}
 	var opts []otlptracehttp.Option
 	if endpoint != "" {
-		opts = append(opts, otlptracehttp.WithEndpointURL(endpoint))
+		opts = append(opts, otlptracehttp.WithEndpointURL(tracesURL(endpoint)))
 	}
 	exp, err := otlptracehttp.New(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry.traces: the OTLP exporter: %w", err)
 	}
 	return &Tracing{Provider: NewProvider(sdktrace.NewBatchSpanProcessor(exp))}, nil
+}
+
+// tracesPath is where an OTLP/HTTP collector takes spans.
+const tracesPath = "/v1/traces"
+
+// tracesURL is the URL spans are sent to for the base URL of an OTLP/HTTP
+// endpoint, as OTEL_EXPORTER_OTLP_ENDPOINT is read: /v1/traces added to
+// its path, unless it ends in it already.
+func tracesURL(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return endpoint // the exporter says what is wrong with it
+	}
+	if !strings.HasSuffix(u.Path, tracesPath) {
+		u.Path = strings.TrimSuffix(u.Path, "/") + tracesPath
+	}
+	return u.String()
 }
 
 // NewProvider is a tracer provider whose spans go to sp, with llmgw's
@@ -69,17 +87,19 @@ func NewProvider(sp sdktrace.SpanProcessor, opts ...sdktrace.TracerProviderOptio
 	}, opts...)...)
 }
 
-// Resource is what every span says of the process: service.name llmgw
-// unless the environment names another, and what the SDK detects from
-// OTEL_RESOURCE_ATTRIBUTES.
+// Resource is what every span says of the process: the SDK's name and
+// version, service.name llmgw, and what OTEL_SERVICE_NAME and
+// OTEL_RESOURCE_ATTRIBUTES say, which win over llmgw's own.
 func Resource() *resource.Resource {
-	r, err := resource.Merge(
-		resource.NewSchemaless(semconv.ServiceName(ServiceName)),
-		resource.Default(), // reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES
+	r, err := resource.New(context.Background(),
+		resource.WithSchemaURL(semconv.SchemaURL),
+		resource.WithTelemetrySDK(),
+		resource.WithAttributes(semconv.ServiceName(ServiceName)),
+		resource.WithFromEnv(), // after llmgw's: the environment's name wins
 	)
-	if err != nil {
-		// Only a schema URL conflict fails, and the first has none.
-		return resource.Default()
+	if err != nil && r == nil {
+		// An OTEL_RESOURCE_ATTRIBUTES that does not parse: llmgw's own.
+		return resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(ServiceName))
 	}
 	return r
 }
