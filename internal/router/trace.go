@@ -242,13 +242,17 @@ func (r *Router) traceAttempt(ctx *context.Context, req *parsedRequest, p *serve
 		}
 	}
 	ep := p.Endpoints()[i]
+	predicted, ok := (*ctx).Value(predictionKey{}).(float64)
+	if !ok {
+		predicted = p.Predicted(rt, i, time.Now())
+	}
 	attrs := []attribute.KeyValue{
 		semconv.GenAIOperationNameKey.String(op),
 		semconv.GenAIProviderNameKey.String(providerName(p.kind)),
 		semconv.GenAIRequestModel(model),
 		attrPool.String(p.name), attrEndpoint.String(ep.Name()),
 		attrPolicy.String(p.Policy()),
-		attrPredicted.Float64(p.Predicted(rt, i, time.Now())),
+		attrPredicted.Float64(predicted),
 		attrPrefixShare.Float64(rt.CachedShare(i)),
 		attrPrefixBlocks.Int(int(rt.Matched(i))),
 	}
@@ -270,6 +274,21 @@ func (r *Router) traceAttempt(ctx *context.Context, req *parsedRequest, p *serve
 		call.Header = header
 		r.endAttempt(actx, span, &o)
 	}
+}
+
+// predictionKey holds, in a hedged call's context, the first-token time
+// routing predicted for its endpoint when it was picked.
+type predictionKey struct{}
+
+// notePick is ctx holding the prediction for endpoint i of p, read on the
+// goroutine that picked it, for a traced call about to run on another:
+// the route's prediction is rewritten by the next pick of the race, which
+// may run while the call starts. ctx as it is when req is not traced.
+func notePick(ctx context.Context, req *parsedRequest, p *servedPool, rt *pool.Route, i int) context.Context {
+	if req.span == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, predictionKey{}, p.Predicted(rt, i, time.Now()))
 }
 
 // endAttempt ends a CLIENT span with what its call came to. A call that
