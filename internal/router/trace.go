@@ -226,14 +226,11 @@ func noteAdmission(req *parsedRequest, t *admission.Ticket, err error, waited ti
 	req.span.SetAttributes(attrDecision.String(decision), attrQueueWait.Float64(waited.Seconds()))
 }
 
-// traceAttempt starts the CLIENT span of one upstream call of req to
-// endpoint i of p, puts the span in *ctx and its traceparent on the
-// call's headers, and returns what ends it once the call is over; nil,
-// and nothing done, when req has no span.
+// traceAttempt starts the CLIENT span of one upstream call of req, which
+// has a span, to endpoint i of p, puts the span in *ctx and its
+// traceparent on the call's headers, and returns what ends it once the
+// call is over.
 func (r *Router) traceAttempt(ctx *context.Context, req *parsedRequest, p *servedPool, i int, rt *pool.Route, call *proxy.Call) func(proxy.Outcome) {
-	if req.span == nil {
-		return nil
-	}
 	op := operation(req.api)
 	model := call.Model
 	if s := r.snap.Load(); s != nil {
