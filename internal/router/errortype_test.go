@@ -15,11 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/limits"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
@@ -172,6 +174,16 @@ func TestErrorTypes(t *testing.T) {
 			}
 			if tt.key != "" && strings.Contains(lines[0], tt.key) {
 				t.Errorf("the access log names the API key: %s", lines[0])
+			}
+			if tt.status == 200 {
+				// The ledger record's fields, as the ledger would have them.
+				var rec usage.Record
+				json.Unmarshal([]byte(lines[0]), &rec)
+				want := usage.Record{ID: line.ID, Time: rec.Time, KeyID: "good", Tenant: "acme/search", Model: "m", Pool: "main",
+					Endpoint: g.endpointName("main", 0), PromptTokens: 5, CompletionTokens: 2, Status: 200, TTFT: rec.TTFT, Duration: rec.Duration}
+				if diff := cmp.Diff(want, rec); diff != "" || rec.Time.IsZero() || rec.Duration <= 0 || rec.TTFT <= 0 {
+					t.Errorf("access log line %s (-want +got):\n%s", lines[0], diff)
+				}
 			}
 		})
 	}

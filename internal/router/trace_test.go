@@ -284,3 +284,64 @@ func TestSpansOfAHedgedRequest(t *testing.T) {
 		})
 	}
 }
+
+// tapped records the traceparent of each request before next serves it.
+type tapped struct {
+	next http.Handler
+	mu   sync.Mutex
+	seen []string
+}
+
+func (h *tapped) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	h.seen = append(h.seen, r.Header.Get("traceparent"))
+	h.mu.Unlock()
+	h.next.ServeHTTP(w, r)
+}
+
+// TestEachRetryHasItsSpan: a call that fails before its first byte and
+// the retry that answers are two CLIENT spans, the first with the
+// upstream's error type, and each upstream gets its own call's
+// traceparent; with no traceparent from the client the request starts a
+// trace of its own.
+func TestEachRetryHasItsSpan(t *testing.T) {
+	failing, answering := &tapped{next: &upstream{status: 500}}, &tapped{next: &upstream{tokens: 2}}
+	g, exp, _ := tracedGateway(t, false, inTurn, failing, answering)
+	g.pickNext(0)
+	resp, body := g.post(t, "/v1/chat/completions", chatRequest(false))
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	server, spans := serverSpan(t, exp)
+	if server.Parent.IsValid() {
+		t.Errorf("the request's span has a parent %s; the client sent none", server.Parent.SpanID())
+	}
+	if len(spans) != 3 {
+		t.Fatalf("%d spans, want 3: the request's and one per call", len(spans))
+	}
+	for k, up := range []*tapped{failing, answering} {
+		var client *tracetest.SpanStub
+		for i := range spans {
+			if spans[i].SpanKind == trace.SpanKindClient && attrs(spans[i])["llmgw.endpoint"].Emit() == g.endpointName("main", k) {
+				client = &spans[i]
+			}
+		}
+		if client == nil || client.Parent.SpanID() != server.SpanContext.SpanID() {
+			t.Fatalf("endpoint %d: no CLIENT span under the request's", k)
+		}
+		sent := fmt.Sprintf("00-%s-%s-01", server.SpanContext.TraceID(), client.SpanContext.SpanID())
+		if len(up.seen) != 1 || up.seen[0] != sent {
+			t.Errorf("endpoint %d received traceparent %q, want [%s]", k, up.seen, sent)
+		}
+		errType, failed := attrs(*client)["error.type"]
+		switch {
+		case k == 0 && errType.AsString() != "upstream_status":
+			t.Errorf("the failed call's error.type = %q, want upstream_status", errType.AsString())
+		case k == 1 && failed:
+			t.Errorf("the retry that answered has error.type %q", errType.AsString())
+		}
+	}
+	if _, failed := attrs(server)["error.type"]; failed {
+		t.Error("the request, answered by its retry, has an error.type")
+	}
+}
