@@ -9,6 +9,8 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/otel"
+
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/telemetry"
@@ -29,6 +31,10 @@ func (g *Gateway) openTelemetry(ctx context.Context, t config.Telemetry) (router
 		}
 		g.tracing = tr
 		o.Tracer, o.RecordContent = tr.Provider, t.RecordContent
+		// What the SDK cannot do (a collector that does not answer) is
+		// logged as llmgw logs, not on the standard logger.
+		log := g.log
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("traces", "err", err) }))
 		g.log.Info("traces are exported over OTLP/HTTP", "endpoint", t.Endpoint, "record_content", t.RecordContent)
 	}
 	w, err := telemetry.OpenAccessLog(t.AccessLog)
