@@ -21,6 +21,10 @@ type Config struct {
 	Tenants []tenant.TenantLimits `yaml:"tenants,omitempty"`
 	Pools   []catalog.Pool        `yaml:"pools"`
 	Models  []catalog.Model       `yaml:"models"`
+
+	// Telemetry is what llmgw emits besides its metrics: traces and an
+	// access log.
+	Telemetry Telemetry `yaml:"telemetry"`
 }
 
 // Server holds the listeners, body limit and upstream timeouts.
@@ -204,5 +208,7 @@ func Default() Config {
 		Router: Router{Auth: "keys", TenantLabel: tenant.LevelTeam, TenantLabelLimit: DefaultTenantLabelLimit, DefaultMaxTokens: DefaultMaxTokens, SharePrefixIndex: true, ShareLoad: true, CacheIsolation: tenant.LevelOrg},
 		Store:  Store{URL: DefaultStoreURL},
 		Limits: Limits{OnRedisError: "open"},
+
+		Telemetry: Telemetry{AccessLog: AccessLogOff},
 	}
 }

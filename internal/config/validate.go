@@ -91,6 +91,7 @@ func (c *Config) Validate() error {
 	c.Router.validate(&ps)
 	c.Store.validate(&ps)
 	c.Limits.validate(&ps)
+	c.Telemetry.validate(&ps)
 	validateTenants(&ps, c.Tenants)
 	validatePools(&ps, c.Pools)
 	validateModels(&ps, c.Models, c.Pools)

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 )
 
 // The convention's advisory bucket boundaries (ExplicitBucketBoundaries),
@@ -98,7 +96,7 @@ func (g *genAIMetrics) seriesOf(s *snapshot, key genAIKey) *genAISeries {
 	}
 	provider := ""
 	if p := s.pools[key.pool]; p != nil {
-		provider = genAIProvider(p.kind)
+		provider = providerName(p.kind)
 	}
 	values := []string{key.operation, provider, key.model}
 	v := &genAISeries{
@@ -114,32 +112,6 @@ func (g *genAIMetrics) seriesOf(s *snapshot, key genAIKey) *genAISeries {
 	return v
 }
 
-// genAIProvider is gen_ai.provider.name for a pool's kind: the
-// convention's name for a hosted provider, the server's name for a
-// server llmgw scrapes (a custom value, as the convention allows).
-func genAIProvider(kind string) string {
-	switch kind {
-	case catalog.KindAzure:
-		return "azure.ai.openai"
-	case "":
-		return catalog.KindOpenAI
-	}
-	return kind // openai, anthropic, vllm, sglang
-}
-
-// genAIOperation is gen_ai.operation.name for a request's API:
-// completions are text_completion, embeddings embeddings, and chat,
-// Messages and Responses (sent as chat) chat.
-func genAIOperation(a api) string {
-	switch a.upstreamPath {
-	case "/completions":
-		return "text_completion"
-	case "/embeddings":
-		return "embeddings"
-	}
-	return "chat"
-}
-
 // observeGenAI records an answered request in the GenAI histograms where
 // llmgw_request_duration_seconds records it: when a pool served it.
 // errorType is empty for a request that succeeded; first-token and
@@ -152,15 +124,15 @@ func (r *Router) observeGenAI(req *parsedRequest, res dispatchResult, took time.
 	}
 	o := res.outcome
 	g := r.m.genAI
-	key := genAIKey{model: unknownModel, pool: res.pool, operation: genAIOperation(req.api)}
+	key := genAIKey{model: unknownModel, pool: res.pool, operation: operation(req.api)}
 	if req.model != nil {
 		key.model = req.model.Name // the canonical name, as metricModel gives it
 	}
 	v := g.seriesOf(s, key)
 	if errorType != "" {
-		observe(g.duration.WithLabelValues(key.operation, v.provider, key.model, errorType), took.Seconds(), exemplar)
+		observeExemplar(g.duration.WithLabelValues(key.operation, v.provider, key.model, errorType), took.Seconds(), exemplar)
 	} else {
-		observe(v.duration, took.Seconds(), exemplar)
+		observeExemplar(v.duration, took.Seconds(), exemplar)
 	}
 	if u := o.Usage; u != nil {
 		v.input.Observe(float64(u.PromptTokens))
@@ -170,47 +142,9 @@ func (r *Router) observeGenAI(req *parsedRequest, res dispatchResult, took time.
 		return
 	}
 	if o.TTFT > 0 && o.Usage != nil && o.Usage.CompletionTokens > 0 {
-		observe(v.ttft, o.TTFT.Seconds(), exemplar)
+		observeExemplar(v.ttft, o.TTFT.Seconds(), exemplar)
 	}
 	if tpot, _, ok := tokenTiming(true, o, 0); ok && tpot > 0 {
 		v.tpot.Observe(tpot.Seconds())
 	}
-}
-
-// observe observes v, with exemplar when it is not nil.
-func observe(o prometheus.Observer, v float64, exemplar prometheus.Labels) {
-	if exemplar != nil {
-		if eo, ok := o.(prometheus.ExemplarObserver); ok {
-			eo.ObserveWithExemplar(v, exemplar)
-			return
-		}
-	}
-	o.Observe(v)
-}
-
-// statusErrorType is the error_type of a dispatched request's status: empty
-// below 400, caller_ for the client's faults, upstream_ for what the
-// upstream answered, gateway_internal for the rest.
-func statusErrorType(status int) string {
-	switch {
-	case status < 400:
-		return ""
-	case status == 499:
-		return "caller_cancelled"
-	case status == 401, status == 403:
-		return "caller_auth"
-	case status == 404:
-		return "caller_not_found"
-	case status == 429:
-		return "policy_rate_limit"
-	case status < 500:
-		return "caller_invalid_request"
-	case status == 502:
-		return "upstream_status"
-	case status == 503:
-		return "upstream_unavailable"
-	case status == 504:
-		return "upstream_timeout"
-	}
-	return "gateway_internal"
 }

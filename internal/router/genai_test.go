@@ -91,7 +91,7 @@ func TestGenAIHistograms(t *testing.T) {
 	// The failed request: a duration with its error type, and no first
 	// token or usage.
 	fmfs := gather(t, failing.reg)
-	failed := map[string]string{"error_type": statusErrorType(502)}
+	failed := map[string]string{"error_type": "upstream_status"}
 	for k, v := range attrs {
 		failed[k] = v
 	}
@@ -151,14 +151,14 @@ func TestGenAIAttributes(t *testing.T) {
 	ops := map[string]string{"/v1/chat/completions": "chat", "/v1/messages": "chat", "/v1/responses": "chat",
 		"/v1/completions": "text_completion", "/v1/embeddings": "embeddings"}
 	for path, want := range ops {
-		if got := genAIOperation(apis[path]); got != want {
+		if got := operation(apis[path]); got != want {
 			t.Errorf("%s: gen_ai_operation_name %q, want %q", path, got, want)
 		}
 	}
 	providers := map[string]string{catalog.KindOpenAI: "openai", catalog.KindAnthropic: "anthropic",
 		catalog.KindAzure: "azure.ai.openai", catalog.KindVLLM: "vllm", catalog.KindSGLang: "sglang"}
 	for kind, want := range providers {
-		if got := genAIProvider(kind); got != want {
+		if got := providerName(kind); got != want {
 			t.Errorf("kind %s: gen_ai_provider_name %q, want %q", kind, got, want)
 		}
 	}

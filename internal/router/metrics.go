@@ -63,8 +63,8 @@ func newMetrics(tenantLevel string, tenantLimit int) *metrics {
 		tenant:    newTenantLabel(tenantLevel, tenantLimit),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmgw_requests_total",
-			Help: "Requests answered, by model, the pool that served them (none if no pool did) and HTTP status; 499 when the client left.",
-		}, []string{"model", "pool", "code"}),
+			Help: "Requests answered, by model, the pool that served them (none if no pool did), HTTP status (499 when the client left) and error_type: why it failed, empty when it succeeded.",
+		}, []string{"model", "pool", "code", "error_type"}),
 		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "llmgw_ttft_seconds",
 			Help:    "Time from a streamed request's arrival to its first output token: what a model's slo.ttft_p99 is written in.",

@@ -7,6 +7,7 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -68,6 +69,9 @@ type Options struct {
 	// gateway whose requests may reach the same servers. Nil means one of
 	// this process's alone.
 	CacheSecret []byte
+	// Telemetry is what the router emits besides its metrics: spans and
+	// an access log (trace.go); the zero value emits neither.
+	Telemetry TelemetryOptions
 }
 
 // ServerOptions bounds a request and each call it makes upstream.
@@ -148,6 +152,10 @@ type Router struct {
 	sights endpointSights
 	// iso keeps isolation domains' prompts apart in the prefix caches.
 	iso *isolation
+	// tracing makes the requests' spans; nil when tracing is off.
+	tracing *tracing
+	// access takes the access log's lines; nil when it is off.
+	access io.Writer
 	// wrapWork, set by tests alone, wraps the context a request's
 	// translation runs under, to watch it look and to end it on cue.
 	wrapWork func(context.Context) context.Context
@@ -169,6 +177,9 @@ func New(opts Options) (*Router, error) {
 		ids:   newRequestIDs(),
 		peers: placement.NewBook(pool.PeerMaxAge),
 		iso:   newIsolation(opts.Router.CacheIsolation, opts.CacheSecret),
+
+		tracing: newTracing(opts.Telemetry),
+		access:  opts.Telemetry.AccessLog,
 	}
 	if opts.ProbeClient == nil {
 		// Probes have their own connections: a pool of streams busy to
