@@ -4,8 +4,7 @@ package prometheus
 // scrapes a real gateway in front of two simulated vLLM replicas while
 // llmgw bench loads it. Every dashboard panel's query, every dashboard
 // variable and every recording rule must return data, but those listed in
-// expectedEmpty (traffic a healthy run cannot make) and those reading an
-// announced metric the gateway does not export yet; no alert may fire or
+// expectedEmpty (traffic a healthy run cannot make); no alert may fire or
 // be pending; and killing one replica must fire LlmgwEndpointDown within
 // its for and evaluationSlack.
 
@@ -82,10 +81,9 @@ func TestRealPrometheus(t *testing.T) {
 		"--model", "sim-8b", "--rate", "4", "--duration", "20s", "--drain", "10s", "--api-key", key, "--seed", "1")
 	progress("bench done:\n%s", bench)
 	time.Sleep(5 * time.Second) // two scrapes and evaluations after the last request
-	exported := gatewayFamilies(t, gw.admin)
 	queries := panelQueries(t)
 	queries = append(queries, ruleQueries(t)...)
-	checkQueries(t, p, queries, exported, false, progress)
+	checkQueries(t, p, queries, false, progress)
 
 	if firing := p.query(t, `ALERTS`); len(firing) > 0 {
 		t.Errorf("alerts on the healthy run: %v", firing)
@@ -111,7 +109,7 @@ func TestRealPrometheus(t *testing.T) {
 			afterKill = append(afterKill, q)
 		}
 	}
-	checkQueries(t, p, afterKill, gatewayFamilies(t, gw.admin), true, progress)
+	checkQueries(t, p, afterKill, true, progress)
 	progress("done")
 }
 
@@ -198,64 +196,15 @@ func alertFor(t *testing.T, name string) time.Duration {
 	return 0
 }
 
-// announcedMetrics are the names of testdata/announced-metrics.txt.
-func announcedMetrics(t *testing.T) map[string]bool {
-	t.Helper()
-	b, err := os.ReadFile("testdata/announced-metrics.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for _, l := range strings.Split(string(b), "\n") {
-		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
-			out[l] = true
-		}
-	}
-	return out
-}
-
-// The metrics a query reads: metricRE, once labelsRE has taken out label
-// names; a recording rule's name (level:metric:operations) is not one.
-var (
-	metricRE = regexp.MustCompile(`(?:^|[^a-zA-Z0-9_:])((?:llmgw|gen_ai)_[a-z0-9_]+)`)
-	labelsRE = regexp.MustCompile(`(?:\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\))|\{[^}]*\}`)
-)
-
-// awaited are the announced metrics expr reads that the gateway does not
-// export; the names the rules read stand for their rules' records.
-func awaited(t *testing.T, expr string, exported, announced map[string]bool) []string {
-	t.Helper()
-	var out []string
-	reads := metricRE.FindAllStringSubmatch(labelsRE.ReplaceAllString(expr, ""), -1)
-	for _, r := range loadRules(t, rulesFile) {
-		if r.Record != "" && strings.Contains(expr, r.Record) {
-			reads = append(reads, metricRE.FindAllStringSubmatch(labelsRE.ReplaceAllString(r.Expr, ""), -1)...)
-		}
-	}
-	for _, m := range reads {
-		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(m[1], "_bucket"), "_sum"), "_count")
-		if announced[base] && !exported[base] && !slices.Contains(out, base) {
-			out = append(out, base)
-		}
-	}
-	return out
-}
-
 // checkQueries runs each query and reports those that came back empty:
 // expected (with the reason, unless afterKill, when they must have data),
-// awaiting an announced metric the gateway does not export, or a failure.
-func checkQueries(t *testing.T, p promAPI, qs []query, exported map[string]bool, afterKill bool, progress func(string, ...any)) {
+// or a failure.
+func checkQueries(t *testing.T, p promAPI, qs []query, afterKill bool, progress func(string, ...any)) {
 	t.Helper()
-	announced := announcedMetrics(t)
-	var ok, expected, awaiting int
+	var ok, expected int
 	for _, q := range qs {
 		if len(p.query(t, q.expr)) > 0 {
 			ok++
-			continue
-		}
-		if a := awaited(t, q.expr, exported, announced); len(a) > 0 {
-			awaiting++
-			progress("empty, awaiting %s, which this gateway does not export: %s: %s", strings.Join(a, ", "), q.name, q.expr)
 			continue
 		}
 		if r, found := expectedEmpty[q.name]; found && !afterKill {
@@ -265,7 +214,7 @@ func checkQueries(t *testing.T, p promAPI, qs []query, exported map[string]bool,
 		}
 		t.Errorf("no data: %s: %s", q.name, q.expr)
 	}
-	progress("%d queries: %d with data, %d empty as expected, %d awaiting a metric", len(qs), ok, expected, awaiting)
+	progress("%d queries: %d with data, %d empty as expected", len(qs), ok, expected)
 }
 
 // promAPI is a Prometheus's address.
@@ -313,25 +262,6 @@ func (p promAPI) waitFor(t *testing.T, expr string, d time.Duration) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-}
-
-// gatewayFamilies are the metric families on the gateway's /metrics.
-func gatewayFamilies(t *testing.T, admin string) map[string]bool {
-	t.Helper()
-	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out := map[string]bool{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) >= 3 && f[0] == "#" && f[1] == "TYPE" {
-			out[f[2]] = true
-		}
-	}
-	return out
 }
 
 // proc is a process the test started; it is killed at the test's end.
