@@ -246,6 +246,40 @@ func (m *Memory) Usage(ctx context.Context, q usage.Query) ([]usage.Row, error) 
 	return out, nil
 }
 
+// Records is the latest records q selects, newest first, with the same
+// semantics as the SQL stores.
+func (m *Memory) Records(ctx context.Context, q usage.RecordQuery) ([]usage.Record, error) {
+	until := q.Until
+	if until.IsZero() {
+		until = time.Now()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return nil, err
+	}
+	var out []usage.Record
+	for _, r := range m.usage {
+		switch {
+		case !r.Time.Before(until), !q.Since.IsZero() && r.Time.Before(q.Since),
+			q.TenantPrefix != "" && r.Tenant != q.TenantPrefix && !strings.HasPrefix(r.Tenant, q.TenantPrefix+"/"),
+			q.KeyID != "" && r.KeyID != q.KeyID,
+			q.Model != "" && r.Model != q.Model,
+			q.Status != 0 && r.Status != q.Status,
+			q.Errors && r.Status < 400:
+			continue
+		}
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b usage.Record) int {
+		if c := b.Time.Compare(a.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	return out[:min(len(out), q.RecordLimit())], nil
+}
+
 // Ping reports an error only once the store is closed.
 func (m *Memory) Ping(ctx context.Context) error {
 	m.mu.Lock()
