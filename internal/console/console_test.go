@@ -31,9 +31,9 @@ type fakeGateway struct {
 	reload Reload
 }
 
-func (f *fakeGateway) Status(time.Time) Status      { return f.status }
-func (f *fakeGateway) Catalog() *catalog.Catalog    { return f.cat }
-func (f *fakeGateway) LastReload() Reload           { return f.reload }
+func (f *fakeGateway) Status(time.Time) Status       { return f.status }
+func (f *fakeGateway) Catalog() *catalog.Catalog     { return f.cat }
+func (f *fakeGateway) LastReload() Reload            { return f.reload }
 func (f *fakeGateway) setCatalog(c *catalog.Catalog) { f.cat = c }
 
 // testConsole serves a console over a memory store and a fake gateway,

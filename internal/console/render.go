@@ -20,13 +20,13 @@ var pageNames = []string{"login", "notoken", "error", "overview", "endpoints", "
 
 // funcs are the helpers the templates format values with.
 var funcs = template.FuncMap{
-	"ms":    millis,
-	"pct":   percent,
-	"num":   thousands,
-	"usd":   func(v float64) string { return "$" + strconv.FormatFloat(v, 'f', 4, 64) },
-	"when":  func(t time.Time) string { return whenText(t) },
-	"since": func(t, now time.Time) string { return now.Sub(t).Round(time.Second).String() },
-	"ratio": func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) },
+	"ms":      millis,
+	"pct":     percent,
+	"num":     thousands,
+	"usd":     func(v float64) string { return "$" + strconv.FormatFloat(v, 'f', 4, 64) },
+	"when":    func(t time.Time) string { return whenText(t) },
+	"since":   func(t, now time.Time) string { return now.Sub(t).Round(time.Second).String() },
+	"ratio":   func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) },
 	"known":   func(v float64) bool { return v >= 0 },
 	"over":    Over,
 	"list":    func(v ...string) []string { return v },
