@@ -68,8 +68,8 @@ type RecordQuery struct {
 }
 
 // The bounds of RecordQuery.Limit: DefaultRecords when it is zero or
-// less, and never more than MaxRecords, so one page of the latest records
-// is read from the time index alone, never the whole ledger.
+// less, and never more than MaxRecords, so that one page of the latest
+// records stays a page whatever the ledger holds.
 const (
 	DefaultRecords = 100
 	MaxRecords     = 1000
