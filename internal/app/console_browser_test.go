@@ -305,6 +305,15 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.screenshots(t, "usage")
 	b.checkClean(t, "Usage")
 
+	// The live pages refresh in place: the time they were taken at moves
+	// on while the page stays.
+	b.visit(t, "Overview")
+	taken := eval[string](t, b, `document.getElementById("taken").textContent`)
+	if !strings.Contains(taken, "Live from the gateway's own state") {
+		t.Errorf("Overview does not say it is live: %q", taken)
+	}
+	b.waitFor(t, "the Overview to refresh", fmt.Sprintf(`document.getElementById("taken").textContent !== %q && document.querySelector('nav a[aria-current="page"]').textContent.trim() === "Overview"`, taken))
+
 	for _, page := range []string{"Overview", "Endpoints", "Config"} {
 		text := b.visit(t, page)
 		if page != "Endpoints" && !strings.Contains(text, hostileModel) {
