@@ -121,7 +121,9 @@ func (b *browser) text(t *testing.T, sel string) string {
 // eval is the value of the script expr.
 func eval[T any](t *testing.T, b *browser, expr string) T {
 	t.Helper()
-	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](expr))
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
 	if err != nil {
 		t.Fatalf("evaluating %s: %v", expr, err)
 	}
@@ -173,7 +175,9 @@ func (b *browser) screenshots(t *testing.T, page string) {
 	dir := os.Getenv("LLMGW_CONSOLE_SCREENSHOTS")
 	for _, width := range []int64{1280, 390} {
 		b.do(t, "resizing", chromedp.EmulateViewport(width, 900), chromedp.Sleep(200*time.Millisecond)) // the chart redraws for its width
-		png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+		ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		cancel()
 		if err != nil || len(png) < 1000 {
 			t.Fatalf("screenshot of %s at %d px: %d bytes, %v", page, width, len(png), err)
 		}

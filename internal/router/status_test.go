@@ -3,6 +3,9 @@ package router
 import (
 	"testing"
 	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 )
 
 // TestModelRates counts requests in the completed seconds of the window
@@ -59,6 +62,24 @@ func TestStatus(t *testing.T) {
 	e := p.Endpoints[0]
 	if e.Down || e.EjectedFor != 0 || e.Own.Inflight != 0 || e.MeasuredTTFT <= 0 || e.PredictedTTFT <= 0 || e.PrefixHits != 1 {
 		t.Errorf("endpoint status %+v; want up, idle, with both first-token times", e)
+	}
+}
+
+// TestStatusAdmission: a model with admission shows its goodput by class
+// and its queue.
+func TestStatusAdmission(t *testing.T) {
+	g := newTestGateway(t, func(c *config.Config) {
+		c.Models[0].SLO = catalog.SLO{TTFTp99: 5 * time.Second}
+		c.Models[0].Admission.Enabled = true
+	}, &upstream{tokens: 3})
+	for range 3 {
+		if resp, body := g.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[]}`); resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+	}
+	m := g.r.Status(time.Now()).Models[0]
+	if !m.Admission || m.Queued != 0 || len(m.Goodput) != 1 || m.Goodput["standard"] != 1 {
+		t.Errorf("model status %+v; want admission on, nothing queued, every standard request good", m)
 	}
 }
 
