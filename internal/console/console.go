@@ -83,6 +83,7 @@ type Console struct {
 	opts     Options
 	guard    *admin.Guard
 	sessions *sessions
+	wrong    failedSignIns                 // wrong tokens this minute
 	pages    map[string]*template.Template // key: page name
 	now      func() time.Time
 	log      *slog.Logger

@@ -213,6 +213,26 @@ func mustURL(s string) *url.URL {
 	return u
 }
 
+// TestWrongTokensWaitAMinute: past maxFailedSignIns wrong tokens in a
+// minute, sign-ins, the right token's too, wait for the next minute.
+func TestWrongTokensWaitAMinute(t *testing.T) {
+	tc := newTestConsole(t, testToken)
+	c := tc.client(t)
+	for range maxFailedSignIns {
+		if resp, _ := tc.post(t, c, "/ui/login", tc.srv.URL, url.Values{"token": {"guess"}}); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("a wrong token: %d, want 401", resp.StatusCode)
+		}
+	}
+	resp, _ := tc.post(t, c, "/ui/login", tc.srv.URL, url.Values{"token": {testToken}})
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || len(resp.Cookies()) != 0 {
+		t.Errorf("the right token past the wrong ones: %d, Retry-After %q; want 429 and no session", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	tc.now = tc.now.Add(time.Minute)
+	if resp, _ := tc.post(t, c, "/ui/login", tc.srv.URL, url.Values{"token": {testToken}}); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("the right token a minute later: %d, want 303", resp.StatusCode)
+	}
+}
+
 // TestSessionExpires: a session ends DefaultSessionTTL after signing in.
 func TestSessionExpires(t *testing.T) {
 	tc := newTestConsole(t, testToken)

@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -179,20 +180,57 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "login", nil, loginPage{Next: r.URL.Query().Get("next")})
 }
 
+// maxFailedSignIns is how many wrong tokens the console takes in a
+// minute; past it every sign-in waits for the next minute, so that the
+// token cannot be guessed at the speed of the network. An operator
+// mistyping does not come near it.
+const maxFailedSignIns = 20
+
+// failedSignIns counts the wrong tokens of the current minute.
+type failedSignIns struct {
+	mu     sync.Mutex // protects minute and n
+	minute int64      // Unix minute n counts in
+	n      int
+}
+
+// blocked reports whether sign-ins wait for the next minute at now.
+func (f *failedSignIns) blocked(now time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.minute == now.Unix()/60 && f.n >= maxFailedSignIns
+}
+
+// fail counts a wrong token at now.
+func (f *failedSignIns) fail(now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m := now.Unix() / 60; m != f.minute {
+		f.minute, f.n = m, 0
+	}
+	f.n++
+}
+
 // login starts a session for the admin token.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if !c.sameOrigin(r) {
 		c.render(w, r, http.StatusForbidden, "error", nil, errorPage{Message: "Sign in from this console's own page."})
 		return
 	}
+	now := c.now()
+	if c.wrong.blocked(now) {
+		w.Header().Set("Retry-After", strconv.FormatInt(60-now.Unix()%60, 10))
+		c.render(w, r, http.StatusTooManyRequests, "error", nil, errorPage{Message: "Too many wrong admin tokens this minute: try again in a minute."})
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	next := r.PostFormValue("next")
 	if !c.guard.Match(r.PostFormValue("token")) {
+		c.wrong.fail(now)
 		c.log.Warn("console: sign-in refused: wrong admin token", "remote", r.RemoteAddr)
 		c.render(w, r, http.StatusUnauthorized, "login", nil, loginPage{Next: next, Failed: true})
 		return
 	}
-	ss := c.sessions.start(c.now())
+	ss := c.sessions.start(now)
 	c.setCookie(w, r, ss)
 	c.log.Info("console: signed in", "remote", r.RemoteAddr)
 	http.Redirect(w, r, nextPage(next), http.StatusSeeOther)
