@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -524,11 +525,37 @@ func checkFields(t *testing.T, what string, m map[string]any, known ...string) {
 	}
 }
 
-// metricName matches a metric's name in an expression.
-var metricName = regexp.MustCompile(`\bllmgw_[a-z_]+`)
+// metricName matches a metric's name in an expression; a recording
+// rule's name (level:metric:operations) is not matched.
+var metricName = regexp.MustCompile(`(?:^|[^a-zA-Z0-9_:])(llmgw_[a-z_]+)`)
 
-// checkRules checks the PrometheusRule's shape, and that every metric its
-// expressions read is one llmgw exports: named in its source.
+const (
+	// rulesSource is the one source of the rules: the chart ships a copy.
+	rulesSource = "../prometheus/llmgw.rules.yml"
+	rulesCopy   = "llmgw/files/llmgw.rules.yml"
+)
+
+// TestRulesAreDeployPrometheus: the chart's copy of the rules is
+// deploy/prometheus/llmgw.rules.yml, byte for byte.
+func TestRulesAreDeployPrometheus(t *testing.T) {
+	src, err := os.ReadFile(rulesSource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := os.ReadFile(rulesCopy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(src, cp) {
+		t.Errorf("%s differs from %s; copy it: cp deploy/prometheus/llmgw.rules.yml deploy/helm/llmgw/files/", rulesCopy, rulesSource)
+	}
+}
+
+// checkRules checks the PrometheusRule's shape; that its groups are
+// deploy/prometheus/llmgw.rules.yml's, every rule the same; and that
+// every metric its expressions read is one llmgw exports (named in its
+// source) or one announced in
+// deploy/prometheus/testdata/announced-metrics.txt.
 func checkRules(t *testing.T, pr map[string]any) {
 	t.Helper()
 	if pr == nil {
@@ -537,6 +564,17 @@ func checkRules(t *testing.T, pr map[string]any) {
 	checkFields(t, "PrometheusRule", pr, "apiVersion", "kind", "metadata", "spec")
 	spec, _ := pr["spec"].(map[string]any)
 	checkFields(t, "PrometheusRule.spec", spec, "groups")
+	src, err := os.ReadFile(rulesSource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]any
+	if err := yaml.Unmarshal(src, &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(spec["groups"], want["groups"]) {
+		t.Errorf("the PrometheusRule's groups are not %s's", rulesSource)
+	}
 	exported := exportedMetrics(t)
 	groups, _ := spec["groups"].([]any)
 	n := 0
@@ -546,12 +584,12 @@ func checkRules(t *testing.T, pr map[string]any) {
 		rules, _ := gm["rules"].([]any)
 		for _, rule := range rules {
 			rm, _ := rule.(map[string]any)
-			checkFields(t, "PrometheusRule rule", rm, "alert", "expr", "for", "labels", "annotations")
+			checkFields(t, "PrometheusRule rule", rm, "record", "alert", "expr", "for", "labels", "annotations")
 			expr, _ := rm["expr"].(string)
-			for _, m := range metricName.FindAllString(expr, -1) {
-				base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(m, "_bucket"), "_sum"), "_count")
+			for _, m := range metricName.FindAllStringSubmatch(expr, -1) {
+				base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(m[1], "_bucket"), "_sum"), "_count")
 				if !exported[base] {
-					t.Errorf("rule %v reads %s, which llmgw does not export", rm["alert"], m)
+					t.Errorf("rule %v reads %s, which llmgw does not export", rm["alert"], m[1])
 				}
 			}
 			n++
@@ -583,6 +621,15 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	})
 	if len(names) < 10 {
 		t.Fatalf("found %d metric names in ../../internal", len(names))
+	}
+	ann, err := os.ReadFile("../prometheus/testdata/announced-metrics.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(ann), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			names[l] = true
+		}
 	}
 	return names
 }

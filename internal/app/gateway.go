@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -37,6 +38,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/telemetry"
 )
 
 // Gateway is a running llmgw: its listeners, router and control plane.
@@ -74,6 +76,9 @@ type Gateway struct {
 	// configuration, which it shows (console.go).
 	console    http.Handler
 	lastReload atomic.Pointer[console.Reload]
+
+	tracing   *telemetry.Tracing // nil when traces are off
+	accessLog io.Closer          // nil when the access log is off
 }
 
 // registry is what a gateway's parts register their metrics with, and
@@ -165,6 +170,9 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 		if cfg.Router.SharePrefixIndex {
 			opts.Placements = g.placements
 		}
+	}
+	if opts.Telemetry, err = g.openTelemetry(ctx, cfg.Telemetry); err != nil {
+		return nil, err
 	}
 	if g.router, err = router.New(opts); err != nil {
 		return nil, err
@@ -332,7 +340,9 @@ func (g *Gateway) adminMux() http.Handler {
 	})
 
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg}))
+	// OpenMetrics when a scraper asks for it, so that the exemplars
+	// linking latencies to traces show.
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg, EnableOpenMetrics: true}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	// Liveness asks nothing of anything: not the store, Redis, the
 	// upstreams or whether the gateway drains. A process that answers it
@@ -517,6 +527,7 @@ func (g *Gateway) close() {
 	if g.unlockSpool != nil {
 		g.unlockSpool()
 	}
+	g.closeTelemetry()
 	if g.tempSpool != "" {
 		os.RemoveAll(g.tempSpool)
 	}

@@ -1,7 +1,7 @@
 package app
 
 // docs/reference/metrics.md's table, written from the registry of a
-// running gateway: every llmgw_ metric it registers, with its type,
+// running gateway: every llmgw_ and gen_ai_ metric it registers, with its type,
 // labels, help and buckets. The test fails when the table and the
 // registry differ, or when a page names a metric that is not registered;
 // -update writes the table again.
@@ -24,6 +24,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
@@ -66,7 +67,8 @@ func (r *recorder) MustRegister(cs ...prometheus.Collector) {
 
 // metricsGatewayConfig turns on every part that registers metrics: keys
 // and limits on Redis (which need not answer: requests go through while
-// it does not), the shared prefix index and loads, and admission.
+// it does not), the shared prefix index and loads, admission, and the
+// endpoint's scrapes and probes (a vllm pool).
 const metricsGatewayConfig = `
 server: {listen: "127.0.0.1:0", admin_listen: "127.0.0.1:0"}
 router: {auth: keys}
@@ -74,6 +76,7 @@ store: {url: "memory:"}
 limits: {redis: "redis://127.0.0.1:1/0", on_redis_error: open}
 pools:
   - name: sim
+    kind: vllm
     endpoints: [{url: %q}]
 models:
   - name: chat
@@ -126,12 +129,19 @@ func gatewayMetrics(t *testing.T) []*dto.MetricFamily {
 		t.Fatalf("status %d, want 200", resp.StatusCode)
 	}
 
+	// The endpoint's load shows once a scrape has read it.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if n, err := testutil.GatherAndCount(rec, "llmgw_endpoint_requests_waiting"); err == nil && n > 0 {
+			break
+		}
+	}
+
 	described := make(map[string]bool)
 	for _, c := range rec.collectors {
 		ch := make(chan *prometheus.Desc, 64)
 		go func() { c.Describe(ch); close(ch) }()
 		for d := range ch {
-			if name, labels := descName(d); strings.HasPrefix(name, "llmgw_") {
+			if name, labels := descName(d); ours(name) {
 				described[name] = true
 				touch(c, len(labels))
 			}
@@ -141,7 +151,7 @@ func gatewayMetrics(t *testing.T) []*dto.MetricFamily {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mfs = slices.DeleteFunc(mfs, func(mf *dto.MetricFamily) bool { return !strings.HasPrefix(mf.GetName(), "llmgw_") })
+	mfs = slices.DeleteFunc(mfs, func(mf *dto.MetricFamily) bool { return !ours(mf.GetName()) })
 	for _, mf := range mfs {
 		delete(described, mf.GetName())
 	}
@@ -149,6 +159,12 @@ func gatewayMetrics(t *testing.T) []*dto.MetricFamily {
 		t.Errorf("%s is registered but exported nothing: give this test's gateway what it takes to export it", name)
 	}
 	return mfs
+}
+
+// ours reports whether name is a metric of llmgw's own: llmgw_, or the
+// OpenTelemetry GenAI ones, gen_ai_.
+func ours(name string) bool {
+	return strings.HasPrefix(name, "llmgw_") || strings.HasPrefix(name, "gen_ai_")
 }
 
 var descRE = regexp.MustCompile(`fqName: "([^"]*)".*variableLabels: \{([^}]*)\}`)
@@ -240,9 +256,9 @@ func TestMetricsReference(t *testing.T) {
 }
 
 // metricNameRE finds what reads as a metric of llmgw's in a page.
-var metricNameRE = regexp.MustCompile("`(llmgw_[a-z0-9_]+)")
+var metricNameRE = regexp.MustCompile("`((?:llmgw|gen_ai)_[a-z0-9_]+)")
 
-// TestDocsNameRegisteredMetrics: every llmgw_ metric a page names in code
+// TestDocsNameRegisteredMetrics: every llmgw_ and gen_ai_ metric a page names in code
 // type is one the gateway registers.
 func TestDocsNameRegisteredMetrics(t *testing.T) {
 	mfs := gatewayMetrics(t)

@@ -25,6 +25,7 @@ func serverOptions(s config.Server) router.ServerOptions {
 func routerOptions(r config.Router) router.RouterOptions {
 	return router.RouterOptions{
 		TenantLabel:      r.TenantLabel,
+		TenantLabelLimit: r.TenantLabelLimit,
 		DefaultMaxTokens: r.DefaultMaxTokens,
 		CacheIsolation:   r.CacheIsolation,
 	}

@@ -42,12 +42,12 @@ testdata/same-listen.bad.yaml: limits.redis: must name a host, such as redis://1
 func TestCheckCountsProblems(t *testing.T) {
 	var out bytes.Buffer
 	err := Check("testdata/settings.bad.yaml", &out)
-	want := "check testdata/settings.bad.yaml: 17 problems"
+	want := "check testdata/settings.bad.yaml: 18 problems"
 	if err == nil || err.Error() != want {
 		t.Errorf("Check error = %v; want %q", err, want)
 	}
-	if got := strings.Count(out.String(), "\n"); got != 17 {
-		t.Errorf("Check wrote %d lines; want one a problem, 17:\n%s", got, out.String())
+	if got := strings.Count(out.String(), "\n"); got != 18 {
+		t.Errorf("Check wrote %d lines; want one a problem, 18:\n%s", got, out.String())
 	}
 }
 

@@ -21,6 +21,10 @@ type Config struct {
 	Tenants []tenant.TenantLimits `yaml:"tenants,omitempty"`
 	Pools   []catalog.Pool        `yaml:"pools"`
 	Models  []catalog.Model       `yaml:"models"`
+
+	// Telemetry is what llmgw emits besides its metrics: traces and an
+	// access log.
+	Telemetry Telemetry `yaml:"telemetry"`
 }
 
 // Server holds the listeners, body limit and upstream timeouts.
@@ -74,6 +78,9 @@ type Router struct {
 	// TenantLabel is the tenant level, org, team or user, that becomes the
 	// tenant label of the per-tenant metrics.
 	TenantLabel string `yaml:"tenant_label"`
+	// TenantLabelLimit is how many tenants get a tenant label value of
+	// their own; the others share the value other.
+	TenantLabelLimit int `yaml:"tenant_label_limit"`
 	// DefaultMaxTokens is the completion length reserved against token
 	// limits for a request that names no max_tokens.
 	DefaultMaxTokens int64 `yaml:"default_max_tokens"`
@@ -165,7 +172,15 @@ const (
 	DefaultRequestTimeout    = 10 * time.Minute
 	DefaultShutdownGrace     = 30 * time.Second
 	DefaultMaxTokens         = 1024
-	DefaultStoreURL          = "sqlite:llmgw.db"
+	// DefaultTenantLabelLimit names 100 tenants: each tenant value is 30
+	// series (two histograms of 12 buckets, with their sums and counts),
+	// so 3,000 at most, about what a dozen models make of the per-model
+	// families, and enough for the teams of most organisations.
+	DefaultTenantLabelLimit = 100
+	// MaxTenantLabelLimit bounds router.tenant_label_limit at 300,000
+	// tenant series, past what one Prometheus should take from one target.
+	MaxTenantLabelLimit = 10_000
+	DefaultStoreURL     = "sqlite:llmgw.db"
 )
 
 // The values of server.http.
@@ -190,8 +205,10 @@ func Default() Config {
 			Retries:           1,
 			ShutdownGrace:     DefaultShutdownGrace,
 		},
-		Router: Router{Auth: "keys", TenantLabel: tenant.LevelTeam, DefaultMaxTokens: DefaultMaxTokens, SharePrefixIndex: true, ShareLoad: true, CacheIsolation: tenant.LevelOrg},
+		Router: Router{Auth: "keys", TenantLabel: tenant.LevelTeam, TenantLabelLimit: DefaultTenantLabelLimit, DefaultMaxTokens: DefaultMaxTokens, SharePrefixIndex: true, ShareLoad: true, CacheIsolation: tenant.LevelOrg},
 		Store:  Store{URL: DefaultStoreURL},
 		Limits: Limits{OnRedisError: "open"},
+
+		Telemetry: Telemetry{AccessLog: AccessLogOff},
 	}
 }

@@ -106,10 +106,11 @@ func TestFullExample(t *testing.T) {
 			ConnectTimeout: 5 * time.Second, FirstTokenTimeout: time.Minute, IdleTimeout: time.Minute,
 			RequestTimeout: 10 * time.Minute, KeepAlive: 15 * time.Second, Retries: 1, DrainDelay: 0, ShutdownGrace: 30 * time.Second,
 		},
-		Router: Router{Auth: "keys", TenantLabel: "team", DefaultMaxTokens: 1024, SharePrefixIndex: true, ShareLoad: true, ShareChannel: "llmgw:placements", CacheIsolation: "org"},
+		Router: Router{Auth: "keys", TenantLabel: "team", TenantLabelLimit: 100, DefaultMaxTokens: 1024, SharePrefixIndex: true, ShareLoad: true, ShareChannel: "llmgw:placements", CacheIsolation: "org"},
 		Store:  Store{URL: "sqlite:/var/lib/llmgw/llmgw.db", SpoolDir: "/var/lib/llmgw/spool"},
 		Limits: Limits{Redis: "rediss://llmgw:change-me@redis.internal:6380/0", RedisCAFile: "/etc/llmgw/redis-ca.pem",
 			RedisCertFile: "/etc/llmgw/redis-client.pem", RedisKeyFile: "/etc/llmgw/redis-client.key", OnRedisError: "open"},
+		Telemetry: Telemetry{Traces: "otlp", Endpoint: "http://otel-collector:4318", AccessLog: "off"},
 		Tenants: []tenant.TenantLimits{
 			{Path: "acme", Limits: tenant.Limits{RPM: 6000, TPM: 2_000_000, BudgetUSD: 5000, Period: "month"}},
 			{Path: "acme/search", Limits: tenant.Limits{TPM: 500_000, BudgetTokens: 100_000_000, Period: "day"}},

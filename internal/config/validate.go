@@ -91,6 +91,7 @@ func (c *Config) Validate() error {
 	c.Router.validate(&ps)
 	c.Store.validate(&ps)
 	c.Limits.validate(&ps)
+	c.Telemetry.validate(&ps)
 	validateTenants(&ps, c.Tenants)
 	validatePools(&ps, c.Pools)
 	validateModels(&ps, c.Models, c.Pools)
@@ -176,6 +177,12 @@ func (r *Router) validate(ps *problems) {
 	case tenant.LevelOrg, tenant.LevelTeam, tenant.LevelUser:
 	default:
 		ps.add("router.tenant_label", "must be org, team or user, got %q", r.TenantLabel)
+	}
+	switch {
+	case r.TenantLabelLimit <= 0:
+		ps.add("router.tenant_label_limit", "must be positive, got %d", r.TenantLabelLimit)
+	case r.TenantLabelLimit > MaxTenantLabelLimit:
+		ps.add("router.tenant_label_limit", "must be at most %d, got %d", MaxTenantLabelLimit, r.TenantLabelLimit)
 	}
 	if r.DefaultMaxTokens <= 0 {
 		ps.add("router.default_max_tokens", "must be positive, got %d", r.DefaultMaxTokens)

@@ -38,16 +38,26 @@ func (r *Router) account(req *parsedRequest, res dispatchResult) {
 	if pool == "" {
 		pool = "none"
 	}
-	r.m.requests.WithLabelValues(model, pool, codeLabel(o.Status)).Inc()
+	errType := errorType(&o)
+	r.m.requests.WithLabelValues(model, pool, codeLabel(o.Status), errType).Inc()
+	ex := traceExemplar(req.ctx) // nil unless the request's span is sampled
 	if res.pool != "" {
-		r.m.duration.WithLabelValues(model, pool).Observe(took.Seconds())
+		observeExemplar(r.m.duration.WithLabelValues(model, pool), took.Seconds(), ex)
 		if req.Stream && o.TTFT > 0 && o.Usage != nil && o.Usage.CompletionTokens > 0 {
-			r.m.ttft.WithLabelValues(model, pool).Observe(o.TTFT.Seconds())
+			observeExemplar(r.m.ttft.WithLabelValues(model, pool), o.TTFT.Seconds(), ex)
 		}
 	}
+	r.observeGenAI(req, res, took, errType, ex)
 	r.observeTokens(req, res, took)
 	if r.log.Enabled(context.Background(), slog.LevelDebug) {
 		r.logRequest(req, res, took)
+	}
+	rec := usageRecord(req, &res, took)
+	if req.span != nil {
+		r.endSpan(req, &res, &rec, errType)
+	}
+	if r.access != nil {
+		r.writeAccess(req, &rec, errType)
 	}
 
 	if req.model == nil {
@@ -62,47 +72,52 @@ func (r *Router) account(req *parsedRequest, res dispatchResult) {
 			}
 		}
 	}
-	var prompt, completion, cached int64
+	if res.pool != "" && o.Usage != nil {
+		c := r.tokenCounters(rec.Model, res.pool)
+		c[0].Add(float64(rec.PromptTokens))
+		c[1].Add(float64(rec.CompletionTokens))
+		c[2].Add(float64(rec.CachedTokens))
+	}
+	if req.reserved {
+		r.opts.Limits.Settle(context.Background(), req.reserve, rec.PromptTokens+rec.CompletionTokens, rec.CostUSD)
+	}
+	if r.opts.Recorder == nil {
+		return
+	}
+	r.opts.Recorder.Record(rec)
+}
+
+// usageRecord is what req came to, as the ledger and the access log take
+// it: the model that served it, its usage and cost. A request refused
+// before its model was known names no model and costs nothing.
+func usageRecord(req *parsedRequest, res *dispatchResult, took time.Duration) usage.Record {
+	o := &res.outcome
+	rec := usage.Record{
+		ID:        req.id,
+		Time:      req.start,
+		Pool:      res.pool,
+		Endpoint:  res.endpoint,
+		Estimated: o.Estimated,
+		Status:    o.Status,
+		TTFT:      o.TTFT,
+		Duration:  took,
+		Streamed:  req.Stream,
+	}
 	if u := o.Usage; u != nil {
-		prompt, completion, cached = u.PromptTokens, u.CompletionTokens, u.CachedTokens()
+		rec.PromptTokens, rec.CompletionTokens, rec.CachedTokens = u.PromptTokens, u.CompletionTokens, u.CachedTokens()
 	}
 	served := req.model
 	if res.model != nil {
 		served = res.model
 	}
-	cost := served.Price.Cost(prompt, completion)
-	if res.pool != "" && o.Usage != nil {
-		c := r.tokenCounters(served.Name, res.pool)
-		c[0].Add(float64(prompt))
-		c[1].Add(float64(completion))
-		c[2].Add(float64(cached))
-	}
-	if req.reserved {
-		r.opts.Limits.Settle(context.Background(), req.reserve, prompt+completion, cost)
-	}
-	if r.opts.Recorder == nil {
-		return
-	}
-	rec := usage.Record{
-		ID:               req.id,
-		Time:             req.start,
-		Model:            served.Name,
-		Pool:             res.pool,
-		Endpoint:         res.endpoint,
-		PromptTokens:     prompt,
-		CompletionTokens: completion,
-		CachedTokens:     cached,
-		Estimated:        o.Estimated,
-		CostUSD:          cost,
-		Status:           o.Status,
-		TTFT:             o.TTFT,
-		Duration:         took,
-		Streamed:         req.Stream,
+	if served != nil {
+		rec.Model = served.Name
+		rec.CostUSD = served.Price.Cost(rec.PromptTokens, rec.CompletionTokens)
 	}
 	if req.key != nil {
 		rec.KeyID, rec.Tenant = req.key.ID, req.key.Tenant
 	}
-	r.opts.Recorder.Record(rec)
+	return rec
 }
 
 // logRequest writes one line per request: an access log, at debug level.

@@ -25,7 +25,13 @@ func (r *Router) admitSLO(ctx context.Context, req *parsedRequest, s *snapshot) 
 	if !req.model.Admission.Enabled {
 		return nil, nil
 	}
-	return r.gates.Admit(ctx, s, req.model, req.class, req.tenant, req.estimate)
+	if req.span == nil {
+		return r.gates.Admit(ctx, s, req.model, req.class, req.tenant, req.estimate)
+	}
+	start := time.Now()
+	t, err := r.gates.Admit(ctx, s, req.model, req.class, req.tenant, req.estimate)
+	noteAdmission(req, t, err, time.Since(start))
+	return t, err
 }
 
 // initGates makes the pools' gates, reading of r the catalog in service,

@@ -208,7 +208,14 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 		t.gap, call.Gap = call.Gap, t
 		defer func() { call.Gap = t.gap }()
 	}
+	var traced func(proxy.Outcome) // ends the call's span; nil when the request has none
+	if req.span != nil {
+		traced = r.traceAttempt(&ctx, req, p, i, rt, call)
+	}
 	o := r.proxy.Do(ctx, w, call)
+	if traced != nil {
+		traced(o)
+	}
 	t.end()
 
 	matched, share := rt.Matched(i), rt.CachedShare(i)

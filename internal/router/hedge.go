@@ -162,6 +162,7 @@ func (r *Router) launch(ctx context.Context, cl *claim, req *parsedRequest, p *s
 		return nil
 	}
 	call.URL = p.target(p.Endpoints()[i], req.api.upstreamPath, m.UpstreamName())
+	actx = notePick(actx, req, p, rt, i)
 	go func() {
 		at := time.Now()
 		a.out = r.send(actx, a.w, req, p, i, rt, &call, &a.started)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
@@ -19,7 +18,7 @@ import (
 type metrics struct {
 	token          *tokenMetrics
 	admission      *admission.Metrics
-	tenant         tenantLabel
+	tenant         *tenantLabel
 	requests       *prometheus.CounterVec
 	ttft           *prometheus.HistogramVec
 	duration       *prometheus.HistogramVec
@@ -40,6 +39,12 @@ type metrics struct {
 	tokens      *prometheus.CounterVec
 	endpointUp  *prometheus.Desc
 	endpointIn  *prometheus.Desc
+	endpoints   *endpointMetrics
+
+	// The OpenTelemetry GenAI histograms (genai.go) and SLO attainment
+	// (slocount.go).
+	genAI     *genAIMetrics
+	sloCounts *sloCounts
 }
 
 // ttftBuckets span a cached short prompt's 25 ms to a queued long one's
@@ -49,15 +54,17 @@ var ttftBuckets = []float64{0.025, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1, 1.5, 2.5,
 // durationBuckets span an embedding's 10 ms to a long answer's ten minutes.
 var durationBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320, 600}
 
-func newMetrics(tenantLevel string) *metrics {
+// newMetrics makes the router's metrics, the tenant label cut to
+// tenantLevel and capped at tenantLimit values (tenantcap.go).
+func newMetrics(tenantLevel string, tenantLimit int) *metrics {
 	return &metrics{
 		token:     newTokenMetrics(),
 		admission: admission.NewMetrics(),
-		tenant:    tenantLabel{level: tenantLevel},
+		tenant:    newTenantLabel(tenantLevel, tenantLimit),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmgw_requests_total",
-			Help: "Requests answered, by model, the pool that served them (none if no pool did) and HTTP status; 499 when the client left.",
-		}, []string{"model", "pool", "code"}),
+			Help: "Requests answered, by model, the pool that served them (none if no pool did), HTTP status (499 when the client left) and error_type: why it failed, empty when it succeeded.",
+		}, []string{"model", "pool", "code", "error_type"}),
 		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "llmgw_ttft_seconds",
 			Help:    "Time from a streamed request's arrival to its first output token: what a model's slo.ttft_p99 is written in.",
@@ -126,35 +133,24 @@ func newMetrics(tenantLevel string) *metrics {
 		endpointIn: prometheus.NewDesc("llmgw_endpoint_inflight",
 			"Requests this gateway has sent to the endpoint and not yet seen end.",
 			[]string{"pool", "endpoint"}, nil),
+		endpoints: newEndpointMetrics(),
+		genAI:     newGenAIMetrics(),
+		sloCounts: newSLOCounts(),
 	}
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
 	cs := append(m.token.collectors(), m.admission.Collectors()...)
+	cs = append(cs, m.genAI.collectors()...)
 	cs = append(cs, m.requests, m.ttft, m.duration, m.inflight, m.upstreamErrors, m.reloadOK, m.reloadTime,
-		m.decisions, m.predicted, m.confirmed, m.retries, m.fallbacks, m.ejections, m.hedges, m.hedgeWasted, m.tokens)
+		m.decisions, m.predicted, m.confirmed, m.retries, m.fallbacks, m.ejections, m.hedges, m.hedgeWasted, m.tokens,
+		m.tenant.dropped, m.sloCounts.requests)
 	var errs []error
 	for _, c := range cs {
 		errs = append(errs, reg.Register(c))
 	}
 	m.reloadOK.Set(1)
 	return errors.Join(errs...)
-}
-
-// tenantLabel turns a request's tenant path into the tenant label: the
-// path cut to the level router.tenant_label names, so that cardinality is
-// the operator's choice.
-type tenantLabel struct {
-	level string
-}
-
-// tenantOf is the request's tenant label, empty when the request has no
-// tenant.
-func (t tenantLabel) tenantOf(req *parsedRequest) string {
-	if req.key == nil || req.key.Tenant == "" {
-		return ""
-	}
-	return tenant.AtLevel(req.key.Tenant, t.level)
 }
 
 // poolMetrics are a pool's routing counters, resolved once per pool.
@@ -168,7 +164,7 @@ type poolMetrics struct {
 // alone.
 func (m *metrics) forPool(name, policy string) poolMetrics {
 	if m == nil {
-		m = newMetrics("team")
+		m = newMetrics("team", 0)
 	}
 	pm := poolMetrics{
 		decisions: make(map[string]prometheus.Counter, len(pool.Reasons)),
@@ -191,6 +187,7 @@ type endpointCollector struct {
 func (c endpointCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.r.m.endpointUp
 	ch <- c.r.m.endpointIn
+	c.r.m.endpoints.describe(ch)
 }
 
 func (c endpointCollector) Collect(ch chan<- prometheus.Metric) {
@@ -199,14 +196,16 @@ func (c endpointCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	now := time.Now().UnixNano()
+	at := time.Unix(0, now)
 	for _, p := range s.pools {
-		for _, e := range p.Endpoints() {
+		for i, e := range p.Endpoints() {
 			up := 1.0
 			if e.Out(now) {
 				up = 0
 			}
 			ch <- prometheus.MustNewConstMetric(c.r.m.endpointUp, prometheus.GaugeValue, up, p.name, e.Name())
 			ch <- prometheus.MustNewConstMetric(c.r.m.endpointIn, prometheus.GaugeValue, float64(e.Counts().Inflight), p.name, e.Name())
+			c.collectEndpoint(ch, p, i, at)
 		}
 	}
 }

@@ -19,5 +19,5 @@ func serverOptions(s config.Server) ServerOptions {
 }
 
 func routerOptions(r config.Router) RouterOptions {
-	return RouterOptions{TenantLabel: r.TenantLabel, DefaultMaxTokens: r.DefaultMaxTokens, CacheIsolation: r.CacheIsolation}
+	return RouterOptions{TenantLabel: r.TenantLabel, TenantLabelLimit: r.TenantLabelLimit, DefaultMaxTokens: r.DefaultMaxTokens, CacheIsolation: r.CacheIsolation}
 }

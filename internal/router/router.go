@@ -7,6 +7,7 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -68,6 +69,9 @@ type Options struct {
 	// gateway whose requests may reach the same servers. Nil means one of
 	// this process's alone.
 	CacheSecret []byte
+	// Telemetry is what the router emits besides its metrics: spans and
+	// an access log (trace.go); the zero value emits neither.
+	Telemetry TelemetryOptions
 }
 
 // ServerOptions bounds a request and each call it makes upstream.
@@ -105,6 +109,9 @@ type RouterOptions struct {
 	// TenantLabel is the tenant level, org, team or user, that becomes the
 	// tenant label of the per-tenant metrics; empty means org.
 	TenantLabel string
+	// TenantLabelLimit is how many tenants get a tenant label value of
+	// their own (tenantcap.go); zero or less means 100.
+	TenantLabelLimit int
 	// DefaultMaxTokens is the completion length reserved against token
 	// limits for a request that names no max_tokens; zero reserves none.
 	DefaultMaxTokens int64
@@ -143,8 +150,14 @@ type Router struct {
 	ids   requestIDs
 	// watch scrapes and probes every endpoint of the catalog in service.
 	watch *scrape.Watcher
+	// sights are what its scrapes and probes saw (endpointview.go).
+	sights endpointSights
 	// iso keeps isolation domains' prompts apart in the prefix caches.
 	iso *isolation
+	// tracing makes the requests' spans; nil when tracing is off.
+	tracing *tracing
+	// access takes the access log's lines; nil when it is off.
+	access io.Writer
 	// wrapWork, set by tests alone, wraps the context a request's
 	// translation runs under, to watch it look and to end it on cue.
 	wrapWork func(context.Context) context.Context
@@ -162,10 +175,13 @@ func New(opts Options) (*Router, error) {
 		opts:  opts,
 		log:   opts.Logger,
 		proxy: proxy.New(opts.Server.ConnectTimeout, opts.Transport),
-		m:     newMetrics(opts.Router.TenantLabel),
+		m:     newMetrics(opts.Router.TenantLabel, opts.Router.TenantLabelLimit),
 		ids:   newRequestIDs(),
 		peers: placement.NewBook(pool.PeerMaxAge),
 		iso:   newIsolation(opts.Router.CacheIsolation, opts.CacheSecret),
+
+		tracing: newTracing(opts.Telemetry),
+		access:  opts.Telemetry.AccessLog,
 	}
 	if opts.ProbeClient == nil {
 		// Probes have their own connections: a pool of streams busy to
@@ -219,6 +235,7 @@ func (r *Router) SetCatalog(c *catalog.Catalog) {
 	r.snap.Store(s)
 	r.watch.Set(r.watchTargets(c, s))
 	r.m.token.setSLOs(c.Models())
+	r.m.sloCounts.set(c.Models())
 	if old != nil {
 		// An endpoint the catalog no longer has keeps no connections:
 		// idle ones close now, busy ones when their answer ends.
@@ -346,10 +363,13 @@ func (g *requestIDs) next() string {
 // each probe whether it is down.
 func (r *Router) watchTargets(c *catalog.Catalog, s *snapshot) []scrape.Target {
 	var ts []scrape.Target
+	seen := make(map[*pool.Endpoint]*endpointSight)
+	defer func() { r.sights.set(seen) }()
 	for _, cp := range c.Pools() {
 		p := s.pools[cp.Name]
 		for _, ep := range p.Endpoints() {
 			root := hostRoot(ep.URL())
+			sight := r.sights.of(ep, seen)
 			t := scrape.Target{
 				Name:           p.name + " " + ep.URL(),
 				Interval:       cp.Metrics.Interval,
@@ -359,8 +379,13 @@ func (r *Router) watchTargets(c *catalog.Catalog, s *snapshot) []scrape.Target {
 				OnLoad: func(l scrape.Load) {
 					ep.SetLoad(l.Waiting, l.KVUsage, l.At)
 					p.SetKVBlock(l.BlockSize)
+					sight.loaded(l)
 				},
-				OnHealth: func(up bool, err error) { r.probed(p, ep, up, err) },
+				OnScrapeError: sight.scrapeFailed,
+				OnHealth: func(up bool, err error) {
+					r.probed(p, ep, up, err)
+					sight.probed(err)
+				},
 			}
 			if cp.Metrics.Path != "" && root != "" {
 				t.MetricsURL = root + cp.Metrics.Path
@@ -368,6 +393,8 @@ func (r *Router) watchTargets(c *catalog.Catalog, s *snapshot) []scrape.Target {
 			if cp.Health.Path != "" && root != "" {
 				t.HealthURL = root + cp.Health.Path
 			}
+			sight.scrapes.Store(t.MetricsURL != "")
+			sight.probes.Store(t.HealthURL != "")
 			if t.MetricsURL != "" || t.HealthURL != "" {
 				ts = append(ts, t)
 			}

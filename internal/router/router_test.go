@@ -129,7 +129,7 @@ func TestStreamedRequestIsTimedAndCounted(t *testing.T) {
 		c    prometheus.Collector
 		want float64
 	}{
-		{g.r.m.requests.WithLabelValues("m", "main", "200"), 1},
+		{g.r.m.requests.WithLabelValues("m", "main", "200", ""), 1},
 		{g.r.m.inflight.WithLabelValues("m"), 0},
 	}
 	for _, c := range checks {
@@ -190,7 +190,7 @@ func TestFallbackModel(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(body, `"completion_tokens":3`) {
 		t.Fatalf("%d %q", resp.StatusCode, body)
 	}
-	if got := testutil.ToFloat64(g.r.m.requests.WithLabelValues("m", "spare", "200")); got != 1 {
+	if got := testutil.ToFloat64(g.r.m.requests.WithLabelValues("m", "spare", "200", "")); got != 1 {
 		t.Errorf("requests{pool=spare} = %v", got)
 	}
 }
@@ -284,7 +284,7 @@ func TestErrors(t *testing.T) {
 			t.Errorf("%s %s: param %q, want %q", tt.method, tt.path, got, tt.param)
 		}
 	}
-	if got := testutil.ToFloat64(g.r.m.requests.WithLabelValues(unknownModel, "none", "404")); got != 1 {
+	if got := testutil.ToFloat64(g.r.m.requests.WithLabelValues(unknownModel, "none", "404", errCallerNotFound)); got != 1 {
 		t.Errorf("unknown models are not counted under one label: %v", got)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/limits"
@@ -87,6 +89,11 @@ type parsedRequest struct {
 	// nil for other APIs, and once the model is known to have no
 	// anthropic pool.
 	messages []byte
+
+	// span is the request's SERVER span, and ctx the request's context
+	// holding it; both nil when tracing is off (trace.go).
+	span trace.Span
+	ctx  context.Context
 }
 
 // ServeHTTP answers the OpenAI API, and Anthropic's Messages API and
@@ -154,6 +161,9 @@ func (r *Router) serveModels(w http.ResponseWriter, hr *http.Request) {
 func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api) {
 	req := &parsedRequest{id: r.ids.next(), api: a, start: time.Now()}
 	w.Header().Set("X-Request-Id", req.id)
+	if r.tracing != nil {
+		hr = r.startSpan(hr, req)
+	}
 	if err := r.receive(w, hr, req); err != nil {
 		r.refuse(w, req, "", err)
 		return

@@ -104,7 +104,9 @@ func (r *Router) observeTokens(req *parsedRequest, res dispatchResult, took time
 		r.m.token.tenantRate.WithLabelValues(tenant).Observe(rate)
 	}
 	if req.Stream {
-		r.slo.Add(r.canonicalModel(req.Model), res.outcome.TTFT, tpot)
+		canonical := r.canonicalModel(req.Model)
+		r.slo.Add(canonical, res.outcome.TTFT, tpot)
+		r.countSLO(canonical, res.outcome.TTFT, tpot)
 	}
 }
 

@@ -255,6 +255,7 @@ type Ticket struct {
 	// to (nil: the first).
 	fallback bool
 	to       *catalog.Model
+	queued   bool // it waited in the queue before it was admitted
 }
 
 // poolView is what a gate reads of its pool for one decision.
@@ -916,12 +917,19 @@ func (t *Ticket) FallbackTo() *catalog.Model {
 	return t.to
 }
 
+// Queued reports whether the ticket's request waited in its gate's queue
+// before it was admitted; false for a nil ticket.
+func (t *Ticket) Queued() bool { return t != nil && t.queued }
+
 // answer turns a verdict into what admitSLO returns.
 func (g *Gate) answer(w *waiter, vd verdict) (*Ticket, error) {
 	switch vd.decision {
 	case decisionAdmitted:
-		return &Ticket{g: g, tenant: w.tenant, weight: w.weight}, nil
+		return &Ticket{g: g, tenant: w.tenant, weight: w.weight, queued: true}, nil
 	case decisionFellBack:
+		if vd.Ticket != nil {
+			vd.Ticket.queued = true
+		}
 		return vd.Ticket, nil
 	}
 	return nil, vd.err

@@ -192,6 +192,12 @@ func (p *Pool) Predicted(rt *Route, i int, now time.Time) float64 {
 	return e.predictTTFT(rt.uncachedBelieved(i, e.Precision()), e.freshLoad(now, p.maxAge), e.Peers(now), p.MeanPrompt())
 }
 
+// StateOf is endpoint i as it stands at now, out or not: what an operator
+// is shown of it.
+func (p *Pool) StateOf(i int, now time.Time) State {
+	return p.endpoints[i].state(now, p.maxAge)
+}
+
 // States is the pool's endpoints not out at now, each as it stands, their
 // batch limits started first with startBatch.
 func (p *Pool) States(now time.Time, startBatch bool) []State {

@@ -52,6 +52,10 @@ type Outcome struct {
 	// Err is the failure for the log and, while nothing was written, for
 	// the client (an *openai.Error). Nil on success.
 	Err error
+	// FinishReason is the answer's first finish_reason (stop, length,
+	// tool_calls...), as openai.FinishReason reads it; empty when it gave
+	// none.
+	FinishReason string
 }
 
 // Retryable reports whether another endpoint may be tried: the upstream
@@ -531,7 +535,7 @@ func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, r
 			return o
 		}
 	}
-	o := Outcome{Status: http.StatusOK, TTFT: ttft, Wrote: true}
+	o := Outcome{Status: http.StatusOK, TTFT: ttft, Wrote: true, FinishReason: openai.FinishReason(body)}
 	if u, err := openai.UsageOf(body); err == nil && u != nil {
 		o.Usage = u
 	} else {

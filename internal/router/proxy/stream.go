@@ -362,6 +362,7 @@ func (ob *observer) observe(data []byte) ([]byte, bool) {
 	}
 	if !ob.sawFinish && openai.HasFinish(data) {
 		ob.sawFinish = true
+		ob.o.FinishReason = openai.FinishReason(data)
 	}
 	if openai.HasUsage(data) {
 		if u, err := openai.UsageOf(data); err == nil && u != nil {

@@ -53,11 +53,11 @@ func scrape(ctx context.Context, client *http.Client, url string, maxAge time.Du
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		drain(resp.Body)
-		return Load{}, fmt.Errorf("metrics: status %d", resp.StatusCode)
+		return Load{}, fmt.Errorf("metrics: %w", statusError(resp.StatusCode))
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/vnd.google.protobuf" {
-			return Load{}, fmt.Errorf("metrics: answered %s, not text", mt)
+			return Load{}, fmt.Errorf("metrics: %w", badAnswer{fmt.Errorf("answered %s, not text", mt)})
 		}
 	}
 	if body.Cap() > keepBody {
@@ -68,11 +68,11 @@ func scrape(ctx context.Context, client *http.Client, url string, maxAge time.Du
 		return Load{}, fmt.Errorf("metrics: reading the answer: %w", redact(err))
 	}
 	if body.Len() > maxMetricsBody {
-		return Load{}, fmt.Errorf("metrics: answer longer than %d bytes", maxMetricsBody)
+		return Load{}, fmt.Errorf("metrics: %w", badAnswer{fmt.Errorf("answer longer than %d bytes", maxMetricsBody)})
 	}
 	load, err := Parse(body.Bytes())
 	if err != nil {
-		return Load{}, fmt.Errorf("metrics: %w", err)
+		return Load{}, fmt.Errorf("metrics: %w", badAnswer{err})
 	}
 	load.At = time.Now()
 	return load, nil
@@ -94,7 +94,7 @@ func probe(ctx context.Context, client *http.Client, url string, timeout time.Du
 	defer resp.Body.Close()
 	drain(resp.Body)
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("health: status %d", resp.StatusCode)
+		return fmt.Errorf("health: %w", statusError(resp.StatusCode))
 	}
 	return nil
 }
