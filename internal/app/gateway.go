@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/console"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/admin"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/ledger"
@@ -71,6 +72,10 @@ type Gateway struct {
 	// adminToken is what the admin listener's guarded paths ask for:
 	// admin.token, else LLMGW_ADMIN_TOKEN; empty refuses them all.
 	adminToken string
+	// console is the web console at /ui; lastReload the last load of the
+	// configuration, which it shows (console.go).
+	console    http.Handler
+	lastReload atomic.Pointer[console.Reload]
 
 	tracing   *telemetry.Tracing // nil when traces are off
 	accessLog io.Closer          // nil when the access log is off
@@ -183,6 +188,10 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	g.adminToken = cfg.Admin.Token
 	if g.adminToken == "" {
 		g.adminToken = os.Getenv("LLMGW_ADMIN_TOKEN")
+	}
+	g.noteReload(time.Now(), nil)
+	if g.console, err = g.newConsole(); err != nil {
+		return nil, err
 	}
 	g.api = newAPIServer(cfg.Server, closeWhileDraining{g.router, &g.ready}, log)
 	g.admin = &http.Server{Handler: g.adminMux(), ReadHeaderTimeout: 10 * time.Second}
@@ -349,6 +358,10 @@ func (g *Gateway) adminMux() http.Handler {
 		}
 		w.Write([]byte("ready\n"))
 	})
+	// The console signs in with the admin token itself, and keeps a
+	// session in a cookie.
+	mux.Handle("/ui", g.console)
+	mux.Handle("/ui/", g.console)
 	mux.Handle("/", admin.NewGuard(g.adminToken).Wrap(guarded))
 	return mux
 }
@@ -536,6 +549,7 @@ func (g *Gateway) reload() error {
 		}
 	}
 	g.router.ReloadFailed(err != nil)
+	g.noteReload(time.Now(), err)
 	if err != nil {
 		g.log.Error("configuration reload refused; the previous catalog keeps serving",
 			"file", g.configPath, "err", strings.ReplaceAll(err.Error(), "\n", "; "))

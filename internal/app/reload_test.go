@@ -86,6 +86,10 @@ func TestReload(t *testing.T) {
 	if !strings.Contains(logs.String(), "configuration reload refused") {
 		t.Errorf("no log line for the refused reload:\n%s", logs.String())
 	}
+	// The console's Config page shows the refusal and why.
+	if r := (consoleView{g}).LastReload(); r.File != path || r.At.IsZero() || !strings.Contains(r.Err, "models[0].slo.tpot_p99: must be positive") {
+		t.Errorf("the console's last reload after a refused one: %+v", r)
+	}
 
 	// A good file is swapped in by the file watcher alone. Run starts the
 	// watcher in its own goroutine, so the file is written again each
@@ -104,6 +108,12 @@ func TestReload(t *testing.T) {
 	}
 	if got := gaugeValue(t, g, "llmgw_config_last_reload_successful"); got != 1 {
 		t.Errorf("last reload successful = %v after a good reload", got)
+	}
+	if r := (consoleView{g}).LastReload(); r.Err != "" || r.At.IsZero() {
+		t.Errorf("the console's last reload after a good one: %+v", r)
+	}
+	if c := (consoleView{g}).Catalog(); c == nil || len(c.Models()) != 2 {
+		t.Errorf("the console's catalog after the reload is not the new one")
 	}
 	// The model lost its SLO in the new file, so it is no longer reported.
 	if n, err := testutil.GatherAndCount(g.reg, "llmgw_model_slo_seconds"); err != nil || n != 0 {

@@ -63,6 +63,7 @@ func (r *Router) account(req *parsedRequest, res dispatchResult) {
 	if req.model == nil {
 		return // refused before it was known what it asked for: nothing to bill
 	}
+	r.rates.note(req.model.Name, o.Status, time.Now())
 	if req.model.Admission.Enabled && o.Status != openai.StatusClientClosed && !req.api.counts {
 		r.goodput.Add(req.model.Name, req.class, r.metSLO(req, o))
 		if tpot, _, ok := tokenTiming(req.Stream, o, 0); ok && tpot > 0 && res.pool != "" {

@@ -142,7 +142,9 @@ type Router struct {
 	// requests met their SLOs.
 	gates   *admission.Gates
 	goodput admission.Goodput
-	snap    atomic.Pointer[snapshot]
+	// rates are each model's recent requests and errors (status.go).
+	rates modelRates
+	snap  atomic.Pointer[snapshot]
 	// peers is what the other gateways say they have in flight.
 	peers *placement.Book
 	ids   requestIDs

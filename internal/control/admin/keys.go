@@ -4,8 +4,10 @@ package admin
 // list, and revoke.
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
@@ -67,33 +69,41 @@ var keyNotFound = &openai.Error{Status: http.StatusNotFound, Type: "invalid_requ
 // revokeKey revokes a key and answers with it. Revoking a revoked key
 // changes nothing and answers the same.
 func (a *api) revokeKey(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if !keys.ValidID(id) {
-		openai.WriteError(w, keyNotFound)
-		return
-	}
-	ctx := r.Context()
-	k, err := a.st.Key(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		openai.WriteError(w, keyNotFound)
-		return
-	}
-	if err != nil {
-		a.internal(w, "reading a key to revoke", err)
-		return
-	}
 	now := a.now()
+	k, err := Revoke(r.Context(), a.st, a.ring, r.PathValue("id"), now)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		openai.WriteError(w, keyNotFound)
+		return
+	case err != nil:
+		a.internal(w, "revoking a key", err)
+		return
+	}
+	a.log.Info("admin: key revoked", "key_id", k.ID, "tenant", k.Tenant)
+	writeJSON(w, http.StatusOK, keyInfo{Key: k, Status: keys.Status(&k, now)})
+}
+
+// Revoke revokes the key with id at now and returns it, as the admin API
+// and the console do: an id that is not a key id, or no key's, is
+// store.ErrNotFound; a key already revoked stays as it was. ring, when not
+// nil, forgets the key so this replica refuses it at once.
+func Revoke(ctx context.Context, st store.Store, ring *keys.Keyring, id string, now time.Time) (tenant.Key, error) {
+	if !keys.ValidID(id) {
+		return tenant.Key{}, store.ErrNotFound
+	}
+	k, err := st.Key(ctx, id)
+	if err != nil {
+		return tenant.Key{}, err
+	}
 	if k.Revoked.IsZero() {
 		at := now.UTC()
-		if err := a.st.RevokeKey(ctx, id, at); err != nil {
-			a.internal(w, "revoking a key", err)
-			return
+		if err := st.RevokeKey(ctx, id, at); err != nil {
+			return tenant.Key{}, err
 		}
 		k.Revoked = at
-		a.log.Info("admin: key revoked", "key_id", k.ID, "tenant", k.Tenant)
 	}
-	if a.ring != nil {
-		a.ring.Forget(id)
+	if ring != nil {
+		ring.Forget(id)
 	}
-	writeJSON(w, http.StatusOK, keyInfo{Key: k, Status: keys.Status(&k, now)})
+	return k, nil
 }

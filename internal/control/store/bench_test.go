@@ -126,7 +126,7 @@ func withoutIndexes(ctx context.Context, list func() (map[string]string, error),
 }
 
 func sqliteIndexes(ctx context.Context, s *SQLite) (map[string]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'usage' AND name <> 'usage_time' AND sql IS NOT NULL`)
+	rows, err := s.db.QueryContext(ctx, `SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'usage' AND name <> 'usage_time_cover' AND sql IS NOT NULL`)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func sqliteIndexes(ctx context.Context, s *SQLite) (map[string]string, error) {
 
 func postgresIndexes(ctx context.Context, s *Postgres) (map[string]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT indexname, indexdef FROM pg_indexes
-		WHERE schemaname = current_schema() AND tablename = 'usage' AND indexname NOT IN ('usage_pkey', 'usage_time')`)
+		WHERE schemaname = current_schema() AND tablename = 'usage' AND indexname NOT IN ('usage_pkey', 'usage_time_cover')`)
 	if err != nil {
 		return nil, err
 	}

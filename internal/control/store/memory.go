@@ -5,6 +5,7 @@ package store
 
 import (
 	"bytes"
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -244,6 +245,73 @@ func (m *Memory) Usage(ctx context.Context, q usage.Query) ([]usage.Row, error) 
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out, nil
+}
+
+// Records is the latest records q selects, newest first, with the same
+// semantics as the SQL stores. It keeps only the latest q.RecordLimit
+// while it looks, in a heap whose top is the oldest kept.
+func (m *Memory) Records(ctx context.Context, q usage.RecordQuery) ([]usage.Record, error) {
+	until := q.Until
+	if until.IsZero() {
+		until = time.Now()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return nil, err
+	}
+	kept := &latest{limit: q.RecordLimit()}
+	for _, r := range m.usage {
+		switch {
+		case !r.Time.Before(until), !q.Since.IsZero() && r.Time.Before(q.Since),
+			q.TenantPrefix != "" && r.Tenant != q.TenantPrefix && !strings.HasPrefix(r.Tenant, q.TenantPrefix+"/"),
+			q.KeyID != "" && r.KeyID != q.KeyID,
+			q.Model != "" && r.Model != q.Model,
+			q.Status != 0 && r.Status != q.Status,
+			q.Errors && r.Status < 400:
+			continue
+		}
+		kept.offer(r)
+	}
+	slices.SortFunc(kept.recs, func(a, b usage.Record) int { return -recordOrder(a, b) })
+	return kept.recs, nil
+}
+
+// recordOrder orders records by time, then by ID.
+func recordOrder(a, b usage.Record) int {
+	if c := a.Time.Compare(b.Time); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
+}
+
+// latest keeps the latest limit records offered, as a min-heap by
+// recordOrder: recs[0] is the oldest kept.
+type latest struct {
+	limit int
+	recs  []usage.Record
+}
+
+func (l *latest) Len() int           { return len(l.recs) }
+func (l *latest) Less(i, j int) bool { return recordOrder(l.recs[i], l.recs[j]) < 0 }
+func (l *latest) Swap(i, j int)      { l.recs[i], l.recs[j] = l.recs[j], l.recs[i] }
+func (l *latest) Push(x any)         { l.recs = append(l.recs, x.(usage.Record)) }
+func (l *latest) Pop() any {
+	r := l.recs[len(l.recs)-1]
+	l.recs = l.recs[:len(l.recs)-1]
+	return r
+}
+
+// offer keeps r if it is among the latest limit so far.
+func (l *latest) offer(r usage.Record) {
+	if len(l.recs) < l.limit {
+		heap.Push(l, r)
+		return
+	}
+	if recordOrder(r, l.recs[0]) > 0 {
+		l.recs[0] = r
+		heap.Fix(l, 0)
+	}
 }
 
 // Ping reports an error only once the store is closed.

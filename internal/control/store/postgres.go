@@ -248,6 +248,19 @@ func (s *Postgres) Usage(ctx context.Context, q usage.Query) ([]usage.Row, error
 	return scanUsageRows(rows)
 }
 
+// Records is the latest records q selects, newest first.
+func (s *Postgres) Records(ctx context.Context, q usage.RecordQuery) ([]usage.Record, error) {
+	query, args := recordsSQL(q, time.Now(), postgresDialect)
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("usage records: %w", err)
+	}
+	defer rows.Close()
+	return scanAll(rows, "usage records", func(r row) (usage.Record, error) {
+		return scanRecord(r, func(t time.Time) time.Time { return t.UTC() })
+	})
+}
+
 // Ping reports whether the database answers.
 func (s *Postgres) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {

@@ -299,6 +299,19 @@ func (s *SQLite) Usage(ctx context.Context, q usage.Query) ([]usage.Row, error) 
 	return scanUsageRows(rows)
 }
 
+// Records is the latest records q selects, newest first.
+func (s *SQLite) Records(ctx context.Context, q usage.RecordQuery) ([]usage.Record, error) {
+	query, args := recordsSQL(q, time.Now(), sqliteDialect)
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("usage records: %w", err)
+	}
+	defer rows.Close()
+	return scanAll(rows, "usage records", func(r row) (usage.Record, error) {
+		return scanRecord(r, func(n int64) time.Time { return time.Unix(0, n).UTC() })
+	})
+}
+
 // Ping reports whether the database answers.
 func (s *SQLite) Ping(ctx context.Context) error {
 	if err := s.db.PingContext(ctx); err != nil {

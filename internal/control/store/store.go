@@ -55,6 +55,9 @@ type Store interface {
 	AddUsage(ctx context.Context, recs []usage.Record) error
 	// Usage sums the records q selects.
 	Usage(ctx context.Context, q usage.Query) ([]usage.Row, error)
+	// Records is the latest records q selects, newest first (by time,
+	// then by ID), at most q.RecordLimit of them.
+	Records(ctx context.Context, q usage.RecordQuery) ([]usage.Record, error)
 
 	// Secret is the secret named name: SecretSize random bytes made the
 	// first time any process sharing the store asks for it, and the same

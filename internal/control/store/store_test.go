@@ -117,6 +117,8 @@ func testStore(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("UsageIdempotent", func(t *testing.T) { testUsageIdempotent(t, open(t)) })
 	t.Run("UsageQuery", func(t *testing.T) { testUsageQuery(t, open(t)) })
 	t.Run("UsageConcurrent", func(t *testing.T) { testUsageConcurrent(t, open(t)) })
+	t.Run("Records", func(t *testing.T) { testRecords(t, open(t)) })
+	t.Run("RecordsLimit", func(t *testing.T) { testRecordsLimit(t, open(t)) })
 	t.Run("Secret", func(t *testing.T) { testSecret(t, open(t)) })
 	t.Run("Ping", func(t *testing.T) {
 		if err := open(t).Ping(t.Context()); err != nil {

@@ -53,3 +53,35 @@ type Row struct {
 	CachedTokens     int64   `json:"cached_tokens"`
 	CostUSD          float64 `json:"cost_usd"`
 }
+
+// RecordQuery selects the latest records, newest first. Zero fields
+// select everything.
+type RecordQuery struct {
+	TenantPrefix string    // a tenant path; its descendants are included
+	KeyID        string    // one key only
+	Model        string    // one canonical model only
+	Status       int       // one HTTP status only; zero for any
+	Errors       bool      // status 400 and above only
+	Since        time.Time // records at or after
+	Until        time.Time // records before; zero means now
+	Limit        int       // at most this many; see RecordLimit
+}
+
+// The bounds of RecordQuery.Limit: DefaultRecords when it is zero or
+// less, and never more than MaxRecords, so that one page of the latest
+// records stays a page whatever the ledger holds.
+const (
+	DefaultRecords = 100
+	MaxRecords     = 1000
+)
+
+// RecordLimit is how many records q asks for, within its bounds.
+func (q RecordQuery) RecordLimit() int {
+	switch {
+	case q.Limit <= 0:
+		return DefaultRecords
+	case q.Limit > MaxRecords:
+		return MaxRecords
+	}
+	return q.Limit
+}

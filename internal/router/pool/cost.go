@@ -43,6 +43,7 @@ func (e *Endpoint) firstTokenCost() (base, perToken float64) {
 func (e *Endpoint) learn(took time.Duration, work int64) {
 	base, perToken := e.firstTokenCost()
 	t := took.Seconds()
+	e.noteTTFT(t, base+perToken*float64(work))
 	if work < costSplit {
 		e.base.Store(math.Float64bits(base + CostSmoothing*(t-base)))
 		return

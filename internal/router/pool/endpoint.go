@@ -50,6 +50,10 @@ type Endpoint struct {
 	// seconds for each prompt token of prefill ahead of it, its own
 	// uncached tokens included (float64 bits; zero means not yet learned).
 	base, perToken atomic.Uint64
+	// ttftMeasured and ttftPredicted are the means of recent streamed
+	// first tokens, taken and predicted, in seconds (float64 bits; zero
+	// before the first): for the status alone (status.go).
+	ttftMeasured, ttftPredicted atomic.Uint64
 
 	// gapNanos and gaps sum the inter-token gaps of the streams here:
 	// their mean over a while is the server's step time as its clients

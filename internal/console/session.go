@@ -1,0 +1,254 @@
+package console
+
+// Signing in: the admin token, asked once, buys a session: a random id
+// in an HttpOnly, SameSite=Strict cookie, held here with its expiry and
+// its CSRF token. The token itself is never stored or sent back. A write
+// needs the session, the CSRF token in its form, and a same-origin
+// request as the browser tells it (Sec-Fetch-Site, else Origin).
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// cookieName is the session cookie's name.
+const cookieName = "llmgw_console"
+
+// maxSessions bounds the sessions held: past it, signing in drops the one
+// nearest its end. An operator signs in a few times a day; this many is
+// only reached by a script signing in over and over.
+const maxSessions = 1000
+
+// session is one sign-in.
+type session struct {
+	id      string
+	csrf    string // the token every form of the session carries
+	expires time.Time
+}
+
+// sessions are the sign-ins held.
+type sessions struct {
+	ttl time.Duration
+	mu  sync.Mutex          // protects by
+	by  map[string]*session // key: session id
+}
+
+func newSessions(ttl time.Duration) *sessions {
+	return &sessions{ttl: ttl, by: map[string]*session{}}
+}
+
+// randomID is 32 bytes from the system's random source, base64url.
+func randomID() string {
+	b := make([]byte, 32)
+	rand.Read(b) // never fails on the systems llmgw runs on
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// start makes a session that ends ttl after now.
+func (s *sessions) start(now time.Time) *session {
+	ss := &session{id: randomID(), csrf: randomID(), expires: now.Add(s.ttl)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, x := range s.by {
+		if !now.Before(x.expires) {
+			delete(s.by, id)
+		}
+	}
+	if len(s.by) >= maxSessions {
+		var first *session
+		for _, x := range s.by {
+			if first == nil || x.expires.Before(first.expires) {
+				first = x
+			}
+		}
+		delete(s.by, first.id)
+	}
+	s.by[ss.id] = ss
+	return ss
+}
+
+// get is the live session with id at now, or nil.
+func (s *sessions) get(id string, now time.Time) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.by[id]
+	if ss == nil {
+		return nil
+	}
+	if !now.Before(ss.expires) {
+		delete(s.by, id)
+		return nil
+	}
+	return ss
+}
+
+// end ends the session with id.
+func (s *sessions) end(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.by, id)
+}
+
+// session is r's live session, or nil.
+func (c *Console) session(r *http.Request) *session {
+	ck, err := r.Cookie(cookieName)
+	if err != nil {
+		return nil
+	}
+	return c.sessions.get(ck.Value, c.now())
+}
+
+// setCookie sets, or with a nil session clears, the session cookie.
+func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, ss *session) {
+	ck := &http.Cookie{Name: cookieName, Path: "/ui", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"}
+	if ss == nil {
+		ck.MaxAge = -1
+	} else {
+		// Max-Age rather than Expires: the browser's clock may be off.
+		ck.Value = ss.id
+		ck.MaxAge = int(ss.expires.Sub(c.now()).Seconds())
+	}
+	http.SetCookie(w, ck)
+}
+
+// pageHandler is a page served to a session.
+type pageHandler func(w http.ResponseWriter, r *http.Request, ss *session)
+
+// signedIn serves h to a signed-in browser, and sends any other to the
+// sign-in page, coming back here after.
+func (c *Console) signedIn(h pageHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ss := c.session(r)
+		if ss == nil {
+			http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		h(w, r, ss)
+	}
+}
+
+// write serves h to a signed-in, same-origin form that carries the
+// session's CSRF token; anything else is refused with 403 and changes
+// nothing.
+func (c *Console) write(h pageHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ss := c.session(r)
+		if ss == nil {
+			c.render(w, r, http.StatusForbidden, "error", nil, errorPage{Message: "Your session has ended: sign in again."})
+			return
+		}
+		if !c.sameOrigin(r) || !validCSRF(r, ss) {
+			c.render(w, r, http.StatusForbidden, "error", ss, errorPage{Message: "This form was not sent from this console's own page; nothing was changed."})
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		h(w, r, ss)
+	}
+}
+
+// sameOrigin reports whether the browser says r came from the console's
+// own origin: Sec-Fetch-Site, else an Origin header matching the host.
+// A request that carries neither is let through to the CSRF token.
+func (c *Console) sameOrigin(r *http.Request) bool {
+	return c.csrf.Check(r) == nil
+}
+
+// validCSRF reports whether r's form carries ss's CSRF token.
+func validCSRF(r *http.Request, ss *session) bool {
+	r.Body = http.MaxBytesReader(nil, r.Body, maxFormBytes)
+	got := r.PostFormValue("csrf")
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(ss.csrf)) == 1
+}
+
+// maxFormBytes bounds a form: a key's spec is a few hundred bytes.
+const maxFormBytes = 64 << 10
+
+// loginPage asks for the admin token.
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	if c.session(r) != nil {
+		http.Redirect(w, r, nextPage(r.URL.Query().Get("next")), http.StatusSeeOther)
+		return
+	}
+	c.render(w, r, http.StatusOK, "login", nil, loginPage{Next: r.URL.Query().Get("next")})
+}
+
+// maxFailedSignIns is how many wrong tokens the console takes in a
+// minute; past it every sign-in waits for the next minute, so that the
+// token cannot be guessed at the speed of the network. An operator
+// mistyping does not come near it.
+const maxFailedSignIns = 20
+
+// failedSignIns counts the wrong tokens of the current minute.
+type failedSignIns struct {
+	mu     sync.Mutex // protects minute and n
+	minute int64      // Unix minute n counts in
+	n      int
+}
+
+// blocked reports whether sign-ins wait for the next minute at now.
+func (f *failedSignIns) blocked(now time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.minute == now.Unix()/60 && f.n >= maxFailedSignIns
+}
+
+// fail counts a wrong token at now.
+func (f *failedSignIns) fail(now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m := now.Unix() / 60; m != f.minute {
+		f.minute, f.n = m, 0
+	}
+	f.n++
+}
+
+// login starts a session for the admin token.
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	if !c.sameOrigin(r) {
+		c.render(w, r, http.StatusForbidden, "error", nil, errorPage{Message: "Sign in from this console's own page."})
+		return
+	}
+	now := c.now()
+	if c.wrong.blocked(now) {
+		w.Header().Set("Retry-After", strconv.FormatInt(60-now.Unix()%60, 10))
+		c.render(w, r, http.StatusTooManyRequests, "error", nil, errorPage{Message: "Too many wrong admin tokens this minute: try again in a minute."})
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	next := r.PostFormValue("next")
+	if !c.guard.Match(r.PostFormValue("token")) {
+		c.wrong.fail(now)
+		c.log.Warn("console: sign-in refused: wrong admin token", "remote", r.RemoteAddr)
+		c.render(w, r, http.StatusUnauthorized, "login", nil, loginPage{Next: next, Failed: true})
+		return
+	}
+	ss := c.sessions.start(now)
+	c.setCookie(w, r, ss)
+	c.log.Info("console: signed in", "remote", r.RemoteAddr)
+	http.Redirect(w, r, nextPage(next), http.StatusSeeOther)
+}
+
+// nextPage is where to go after signing in: a console page, never
+// another site.
+func nextPage(next string) string {
+	u, err := url.Parse(next)
+	if err != nil || next == "" || u.Scheme != "" || u.Host != "" || u.Path == "/ui/login" ||
+		len(u.Path) < len("/ui/") || u.Path[:len("/ui/")] != "/ui/" {
+		return "/ui/overview"
+	}
+	return u.RequestURI()
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, ss *session) {
+	c.sessions.end(ss.id)
+	c.setCookie(w, r, nil)
+	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+}
