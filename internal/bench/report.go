@@ -101,6 +101,7 @@ type Pool struct {
 	Replicas int       `json:"replicas"`
 	Speeds   []float64 `json:"speeds"`             // each replica's, in order
 	Instant  bool      `json:"instant,omitempty"`  // --sim-instant: speeds do not matter
+	Profile  string    `json:"profile,omitempty"`  // --sim-profile; empty with --sim-instant
 	Gateways int       `json:"gateways,omitempty"` // 0 with --direct
 	// SharedIndex reports whether the gateways shared their prefix
 	// indexes over Redis (--redis); SharedLoad, whether they shared what
@@ -255,7 +256,7 @@ func setupLine(out *Output) string {
 		for i, v := range p.Speeds {
 			speeds[i] = strconv.FormatFloat(v, 'g', -1, 64)
 		}
-		fmt.Fprintf(&b, " (speeds %s)", strings.Join(speeds, ","))
+		fmt.Fprintf(&b, " (profile %s, speeds %s)", p.Profile, strings.Join(speeds, ","))
 	}
 	if out.Direct {
 		b.WriteString(", direct to replica 0")
