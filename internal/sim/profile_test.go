@@ -221,7 +221,9 @@ func TestCommandProfile(t *testing.T) {
 		{[]string{"--profile", "prefill-heavy", "--step-per-prefill-token", "1ms"}, func(c Config) bool {
 			return c.StepPerPrefillToken == time.Millisecond && c.MaxBatchedTokens == 512
 		}},
-		{[]string{"--tpot", "5ms"}, func(c Config) bool { return c.FixedTiming && c.TPOT == 5*time.Millisecond && c.MaxSeqs == DefaultMaxSeqs }},
+		{[]string{"--tpot", "5ms"}, func(c Config) bool {
+			return c.FixedTiming && c.TPOT == 5*time.Millisecond && c.MaxSeqs == DefaultMaxSeqs
+		}},
 		{nil, func(c Config) bool { return c.withDefaults() == (Config{}).withDefaults() }},
 	} {
 		cfg, _, err := parseFlags(tt.args, io.Discard)
