@@ -564,11 +564,15 @@ func TestSpawnSimProfile(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tgt.Close()
+			prefill := p.StepPerPrefillToken
+			if prefill == 0 {
+				prefill = p.StepPerToken
+			}
 			for i, r := range tgt.replicas {
 				got := r.Server().Config()
 				if got.FixedTiming != p.FixedTiming || got.MaxSeqs != p.MaxSeqs || got.Cache != p.Cache ||
 					got.TPOT != p.TPOT || got.PrefillPerToken != p.PrefillPerToken ||
-					(!p.FixedTiming && (got.StepBase != p.StepBase || got.StepPerPrefillToken != p.StepPerPrefillToken)) {
+					(!p.FixedTiming && (got.StepBase != p.StepBase || got.StepPerPrefillToken != prefill)) {
 					t.Errorf("replica %d runs %+v, want profile %+v", i, got, p)
 				}
 			}

@@ -52,7 +52,7 @@ func newFlags(cfg *Config, stdout io.Writer) (*cli.FlagSet, simFlags) {
 	fs.IntVar(&cfg.MaxModelLen, "max-model-len", cfg.MaxModelLen, "longest prompt plus max_tokens")
 	fs.DurationVar(&cfg.StepBase, "step-base", cfg.StepBase, "batch timing: fixed cost of a step")
 	fs.DurationVar(&cfg.StepPerToken, "step-per-token", cfg.StepPerToken, "batch timing: added cost of each decode in a step")
-	fs.DurationVar(&cfg.StepPerPrefillToken, "step-per-prefill-token", cfg.StepPerPrefillToken, "batch timing: added cost of each prompt token in a step")
+	fs.DurationVar(&cfg.StepPerPrefillToken, "step-per-prefill-token", cfg.StepPerPrefillToken, "batch timing: added cost of each prompt token in a step (0: --step-per-token's)")
 	fs.DurationVar(&cfg.TTFT, "ttft", cfg.TTFT, "fixed timing: time to first token before prefill")
 	fs.DurationVar(&cfg.TPOT, "tpot", cfg.TPOT, "fixed timing: time per output token")
 	fs.DurationVar(&cfg.PrefillPerToken, "prefill-per-token", cfg.PrefillPerToken, "fixed timing: added time to first token per uncached prompt token")
@@ -75,7 +75,7 @@ func profileConfig(p Profile) Config {
 	return p.Apply(Config{
 		Model: DefaultModel, Speed: 1, BlockSize: DefaultBlockSize, NumBlocks: DefaultNumBlocks,
 		MaxWaiting: DefaultMaxWaiting, MaxModelLen: DefaultMaxModelLen,
-	}).withDefaults()
+	})
 }
 
 // parseFlags reads the command line into a Config: the profile's, with

@@ -44,7 +44,7 @@ type Profile struct {
 
 	// FixedTiming selects fixed mode with TTFT, TPOT and PrefillPerToken;
 	// otherwise batch mode with StepBase, StepPerToken and
-	// StepPerPrefillToken. See Config.
+	// StepPerPrefillToken, zero meaning StepPerToken. See Config.
 	FixedTiming                                 bool
 	StepBase, StepPerToken, StepPerPrefillToken time.Duration
 	TTFT, TPOT, PrefillPerToken                 time.Duration
@@ -75,7 +75,7 @@ var Profiles = []Profile{
 		// a 2048-token budget with prompt chunks, so TPOT grows with the
 		// batch and a long prompt stalls everyone's next token.
 		Name: ProfileChunked, Summary: "vLLM: continuous batching; prefill chunks stall decode",
-		StepBase: DefaultStepBase, StepPerToken: DefaultStepPerToken, StepPerPrefillToken: DefaultStepPerToken,
+		StepBase: DefaultStepBase, StepPerToken: DefaultStepPerToken,
 		MaxSeqs: DefaultMaxSeqs, MaxBatchedTokens: DefaultMaxBatchedTokens,
 	},
 	{
@@ -117,7 +117,7 @@ var Profiles = []Profile{
 		// vLLM's single blocks, and keeps one copy of a prefix that two
 		// running requests computed at once.
 		Name: ProfileRadix, Summary: "SGLang: chunked timing, radix cache evicting whole LRU leaves",
-		StepBase: DefaultStepBase, StepPerToken: DefaultStepPerToken, StepPerPrefillToken: DefaultStepPerToken,
+		StepBase: DefaultStepBase, StepPerToken: DefaultStepPerToken,
 		MaxSeqs: DefaultMaxSeqs, MaxBatchedTokens: DefaultMaxBatchedTokens, Cache: CacheRadix,
 	},
 }
@@ -142,8 +142,8 @@ func ProfileNamed(name string) (Profile, error) {
 }
 
 // Apply is c with the profile's timing, limits and cache: every field the
-// profile has, whatever c held there. The fixed-mode durations are zeroed
-// in a batch-mode profile and the batch-mode ones kept in a fixed one.
+// profile has is set to the profile's value, zero included, whatever c
+// held there; Config's defaults then fill the zero ones.
 func (p Profile) Apply(c Config) Config {
 	c.FixedTiming = p.FixedTiming
 	c.StepBase, c.StepPerToken, c.StepPerPrefillToken = p.StepBase, p.StepPerToken, p.StepPerPrefillToken

@@ -97,16 +97,17 @@ func TestProfileCachedTokenSaves(t *testing.T) {
 	for _, p := range Profiles {
 		t.Run(p.Name, func(t *testing.T) {
 			cfg := p.Apply(Config{})
+			c := cfg.withDefaults()
 			cold, warm, tpot := cacheSaving(t, cfg)
 			// Cold: the prompt in chunks of the step budget; warm: one
 			// step for the last, uncached block of 16 tokens.
 			wantCold, wantWarm := 0*time.Second, 0*time.Second
 			if p.FixedTiming {
-				wantCold, wantWarm = p.TTFT+2000*p.PrefillPerToken, p.TTFT+16*p.PrefillPerToken
+				wantCold, wantWarm = c.TTFT+2000*c.PrefillPerToken, c.TTFT+16*c.PrefillPerToken
 			} else {
-				chunks := (2000 + p.MaxBatchedTokens - 1) / p.MaxBatchedTokens
-				wantCold = time.Duration(chunks)*p.StepBase + 2000*p.StepPerPrefillToken
-				wantWarm = p.StepBase + 16*p.StepPerPrefillToken
+				chunks := (2000 + c.MaxBatchedTokens - 1) / c.MaxBatchedTokens
+				wantCold = time.Duration(chunks)*c.StepBase + 2000*c.StepPerPrefillToken
+				wantWarm = c.StepBase + 16*c.StepPerPrefillToken
 			}
 			if cold != wantCold || warm != wantWarm {
 				t.Errorf("TTFT cold %v, warm %v; want %v, %v", cold, warm, wantCold, wantWarm)
@@ -220,6 +221,10 @@ func TestCommandProfile(t *testing.T) {
 		{[]string{"--profile", "radix"}, func(c Config) bool { return c.Cache == CacheRadix && !c.FixedTiming }},
 		{[]string{"--profile", "prefill-heavy", "--step-per-prefill-token", "1ms"}, func(c Config) bool {
 			return c.StepPerPrefillToken == time.Millisecond && c.MaxBatchedTokens == 512
+		}},
+		{[]string{"--step-per-token", "1ms"}, func(c Config) bool { return c.withDefaults().StepPerPrefillToken == time.Millisecond }},
+		{[]string{"--profile", "decode-heavy", "--step-per-token", "1ms"}, func(c Config) bool {
+			return c.withDefaults().StepPerPrefillToken == 25*time.Microsecond
 		}},
 		{[]string{"--tpot", "5ms"}, func(c Config) bool {
 			return c.FixedTiming && c.TPOT == 5*time.Millisecond && c.MaxSeqs == DefaultMaxSeqs
