@@ -175,7 +175,7 @@ func (o *options) replicaSpeeds() []float64 {
 }
 
 // spawnSim starts o.spawn replicas on free loopback ports, each of
-// o.simProfile (chunked when empty) at its speed, and, unless --direct, o.gateways gateways in front of them that
+// o.simProfile (chunked when empty) with o.simNumBlocks at its speed, and, unless --direct, o.gateways gateways in front of them that
 // log to stderr from --log-level up.
 func spawnSim(ctx context.Context, o *options, stderr io.Writer) (*target, error) {
 	t := &target{}
@@ -198,9 +198,9 @@ func spawnSim(ctx context.Context, o *options, stderr io.Writer) (*target, error
 		return nil, fmt.Errorf("--sim-profile: %w", err)
 	}
 	for i, speed := range o.replicaSpeeds() {
-		cfg := profile.Apply(sim.Config{Model: o.model, Speed: speed})
+		cfg := profile.Apply(sim.Config{Model: o.model, Speed: speed, NumBlocks: o.simNumBlocks})
 		if o.simInstant {
-			cfg = sim.Config{Model: o.model, Speed: speed, FixedTiming: true}
+			cfg = sim.Config{Model: o.model, Speed: speed, FixedTiming: true, NumBlocks: o.simNumBlocks}
 		}
 		r, err := sim.Start(ctx, cfg, "127.0.0.1:0")
 		if err != nil {
