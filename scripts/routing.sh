@@ -7,6 +7,9 @@
 #
 #   scripts/routing.sh [SEED...]        (default seed 1)
 #
+# PROFILE=NAME runs the replicas under that engine profile (llmgw sim
+# --help lists them; default chunked).
+#
 # Each sweep but Azure's around its knee (7:11:1) is refined twice where
 # capacity lies (--refine). Two of the workloads replay the same requests
 # at every time scale (--trace-to, or the whole trace): the Azure trace's
@@ -19,7 +22,7 @@ mkdir -p "$out"
 seeds=("${@:-1}")
 go build -o "$out/llmgw" ./cmd/llmgw
 gw=$out/llmgw
-pool=(--spawn-sim 4 --sim-speeds 1,1,1,0.667)
+pool=(--spawn-sim 4 --sim-speeds 1,1,1,0.667 --sim-profile "${PROFILE:-chunked}")
 chat=("${pool[@]}" --duration 20s --drain 20s --sweep 10:40:10 --refine 2)
 trace=("${pool[@]}" --workload trace --trace ../shared/traces/mooncake-synthetic.jsonl
 	--length-scale 16 --duration 30s --drain 20s --refine 2)

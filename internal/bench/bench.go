@@ -33,6 +33,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/cli"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/sim"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/tokenize"
 )
 
@@ -83,6 +84,8 @@ type options struct {
 	simSpeed               float64
 	simSpeeds              []float64 // from --sim-speeds: one per replica; nil means simSpeed for all
 	simInstant             bool
+	simProfile             string // --sim-profile: the replicas' engine profile
+	simNumBlocks           int    // --sim-num-blocks: the replicas' KV-cache capacity; 0 for the default
 	simFaults              []SimFault
 	gateways               int
 	redisURL               string // the spawned gateways' limits.redis; empty for none
@@ -114,6 +117,10 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if o.spawn > 0 {
 		out.Target = fmt.Sprintf("spawn-sim:%d", o.spawn)
 		out.Pool = &Pool{Replicas: o.spawn, Speeds: o.replicaSpeeds(), Instant: o.simInstant}
+		if !o.simInstant {
+			out.Pool.Profile = o.simProfile
+		}
+		out.Pool.NumBlocks = o.simNumBlocks
 		if !o.direct {
 			out.Policy, out.Admission, out.Pool.Gateways = o.policy, o.admission, o.gateways
 			out.Pool.SharedIndex = o.redisURL != ""
@@ -355,6 +362,8 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	fs.Float64Var(&o.simSpeed, "sim-speed", 1, "with --spawn-sim, the replicas' speed: 2 is twice as fast")
 	fs.IntVar(&o.outputTokens, "output-tokens", 0, "with --workload flat, every answer's length in tokens (default 16)")
 	fs.BoolVar(&o.simInstant, "sim-instant", false, "with --spawn-sim, replicas answer as fast as they can (for overhead)")
+	fs.ChoiceVar(&o.simProfile, "sim-profile", sim.DefaultProfile, sim.ProfileNames(), "with --spawn-sim, the replicas' engine profile (see llmgw sim --help)")
+	fs.IntVar(&o.simNumBlocks, "sim-num-blocks", 0, "with --spawn-sim, each replica's KV-cache capacity in blocks of 16 tokens (0: "+strconv.Itoa(sim.DefaultNumBlocks)+")")
 	logLevel := fs.LogLevel(slog.LevelWarn, "with --spawn-sim, the least severe log lines the gateway writes to stderr")
 	fs.Func("sim-speeds", "with --spawn-sim, each replica's speed, a `list` with one per replica such as 1,1,1,0.667 (instead of --sim-speed)", func(v string) error {
 		speeds, err := parseSpeeds(v)
@@ -476,7 +485,7 @@ func (o *options) checkTarget(set map[string]bool) error {
 		return fmt.Errorf("--spawn-sim must be a positive number of replicas, got %d", o.spawn)
 	}
 	if o.targetURL != "" {
-		for _, f := range []string{"direct", "policy", "admission", "hedge", "sim-speed", "sim-speeds", "sim-instant", "sim-fault", "gateways", "redis"} {
+		for _, f := range []string{"direct", "policy", "admission", "hedge", "sim-speed", "sim-speeds", "sim-instant", "sim-profile", "sim-num-blocks", "sim-fault", "gateways", "redis"} {
 			if set[f] {
 				return fmt.Errorf("--%s applies only with --spawn-sim", f)
 			}
@@ -486,6 +495,12 @@ func (o *options) checkTarget(set map[string]bool) error {
 			return err
 		}
 		o.targetURL = u
+	}
+	if o.simNumBlocks < 0 {
+		return fmt.Errorf("--sim-num-blocks must not be negative, got %d", o.simNumBlocks)
+	}
+	if o.simInstant && set["sim-profile"] {
+		return fmt.Errorf("give --sim-instant or --sim-profile, not both: instant replicas have no engine timing")
 	}
 	if o.admission != "on" && o.admission != "off" {
 		return fmt.Errorf("--admission must be on or off, got %q", o.admission)

@@ -20,6 +20,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/sim"
 )
 
 // runCommand runs the command and returns its stdout.
@@ -354,6 +356,11 @@ func TestCommandRejectsBadFlags(t *testing.T) {
 		{[]string{"--spawn-sim", "2", "--hedge", "NaN"}, "--hedge must be 0 (off) or above 1"},
 		{[]string{"--spawn-sim", "3", "--sim-speeds", "1,2"}, "lists 2 speeds for --spawn-sim 3"},
 		{[]string{"--spawn-sim", "2", "--sim-speeds", "1,2", "--sim-speed", "2"}, "--sim-speed or --sim-speeds, not both"},
+		{[]string{"--spawn-sim", "2", "--sim-profile", "vllm"}, `invalid value "vllm" for flag --sim-profile: want chunked, slots`},
+		{[]string{"--target", "http://x", "--sim-profile", "slots"}, "--sim-profile applies only with --spawn-sim"},
+		{[]string{"--spawn-sim", "2", "--sim-profile", "slots", "--sim-instant"}, "--sim-instant or --sim-profile, not both"},
+		{[]string{"--spawn-sim", "2", "--sim-num-blocks", "-1"}, "--sim-num-blocks must not be negative"},
+		{[]string{"--target", "http://x", "--sim-num-blocks", "100"}, "--sim-num-blocks applies only with --spawn-sim"},
 		{[]string{"--spawn-sim", "2", "--sim-speeds", "1,0"}, "want positive speeds"},
 		{[]string{"--spawn-sim", "2", "--sim-speeds", "1,,2"}, "want positive speeds"},
 		{[]string{"--spawn-sim", "2", "--sim-fault", "2:kill@1s"}, "replica 2 does not exist; --spawn-sim 2 makes replicas 0 to 1"},
@@ -541,6 +548,55 @@ func TestSpawnSimSpeeds(t *testing.T) {
 	}
 	if len(tgt.URLs) != 2 || tgt.URLs[0] == tgt.URLs[1] {
 		t.Errorf("gateway URLs %v, want two", tgt.URLs)
+	}
+}
+
+// TestSpawnSimProfile: --sim-profile gives every spawned replica the
+// profile's engine and --sim-num-blocks its KV cache, and the report says
+// which.
+func TestSpawnSimProfile(t *testing.T) {
+	for _, name := range sim.ProfileNames() {
+		t.Run(name, func(t *testing.T) {
+			p, err := sim.ProfileNamed(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := &options{model: defaultModel, spawn: 2, simSpeed: 1, simProfile: name, simNumBlocks: 500, policy: "round_robin", admission: "off", gateways: 1}
+			tgt, err := spawnSim(t.Context(), o, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tgt.Close()
+			prefill := p.StepPerPrefillToken
+			if prefill == 0 {
+				prefill = p.StepPerToken
+			}
+			for i, r := range tgt.replicas {
+				got := r.Server().Config()
+				if got.FixedTiming != p.FixedTiming || got.MaxSeqs != p.MaxSeqs || got.Cache != p.Cache ||
+					got.TPOT != p.TPOT || got.PrefillPerToken != p.PrefillPerToken || got.NumBlocks != 500 ||
+					(!p.FixedTiming && (got.StepBase != p.StepBase || got.StepPerPrefillToken != prefill)) {
+					t.Errorf("replica %d runs %+v, want profile %+v", i, got, p)
+				}
+			}
+		})
+	}
+	jsonPath := filepath.Join(t.TempDir(), "out.json")
+	var stdout bytes.Buffer
+	args := []string{"--workload", "flat", "--rate", "20", "--duration", "500ms", "--spawn-sim", "2", "--sim-profile", "slots",
+		"--sim-num-blocks", "300", "--policy", "round_robin", "--json", jsonPath}
+	if err := Command(context.Background(), args, &stdout, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	out := readJSON(t, jsonPath)
+	if diff := cmp.Diff(map[string]any{"replicas": 2.0, "speeds": []any{1.0, 1.0}, "gateways": 1.0, "profile": "slots", "num_blocks": 300.0}, out["pool"]); diff != "" {
+		t.Errorf("pool (-want +got):\n%s", diff)
+	}
+	if out["ok"].(float64) != out["requests"].(float64) {
+		t.Errorf("%v of %v requests ok under slots", out["ok"], out["requests"])
+	}
+	if first, _, _ := strings.Cut(stdout.String(), "\n"); !strings.Contains(first, "2 simulated replicas (profile slots, speeds 1,1, 300 KV blocks)") {
+		t.Errorf("table's first line %q does not say the profile", first)
 	}
 }
 

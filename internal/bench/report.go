@@ -101,7 +101,11 @@ type Pool struct {
 	Replicas int       `json:"replicas"`
 	Speeds   []float64 `json:"speeds"`             // each replica's, in order
 	Instant  bool      `json:"instant,omitempty"`  // --sim-instant: speeds do not matter
+	Profile  string    `json:"profile,omitempty"`  // --sim-profile; empty with --sim-instant
 	Gateways int       `json:"gateways,omitempty"` // 0 with --direct
+	// NumBlocks is each replica's KV-cache capacity (--sim-num-blocks);
+	// 0 for the simulator's default.
+	NumBlocks int `json:"num_blocks,omitempty"`
 	// SharedIndex reports whether the gateways shared their prefix
 	// indexes over Redis (--redis); SharedLoad, whether they shared what
 	// each has in flight at each replica (--redis, unless --share-load
@@ -255,7 +259,11 @@ func setupLine(out *Output) string {
 		for i, v := range p.Speeds {
 			speeds[i] = strconv.FormatFloat(v, 'g', -1, 64)
 		}
-		fmt.Fprintf(&b, " (speeds %s)", strings.Join(speeds, ","))
+		fmt.Fprintf(&b, " (profile %s, speeds %s", p.Profile, strings.Join(speeds, ","))
+		if p.NumBlocks > 0 {
+			fmt.Fprintf(&b, ", %d KV blocks", p.NumBlocks)
+		}
+		b.WriteString(")")
 	}
 	if out.Direct {
 		b.WriteString(", direct to replica 0")

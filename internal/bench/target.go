@@ -5,6 +5,7 @@ package bench
 // in-process gateways unless --direct sends straight to the first replica.
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -173,8 +174,8 @@ func (o *options) replicaSpeeds() []float64 {
 	return speeds
 }
 
-// spawnSim starts o.spawn replicas on free loopback ports, each at its
-// speed, and, unless --direct, o.gateways gateways in front of them that
+// spawnSim starts o.spawn replicas on free loopback ports, each of
+// o.simProfile (chunked when empty) with o.simNumBlocks at its speed, and, unless --direct, o.gateways gateways in front of them that
 // log to stderr from --log-level up.
 func spawnSim(ctx context.Context, o *options, stderr io.Writer) (*target, error) {
 	t := &target{}
@@ -192,8 +193,15 @@ func spawnSim(ctx context.Context, o *options, stderr io.Writer) (*target, error
 		return err
 	}
 	t.close = stop
+	profile, err := sim.ProfileNamed(cmp.Or(o.simProfile, sim.DefaultProfile))
+	if err != nil {
+		return nil, fmt.Errorf("--sim-profile: %w", err)
+	}
 	for i, speed := range o.replicaSpeeds() {
-		cfg := sim.Config{Model: o.model, Speed: speed, FixedTiming: o.simInstant}
+		cfg := profile.Apply(sim.Config{Model: o.model, Speed: speed, NumBlocks: o.simNumBlocks})
+		if o.simInstant {
+			cfg = sim.Config{Model: o.model, Speed: speed, FixedTiming: true, NumBlocks: o.simNumBlocks}
+		}
 		r, err := sim.Start(ctx, cfg, "127.0.0.1:0")
 		if err != nil {
 			stop()

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -60,5 +61,45 @@ func BenchmarkStepLoop(b *testing.B) {
 	for b.Loop() {
 		e.plan()
 		e.commit(e.running[0].arrived)
+	}
+}
+
+// BenchmarkPrefixCacheChurn is one sequence's life in a full prefix cache
+// (match, allocate with eviction, promote, release) for each cache kind
+// and two cache sizes: the cost of an admission must not grow with the
+// blocks cached.
+func BenchmarkPrefixCacheChurn(b *testing.B) {
+	const bs, stems, branches = 16, 64, 4096
+	prompts := make([]promptInfo, branches)
+	for i := range prompts {
+		prompts[i] = branchPrompt(fmt.Sprint("stem", i%stems), 512, fmt.Sprint("branch", i), 256, bs)
+	}
+	for _, kind := range []CacheKind{CacheBlocks, CacheRadix} {
+		for _, total := range []int{1 << 12, 1 << 16} {
+			b.Run(fmt.Sprintf("%s/%d", kind, total), func(b *testing.B) {
+				k := prefixCache(newKVCache(bs, total))
+				if kind == CacheRadix {
+					k = newRadixCache(bs, total)
+				}
+				churn := func(i int) {
+					s := newSeq(prompts[i%branches], 0)
+					hit := k.match(s.hashes, len(s.hashes))
+					if !k.allocate(s, hit, len(s.hashes)+4) {
+						b.Fatal("a sequence does not fit an idle cache")
+					}
+					k.promote(s, hit)
+					k.release(s)
+				}
+				for i := range 4 * branches { // fill the cache and start evicting
+					churn(i)
+				}
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					churn(i)
+					i++
+				}
+			})
+		}
 	}
 }

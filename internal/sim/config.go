@@ -7,13 +7,17 @@
 // Timing has two modes. In batch mode (the default) one step loop per
 // replica runs the batch: each step decodes one token for every running
 // sequence and prefills up to a budget of prompt tokens, and takes
-// StepBase + StepPerToken × (tokens in the step), so TPOT grows with the
-// batch and a long prompt slows everyone's next token. In fixed mode (any
+// StepBase + StepPerToken × decodes + StepPerPrefillToken × prompt tokens,
+// so TPOT grows with the batch and a long prompt slows everyone's next
+// token. In fixed mode (any
 // of TTFT, TPOT, PrefillPerToken set, or FixedTiming) each sequence keeps
 // its own clock: its first token comes TTFT + PrefillPerToken × uncached
 // prompt tokens after it is admitted, then one every TPOT. Fixed mode with
 // every duration zero answers as fast as it can. Both modes share the KV
-// cache, MaxSeqs and the waiting queue, and both are scaled by Speed.
+// cache, MaxSeqs and the waiting queue, and both are scaled by Speed. The
+// prefix cache is vLLM's (blocks, least recently released first) or
+// SGLang's (a radix tree, least recently used leaf first). A Profile sets
+// the timing, the limits and the cache of one kind of engine at once.
 //
 // config.go is the replica's configuration, its defaults, and faults.
 package sim
@@ -56,9 +60,16 @@ type Config struct {
 	// does not ask for one.
 	EmbeddingDims int
 
-	// StepBase and StepPerToken make a batch-mode step's duration:
-	// StepBase + StepPerToken × tokens in the step.
-	StepBase, StepPerToken time.Duration
+	// StepBase, StepPerToken and StepPerPrefillToken make a batch-mode
+	// step's duration: StepBase + StepPerToken × decodes in the step +
+	// StepPerPrefillToken × prefill tokens in it. A zero
+	// StepPerPrefillToken means StepPerToken: a prompt token costs what a
+	// decoded one does.
+	StepBase, StepPerToken, StepPerPrefillToken time.Duration
+
+	// Cache is the prefix cache's kind: CacheBlocks, the zero value, or
+	// CacheRadix.
+	Cache CacheKind
 
 	// FixedTiming selects fixed mode even when TTFT, TPOT and
 	// PrefillPerToken are all zero, which then means no delay at all.
@@ -152,6 +163,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StepPerToken <= 0 {
 		c.StepPerToken = DefaultStepPerToken
+	}
+	if c.StepPerPrefillToken <= 0 {
+		c.StepPerPrefillToken = c.StepPerToken
 	}
 	if c.TTFT > 0 || c.TPOT > 0 || c.PrefillPerToken > 0 {
 		c.FixedTiming = true

@@ -49,7 +49,8 @@ type seq struct {
 	prefilled int // uncached prompt tokens computed so far
 	generated int
 	chunk     int            // prefill tokens in the current step; 0 means a decode
-	held      []*cachedBlock // prefix-cache blocks it holds, in prompt order
+	held      []*cachedBlock // block cache: prefix-cache blocks it holds, in prompt order
+	node      *radixNode     // radix cache: the deepest tree node it holds; nil before admission
 	private   int            // blocks it holds outside the prefix cache
 	due       time.Time      // fixed mode: when its next token is due
 	heapIndex int            // fixed mode: its place in engine.due
@@ -87,7 +88,7 @@ type engine struct {
 	running []*seq     // in admission order
 	step    []*seq     // batch mode: the sequences in the step being run
 	due     dueHeap    // fixed mode: running sequences by due time; done ones linger until popped
-	kv      *kvCache
+	kv      prefixCache
 	stopped bool
 	// pausedAt is when the Hang fault stopped the step loop; zero while it
 	// runs.
@@ -98,7 +99,11 @@ func newEngine(cfg Config, reg prometheus.Registerer) *engine {
 	e := &engine{
 		cfg:  cfg,
 		wake: make(chan struct{}, 1),
-		kv:   newKVCache(cfg.BlockSize, cfg.NumBlocks),
+	}
+	if cfg.Cache == CacheRadix {
+		e.kv = newRadixCache(cfg.BlockSize, cfg.NumBlocks)
+	} else {
+		e.kv = newKVCache(cfg.BlockSize, cfg.NumBlocks)
 	}
 	e.m = newMetrics(reg, cfg, e)
 	return e
@@ -303,24 +308,24 @@ func (e *engine) admit(now time.Time) {
 // token budget. It returns the step's duration.
 func (e *engine) plan() time.Duration {
 	e.step = e.step[:0]
-	tokens := 0
+	decodes, prefill := 0, 0
 	for _, s := range e.running {
 		if s.prefillLeft() == 0 {
 			s.chunk = 0
 			e.step = append(e.step, s)
-			tokens++
+			decodes++
 		}
 	}
-	budget := e.cfg.MaxBatchedTokens - tokens
+	budget := e.cfg.MaxBatchedTokens - decodes
 	for _, s := range e.running {
 		if left := s.prefillLeft(); left > 0 && budget > 0 {
 			s.chunk = min(left, budget)
 			budget -= s.chunk
-			tokens += s.chunk
+			prefill += s.chunk
 			e.step = append(e.step, s)
 		}
 	}
-	return e.scaled(e.cfg.StepBase + time.Duration(tokens)*e.cfg.StepPerToken)
+	return e.scaled(e.cfg.StepBase + time.Duration(decodes)*e.cfg.StepPerToken + time.Duration(prefill)*e.cfg.StepPerPrefillToken)
 }
 
 // commit applies the step plan chose, as of now. Sequences cancelled
@@ -395,8 +400,38 @@ func (e *engine) emit(s *seq, now time.Time) {
 func (e *engine) stats() (running, waiting int, kvUsage float64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return len(e.running), len(e.waiting), float64(e.kv.used()) / float64(e.kv.total)
+	return len(e.running), len(e.waiting), float64(e.kv.used()) / float64(e.kv.capacity())
 }
+
+// prefixCache is a replica's KV cache in blocks with the prefix cache over
+// it, as the engine uses it; the engine's mutex guards it. A sequence is
+// allocated its blocks at admission, promotes its prefilled prompt blocks
+// into the prefix cache at its first token, and releases them when it ends.
+type prefixCache interface {
+	// match is how many of a prompt's leading full blocks are cached, at
+	// most limit.
+	match(hashes []uint64, limit int) int
+	// allocate gives s need blocks, the first hit of them its prompt's
+	// cached ones, evicting if it must; it reports false, changing
+	// nothing, when they do not fit.
+	allocate(s *seq, hit, need int) bool
+	// promote adds s's prefilled full prompt blocks past the first hit to
+	// the prefix cache.
+	promote(s *seq, hit int)
+	// release returns every block s holds.
+	release(s *seq)
+	// used is how many blocks running sequences hold.
+	used() int
+	// capacity is the cache's size in blocks.
+	capacity() int
+	// blocksFor is how many blocks n tokens fill.
+	blocksFor(n int) int
+}
+
+var (
+	_ prefixCache = (*kvCache)(nil)
+	_ prefixCache = (*radixCache)(nil)
+)
 
 // dueHeap orders fixed-mode sequences by when their next token is due.
 type dueHeap []*seq

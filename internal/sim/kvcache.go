@@ -40,6 +40,9 @@ func (k *kvCache) free() int { return k.total - k.private - len(k.cached) }
 // used is how many blocks running sequences hold.
 func (k *kvCache) used() int { return k.private + len(k.cached) - k.lru.Len() }
 
+// capacity is the cache's size in blocks.
+func (k *kvCache) capacity() int { return k.total }
+
 // blocksFor is how many blocks n tokens fill.
 func (k *kvCache) blocksFor(n int) int { return (n + k.blockSize - 1) / k.blockSize }
 

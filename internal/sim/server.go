@@ -109,6 +109,9 @@ func (s *Server) Close() {
 // Model is the name the replica serves.
 func (s *Server) Model() string { return s.cfg.Model }
 
+// Config is the configuration the replica runs, defaults filled in.
+func (s *Server) Config() Config { return s.cfg }
+
 // Faults are the faults now injected.
 func (s *Server) Faults() Faults { return *s.faults.Load() }
 
