@@ -35,14 +35,20 @@ func (c *cannedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func benchRouter(b *testing.B, rt http.RoundTripper) *Router {
-	return benchRouterOf(b, rt, catalog.KindOpenAI)
+	return benchRouterWith(b, rt, catalog.KindOpenAI, TelemetryOptions{})
 }
 
 // benchRouterOf is benchRouter with a pool of kind, whose endpoints are
 // neither scraped nor probed.
 func benchRouterOf(b *testing.B, rt http.RoundTripper, kind string) *Router {
+	return benchRouterWith(b, rt, kind, TelemetryOptions{})
+}
+
+// benchRouterWith is benchRouterOf with telemetry.
+func benchRouterWith(b *testing.B, rt http.RoundTripper, kind string, tel TelemetryOptions) *Router {
 	cfg := config.Default()
-	r, err := New(Options{Server: serverOptions(cfg.Server), Router: routerOptions(cfg.Router), Registerer: prometheus.NewRegistry(), Transport: rt})
+	r, err := New(Options{Server: serverOptions(cfg.Server), Router: routerOptions(cfg.Router), Registerer: prometheus.NewRegistry(),
+		Transport: rt, Telemetry: tel})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -57,11 +63,17 @@ func benchRouterOf(b *testing.B, rt http.RoundTripper, kind string) *Router {
 
 const benchPrompt = `{"model":"default","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Write a haiku about gateways."}],"max_tokens":64}`
 
+// benchAnswer is the whole chat answer the benchmarks' upstream gives.
+var benchAnswer = &cannedTransport{contentType: "application/json", body: []byte(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Requests flow through"},"finish_reason":"stop"}],"usage":{"prompt_tokens":31,"completion_tokens":4,"total_tokens":35}}`)}
+
 // BenchmarkNonStreamedRequest is one whole chat completion through the
 // handler: parse, resolve, dispatch, relay, account.
 func BenchmarkNonStreamedRequest(b *testing.B) {
-	r := benchRouter(b, &cannedTransport{contentType: "application/json",
-		body: []byte(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Requests flow through"},"finish_reason":"stop"}],"usage":{"prompt_tokens":31,"completion_tokens":4,"total_tokens":35}}`)})
+	benchNonStreamed(b, benchRouter(b, benchAnswer))
+}
+
+// benchNonStreamed sends r benchPrompt, b.N times.
+func benchNonStreamed(b *testing.B, r *Router) {
 	b.ReportAllocs()
 	for b.Loop() {
 		w := httptest.NewRecorder()
@@ -76,8 +88,7 @@ func BenchmarkNonStreamedRequest(b *testing.B) {
 // BenchmarkSaltedRequest is BenchmarkNonStreamedRequest to a pool of kind
 // vllm, each request sent with its isolation domain's cache_salt.
 func BenchmarkSaltedRequest(b *testing.B) {
-	r := benchRouterOf(b, &cannedTransport{contentType: "application/json",
-		body: []byte(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Requests flow through"},"finish_reason":"stop"}],"usage":{"prompt_tokens":31,"completion_tokens":4,"total_tokens":35}}`)}, catalog.KindVLLM)
+	r := benchRouterOf(b, benchAnswer, catalog.KindVLLM)
 	b.ReportAllocs()
 	for b.Loop() {
 		w := httptest.NewRecorder()
@@ -93,13 +104,19 @@ func BenchmarkSaltedRequest(b *testing.B) {
 // BenchmarkStreamedEvent is the relay's cost per streamed event: a stream
 // of 200 token events through the handler, reported per event.
 func BenchmarkStreamedEvent(b *testing.B) {
+	benchStreamed(b, benchRouter)
+}
+
+// benchStreamed sends a router that newRouter makes a request streamed
+// 200 token events, b.N times, and reports the time per event.
+func benchStreamed(b *testing.B, newRouter func(*testing.B, http.RoundTripper) *Router) {
 	const events = 200
 	var stream bytes.Buffer
 	for range events {
 		stream.WriteString(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" token"},"logprobs":null,"finish_reason":null}]}` + "\n\n")
 	}
 	stream.WriteString(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":31,"completion_tokens":200,"total_tokens":231}}` + "\n\ndata: [DONE]\n\n")
-	r := benchRouter(b, &cannedTransport{contentType: "text/event-stream", body: stream.Bytes()})
+	r := newRouter(b, &cannedTransport{contentType: "text/event-stream", body: stream.Bytes()})
 	body := strings.Replace(benchPrompt, `"max_tokens":64`, `"max_tokens":200,"stream":true`, 1)
 	b.ReportAllocs()
 	for b.Loop() {
