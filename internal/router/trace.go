@@ -267,8 +267,9 @@ func (r *Router) traceAttempt(ctx *context.Context, req *parsedRequest, p *serve
 	header := call.Header
 	call.Header = header.Clone()
 	traceContext.Inject(actx, propagation.HeaderCarrier(call.Header))
+	call.Finish = true
 	return func(o proxy.Outcome) {
-		call.Header = header
+		call.Header, call.Finish = header, false
 		r.endAttempt(actx, span, &o)
 	}
 }

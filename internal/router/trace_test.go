@@ -345,3 +345,25 @@ func TestEachRetryHasItsSpan(t *testing.T) {
 		t.Error("the request, answered by its retry, has an error.type")
 	}
 }
+
+// TestPlainAnswerFinishReason: a traced plain answer's finish_reason is on
+// its spans, as a stream's is.
+func TestPlainAnswerFinishReason(t *testing.T) {
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"length"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`)
+	})
+	g, exp, _ := tracedGateway(t, false, nil, up)
+	resp, body := g.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	server, spans := serverSpan(t, exp)
+	checkAttrs(t, server, map[string]string{"gen_ai.response.finish_reasons": `["length"]`})
+	for _, s := range spans {
+		if s.SpanKind == trace.SpanKindClient {
+			checkAttrs(t, s, map[string]string{"gen_ai.response.finish_reasons": `["length"]`})
+		}
+	}
+}

@@ -54,7 +54,7 @@ type Outcome struct {
 	Err error
 	// FinishReason is the answer's first finish_reason (stop, length,
 	// tool_calls...), as openai.FinishReason reads it; empty when it gave
-	// none.
+	// none, or when a plain answer's call did not ask (Call.Finish).
 	FinishReason string
 }
 
@@ -106,6 +106,9 @@ type Call struct {
 	// Provider, when set, reads an upstream that speaks another API as
 	// chat completions; see openai.Provider.
 	Provider openai.Provider
+	// Finish, when set, reads a plain answer's finish_reason into the
+	// Outcome; a stream's is read whenever its finishing chunk passes.
+	Finish bool
 }
 
 // Proxy sends calls upstream. It is safe for concurrent use.
@@ -535,7 +538,10 @@ func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, r
 			return o
 		}
 	}
-	o := Outcome{Status: http.StatusOK, TTFT: ttft, Wrote: true, FinishReason: openai.FinishReason(body)}
+	o := Outcome{Status: http.StatusOK, TTFT: ttft, Wrote: true}
+	if c.Finish {
+		o.FinishReason = openai.FinishReason(body)
+	}
 	if u, err := openai.UsageOf(body); err == nil && u != nil {
 		o.Usage = u
 	} else {
