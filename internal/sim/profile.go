@@ -59,8 +59,8 @@ const DefaultProfile = ProfileChunked
 const (
 	ProfileChunked      = "chunked"
 	ProfileSlots        = "slots"
-	ProfilePrefillHeavy = "prefill-heavy"
-	ProfileDecodeHeavy  = "decode-heavy"
+	ProfilePrefillHeavy = "prefill_heavy"
+	ProfileDecodeHeavy  = "decode_heavy"
 	ProfileRadix        = "radix"
 )
 
@@ -161,7 +161,7 @@ func profilesHelp() string {
 		width = max(width, len(p.Name))
 	}
 	for _, p := range Profiles {
-		fmt.Fprintf(&b, "  %-*s  %s\n", width, p.Name, p.Summary)
+		fmt.Fprintf(&b, "%-*s  %s\n", width, p.Name, p.Summary)
 	}
 	return b.String()
 }

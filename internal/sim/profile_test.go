@@ -88,8 +88,8 @@ func cacheSaving(t *testing.T, cfg Config) (cold, warm, tpot time.Duration) {
 }
 
 // TestProfileCachedTokenSaves: a cached prompt token saves TTFT in
-// proportion to the profile's prompt-token cost, much under prefill-heavy
-// and little under decode-heavy, measured against the time of an output
+// proportion to the profile's prompt-token cost, much under prefill_heavy
+// and little under decode_heavy, measured against the time of an output
 // token and against the uncached TTFT.
 func TestProfileCachedTokenSaves(t *testing.T) {
 	type saving struct{ perTPOT, share float64 }
@@ -119,11 +119,11 @@ func TestProfileCachedTokenSaves(t *testing.T) {
 	}
 	heavy, chunked, light := got[ProfilePrefillHeavy], got[ProfileChunked], got[ProfileDecodeHeavy]
 	if !(heavy.perTPOT > 2*chunked.perTPOT && chunked.perTPOT > 2*light.perTPOT) {
-		t.Errorf("saving in output tokens' time: prefill-heavy %.1f, chunked %.1f, decode-heavy %.1f; want each over twice the next",
+		t.Errorf("saving in output tokens' time: prefill_heavy %.1f, chunked %.1f, decode_heavy %.1f; want each over twice the next",
 			heavy.perTPOT, chunked.perTPOT, light.perTPOT)
 	}
 	if !(heavy.share > light.share) {
-		t.Errorf("share of TTFT saved: prefill-heavy %.2f, decode-heavy %.2f; want prefill-heavy's larger", heavy.share, light.share)
+		t.Errorf("share of TTFT saved: prefill_heavy %.2f, decode_heavy %.2f; want prefill_heavy's larger", heavy.share, light.share)
 	}
 }
 
@@ -199,7 +199,7 @@ func TestProfileNamed(t *testing.T) {
 	if p := profile(t, DefaultProfile); p.Apply(Config{}).withDefaults() != (Config{}).withDefaults() {
 		t.Errorf("the default profile %s is not a zero Config's defaults", p.Name)
 	}
-	if _, err := ProfileNamed("vllm"); err == nil || !strings.Contains(err.Error(), "chunked, slots, prefill-heavy, decode-heavy, radix") {
+	if _, err := ProfileNamed("vllm"); err == nil || !strings.Contains(err.Error(), "chunked, slots, prefill_heavy, decode_heavy, radix") {
 		t.Errorf("unknown profile: %v, want an error listing the profiles", err)
 	}
 }
@@ -219,11 +219,11 @@ func TestCommandProfile(t *testing.T) {
 			return c.FixedTiming && c.MaxSeqs == 5 && c.TPOT == 0 && c.PrefillPerToken == 200*time.Microsecond
 		}},
 		{[]string{"--profile", "radix"}, func(c Config) bool { return c.Cache == CacheRadix && !c.FixedTiming }},
-		{[]string{"--profile", "prefill-heavy", "--step-per-prefill-token", "1ms"}, func(c Config) bool {
+		{[]string{"--profile", "prefill_heavy", "--step-per-prefill-token", "1ms"}, func(c Config) bool {
 			return c.StepPerPrefillToken == time.Millisecond && c.MaxBatchedTokens == 512
 		}},
 		{[]string{"--step-per-token", "1ms"}, func(c Config) bool { return c.withDefaults().StepPerPrefillToken == time.Millisecond }},
-		{[]string{"--profile", "decode-heavy", "--step-per-token", "1ms"}, func(c Config) bool {
+		{[]string{"--profile", "decode_heavy", "--step-per-token", "1ms"}, func(c Config) bool {
 			return c.withDefaults().StepPerPrefillToken == 25*time.Microsecond
 		}},
 		{[]string{"--tpot", "5ms"}, func(c Config) bool {
