@@ -111,23 +111,9 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	if g.store, err = store.Open(ctx, cfg.Store.URL); err != nil {
 		return nil, fmt.Errorf("opening the store: %w", err)
 	}
-	spool := cfg.Store.SpoolDir
-	switch {
-	case spool != "":
-	case cfg.Store.URL == "memory:":
-		// A store in memory never goes away, but a spool directory is
-		// one process's alone: give this one its own.
-		if spool, err = os.MkdirTemp("", "llmgw-spool-"); err != nil {
-			return nil, err
-		}
-		g.tempSpool = spool
-	default:
-		spool = ledger.DefaultSpoolDir(cfg.Store.URL)
-	}
-	if g.unlockSpool, err = ledger.LockDir(spool); err != nil {
+	if err := g.openLedger(); err != nil {
 		return nil, err
 	}
-	g.ledger = ledger.New(g.store, ledger.Options{SpoolDir: spool, Logger: log, Registerer: g.reg})
 
 	secret, err := cacheSecret(ctx, cfg.Router.CacheSecret, g.store)
 	if err != nil {
@@ -197,6 +183,33 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	g.admin = &http.Server{Handler: g.adminMux(), ReadHeaderTimeout: 10 * time.Second}
 	g.warnAdminExposed()
 	return g, nil
+}
+
+// openLedger opens the usage ledger over the store, its spool directory
+// held by this process alone: store.spool_dir, else the store's default
+// (ledger.DefaultSpoolDir), or a directory of its own for a store in memory.
+func (g *Gateway) openLedger() error {
+	spool := g.cfg.Store.SpoolDir
+	switch {
+	case spool != "":
+	case g.cfg.Store.URL == "memory:":
+		// A store in memory never goes away, but a spool directory is
+		// one process's alone: give this one its own.
+		dir, err := os.MkdirTemp("", "llmgw-spool-")
+		if err != nil {
+			return err
+		}
+		spool = dir
+		g.tempSpool = spool
+	default:
+		spool = ledger.DefaultSpoolDir(g.cfg.Store.URL)
+	}
+	var err error
+	if g.unlockSpool, err = ledger.LockDir(spool); err != nil {
+		return err
+	}
+	g.ledger = ledger.New(g.store, ledger.Options{SpoolDir: spool, Logger: g.log, Registerer: g.reg})
+	return nil
 }
 
 // cacheSaltSecret names the store's secret cache salts are made under.
