@@ -457,6 +457,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+	// Ready before the admin listener serves, so that no probe of a
+	// gateway that has started can find it unready.
+	g.ready.Store(true)
 	grp.Go(serve(g.api, g.apiLn))
 	grp.Go(serve(g.admin, g.adminLn))
 
@@ -474,7 +477,6 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if g.placements != nil {
 		grp.Go(func() error { return g.placements.Run(gctx, g.router) })
 	}
-	g.ready.Store(true)
 
 	select {
 	case <-ctx.Done():
