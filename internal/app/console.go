@@ -65,9 +65,14 @@ func consoleStatus(rs router.Status) console.Status {
 				Inflight: e.Own.Inflight, Pending: e.Own.Pending, Peers: e.Peers.Inflight,
 				Waiting: e.Waiting, KVUsage: e.KVUsage, PrefixHits: e.PrefixHits,
 				PredictedTTFT: e.PredictedTTFT, MeasuredTTFT: e.MeasuredTTFT, BatchLimit: e.BatchLimit,
+				PerKiloToken: secs(1000 * e.Cost.PerToken), PerKiloAhead: secs(1000 * e.Cost.PerAhead), PerQueued: secs(e.Cost.PerWaiting),
+				Step: secs(e.Decode.Step), PerStream: secs(e.Decode.PerStream), StepPerKiloToken: secs(1000 * e.Decode.PerPrefillToken),
 			})
 		}
 		st.Pools = append(st.Pools, ps)
 	}
 	return st
 }
+
+// secs is s seconds as a duration.
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -58,7 +58,8 @@ func newTestConsole(t *testing.T, token string) *testConsole {
 		Models: []ModelStatus{{Name: "model" + hostile, Pool: "pool" + hostile, RequestsPerSecond: 2.5, ErrorRate: 0.1,
 			TTFTp99: 1500 * time.Millisecond, SLOTTFT: time.Second, Admission: true, Queued: 3, Goodput: map[string]float64{"critical": 0.9}}},
 		Pools: []PoolStatus{{Name: "pool" + hostile, Kind: "vllm", Policy: "auto", Endpoints: []EndpointStatus{{Name: "ep" + hostile,
-			Inflight: 4, Waiting: 2, KVUsage: 0.5, PrefixHits: 0.8, PredictedTTFT: 120 * time.Millisecond, MeasuredTTFT: 130 * time.Millisecond}}}},
+			Inflight: 4, Waiting: 2, KVUsage: 0.5, PrefixHits: 0.8, PredictedTTFT: 120 * time.Millisecond, MeasuredTTFT: 130 * time.Millisecond,
+			PerKiloToken: 200 * time.Millisecond, PerQueued: 120 * time.Millisecond, Step: 10 * time.Millisecond, PerStream: 80 * time.Microsecond}}}},
 	}
 	c, err := New(tc.st, tc.gw, Options{Token: token, Now: func() time.Time { return tc.now }})
 	if err != nil {
@@ -351,6 +352,21 @@ func TestHostileNamesRenderAsText(t *testing.T) {
 	}
 	if _, body := tc.get(t, c, "/ui/config"); strings.Contains(body, "user:pw") {
 		t.Error("the Config page shows an endpoint URL's password")
+	}
+}
+
+// TestEndpointsShowWhatRoutingLearned: the Endpoints page shows each
+// endpoint's learned first-token and decode costs, a cost learned to be
+// none as 0 ms rather than as unknown.
+func TestEndpointsShowWhatRoutingLearned(t *testing.T) {
+	tc := newTestConsole(t, testToken)
+	c := tc.client(t)
+	tc.signIn(t, c)
+	_, body := tc.get(t, c, "/ui/endpoints")
+	for _, want := range []string{"200 ms / 0 ms, 120 ms", "10 ms + 0.08 ms + 0 ms"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the Endpoints page does not show %q:\n%s", want, body)
+		}
 	}
 }
 

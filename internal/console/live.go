@@ -53,7 +53,13 @@ type EndpointStatus struct {
 	// PredictedTTFT and MeasuredTTFT are the recent means of first-token
 	// times predicted when sent and taken; zero before the first.
 	PredictedTTFT, MeasuredTTFT time.Duration
-	BatchLimit                  float64 // zero for none
+	// What routing has learned of it: a first token's cost for each
+	// thousand prompt tokens of its own and owed ahead of it, and for
+	// each request queued there; a decode step's time, and what each
+	// stream in it and each thousand prompt tokens computed in it add.
+	PerKiloToken, PerKiloAhead, PerQueued time.Duration
+	Step, PerStream, StepPerKiloToken     time.Duration
+	BatchLimit                            float64 // zero for none
 }
 
 // Up reports whether routing sends to the endpoint.

@@ -21,6 +21,7 @@ var pageNames = []string{"login", "notoken", "error", "overview", "endpoints", "
 // funcs are the helpers the templates format values with.
 var funcs = template.FuncMap{
 	"ms":      millis,
+	"ms0":     millisOrZero,
 	"pct":     percent,
 	"num":     thousands,
 	"usd":     func(v float64) string { return "$" + strconv.FormatFloat(v, 'f', 4, 64) },
@@ -112,6 +113,18 @@ func millis(d time.Duration) string {
 		return strconv.FormatFloat(ms, 'f', 1, 64) + " ms"
 	}
 	return strconv.FormatFloat(math.Round(ms), 'f', 0, 64) + " ms"
+}
+
+// millisOrZero is millis, but a duration of zero is "0 ms": a cost
+// learned to be none, not an unknown.
+func millisOrZero(d time.Duration) string {
+	if d <= 0 {
+		return "0 ms"
+	}
+	if d < 100*time.Microsecond {
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 2, 64) + " ms"
+	}
+	return millis(d)
 }
 
 // percent is a share, 0 to 1, as a percentage.

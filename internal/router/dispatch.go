@@ -196,15 +196,16 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 	ep := p.Endpoints()[i]
 	uncached := rt.Uncached(i)
 	t := &sent{ticket: req.ticket, gate: r.gates.Of(p.name), started: started}
-	t.call = ep.Send(uncached, req.Stream, req.class == admission.Critical, time.Now())
+	t.call = p.Send(i, uncached, req.Stream, req.class == admission.Critical, time.Now())
 	p.NotePrompt(uncached)
 	if rt.Indexed() {
 		r.notePlaced(p, i, rt, rt.Hashes(), false)
 	}
 	call.FirstToken = t.firstToken
-	if req.Stream && t.gate != nil {
-		// The stream's gaps time the endpoint's step, which admission
-		// holds to its TPOT aim, on their way.
+	if req.Stream {
+		// The stream's gaps time the endpoint's step, which its decode
+		// model learns from and admission holds to its TPOT aim, on
+		// their way.
 		t.gap, call.Gap = call.Gap, t
 		defer func() { call.Gap = t.gap }()
 	}

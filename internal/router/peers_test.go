@@ -102,10 +102,11 @@ func TestPeerLoadGoesStale(t *testing.T) {
 // endpoint where it has a request in flight, and of no other.
 func TestLoadsReportsWhatIsInFlight(t *testing.T) {
 	g := twoEndpoints(t)
-	e := g.r.snap.Load().pools["main"].Endpoints()[1]
-	e.Send(200, false, false, time.Now()) // owed a prefill
+	p := g.r.snap.Load().pools["main"]
+	e := p.Endpoints()[1]
+	p.Send(1, 200, false, false, time.Now()) // owed a prefill
 	for _, critical := range []bool{true, false} {
-		c := e.Send(0, false, critical, time.Now())
+		c := p.Send(1, 0, false, critical, time.Now())
 		c.FirstToken(time.Now()) // decoding
 	}
 	want := []placement.Load{{Pool: "main", Endpoint: e.Name(), Inflight: 3, Pending: 1, Owed: 200, Critical: 1}}
@@ -306,10 +307,10 @@ func TestLoadsSaysNoMoreThanIsBelieved(t *testing.T) {
 	g := twoEndpoints(t)
 	p := g.r.snap.Load().pools["main"]
 	e := p.Endpoints()[0]
-	e.Send(500, false, false, time.Now())
-	e.Send(500, false, false, time.Now())
+	p.Send(0, 500, false, false, time.Now())
+	p.Send(0, 500, false, false, time.Now())
 	for range 1<<17 - 2 {
-		c := e.Send(0, false, false, time.Now())
+		c := p.Send(0, 0, false, false, time.Now())
 		c.FirstToken(time.Now())
 	}
 	want := []placement.Load{{Pool: "main", Endpoint: e.Name(), Inflight: 65535, Pending: 2, Owed: 512}}
@@ -332,7 +333,7 @@ func TestForgedLoadsLeaveRoutingAlone(t *testing.T) {
 		c.Pools[0].Policy = catalog.PolicyAuto
 	})
 	p := g.r.snap.Load().pools["main"]
-	p.Endpoints()[1].Send(500, false, false, time.Now()) // endpoint 0 is the faster, by 50 ms
+	p.Send(1, 500, false, false, time.Now()) // endpoint 0 is the faster, by 50 ms
 	now := time.Now()
 	prompt := text(13, 32*pool.BlockBytes(pool.DefaultKVBlock))
 	pick := func() (int, string) {

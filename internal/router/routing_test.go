@@ -653,7 +653,7 @@ func TestWaitedRequestRoutedBySLOLeft(t *testing.T) {
 				e.SetCost(0.020, 100e-6)
 			}
 		}
-		eps[holder].Send(10_000, false, false, time.Now())
+		r.snap.Load().pools["main"].Send(holder, 10_000, false, false, time.Now())
 
 		setCosts()
 		before := hits()

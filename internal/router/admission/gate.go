@@ -361,7 +361,7 @@ func (v *poolView) prefillRoom(tokens int64, tight time.Duration) bool {
 	bound := prefillTPOTs * tight.Seconds()
 	for _, e := range v.eps {
 		owed := e.Own.Owed + v.extra
-		if owed <= 0 || e.PerToken*float64(owed+tokens) <= bound {
+		if owed <= 0 || e.Decode.PerPrefillToken*float64(owed+tokens) <= bound {
 			return true
 		}
 	}

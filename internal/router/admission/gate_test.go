@@ -580,15 +580,15 @@ func TestBatchLimitKeepsRoomForCritical(t *testing.T) {
 		r, _ := admissionRouter(t, func(ms []catalog.Model) {
 			ms[0].SLO.TPOTp99 = 50 * time.Millisecond
 		})
-		ep := r.pools["main"].Endpoints()[0]
-		ep.SetBatchLimit(10)
-		decoding := streams(ep, 8)
+		p := r.pools["main"]
+		p.Endpoints()[0].SetBatchLimit(10)
+		decoding := streams(p, 8)
 
 		first := arrive(r, "critical", "m", Critical, "", 10)
 		if !first.decided() || first.err != nil {
 			t.Fatalf("critical not admitted with two places left: %v", first.err)
 		}
-		decoding = append(decoding, streams(ep, 1)...) // it is sent
+		decoding = append(decoding, streams(p, 1)...) // it is sent
 		if got, want := r.gates.gateOf("main").TPOTAim(), time.Duration(trimStart*float64(50*time.Millisecond)); got != want {
 			t.Errorf("aim = %v, want %v: the TPOT SLO times %v", got, want, trimStart)
 		}
@@ -601,7 +601,7 @@ func TestBatchLimitKeepsRoomForCritical(t *testing.T) {
 		if !second.decided() || second.err != nil {
 			t.Fatalf("critical not admitted into the kept place: %v", second.err)
 		}
-		decoding = append(decoding, streams(ep, 1)...)
+		decoding = append(decoding, streams(p, 1)...)
 
 		for _, c := range decoding[:2] { // two ended: a place beyond the kept one
 			c.Done(0)
@@ -672,10 +672,9 @@ func TestPrefillBoundHoldsBackAllButCritical(t *testing.T) {
 		r, _ := admissionRouter(t, func(ms []catalog.Model) {
 			ms[0].SLO.TPOTp99 = 50 * time.Millisecond
 		})
-		ep := r.pools["main"].Endpoints()[0]
 		// The cost prior, 100 µs a token, makes the bound of 2 × 50 ms
 		// a thousand tokens.
-		owed := ep.Send(800, false, false, time.Now())
+		owed := r.pools["main"].Send(0, 800, false, false, time.Now())
 		std := arrive(r, "standard", "m", Standard, "", 300)
 		if std.decided() {
 			t.Fatalf("standard decided with 1,100 tokens of prefill owed: %v", std.err)
@@ -820,12 +819,12 @@ func TestQueueWaitCountsTheTenantsShare(t *testing.T) {
 	g.waiting = nil
 }
 
-// streams sends n calls to ep that are past their first token: streams
-// decoding there.
-func streams(ep *pool.Endpoint, n int) []pool.Call {
+// streams sends n calls to p's first endpoint that are past their first
+// token: streams decoding there.
+func streams(p *pool.Pool, n int) []pool.Call {
 	calls := make([]pool.Call, n)
 	for i := range calls {
-		calls[i] = ep.Send(0, false, false, time.Now())
+		calls[i] = p.Send(0, 0, false, false, time.Now())
 		calls[i].FirstToken(time.Now())
 	}
 	return calls
@@ -839,7 +838,7 @@ func streams(ep *pool.Endpoint, n int) []pool.Call {
 // through, for dispatch to answer.
 func TestHeadroomFromEndpointStates(t *testing.T) {
 	const base, perToken = 0.020, 100e-6 // 10,000 prefill tokens a second
-	idle := pool.State{Base: base, PerToken: perToken}
+	idle := pool.State{Cost: pool.Cost{Base: base, PerToken: perToken, PerAhead: perToken}, Decode: pool.Decode{Step: 0.010, PerPrefillToken: perToken}}
 	pending := idle
 	pending.Own.Pending = PendingPerEndpoint
 	owing := idle

@@ -7,73 +7,125 @@ package pool
 
 import (
 	"math"
+	"sync"
 	"time"
 )
 
 // The first-token cost model's prior, used until an endpoint has answered:
-// 20 ms of fixed cost and 100 µs a prompt token (10,000 prefill tokens a
-// second, a modest GPU on an 8B model). Two or three answers replace it.
+// 20 ms of fixed cost and 100 µs a prompt token of prefill, its own or
+// owed ahead of it (10,000 prefill tokens a second, a modest GPU on an 8B
+// model, computing prompts one after another), and nothing for a request
+// the server reports queued. A few answers replace it.
 const (
 	priorBase     = 0.020
 	priorPerToken = 100e-6
-	// CostSmoothing is the weight of each new observation: about the last
-	// ten answers count.
+	// CostSmoothing is the weight of each new observation in the means
+	// that keep one number (a pool's mean prompt, an endpoint's
+	// precision): about the last ten answers count.
 	CostSmoothing = 0.2
-	// costSplit separates observations that teach the fixed cost (less
-	// prefill ahead than this) from those that teach the cost per token.
-	costSplit = 256
+	// costDecay is the weight the cost model's fit keeps of what it knew
+	// at each new first token: about the last thirty count, enough to
+	// tell apart four causes of waiting.
+	costDecay = 0.97
+	// costRidge holds each coefficient toward the prior as firmly as one
+	// first token at a feature's unit would: a second, a thousand prompt
+	// tokens, one queued request. A cause no recent first token had
+	// keeps its prior.
+	costRidge = 0.1
 )
 
-// firstTokenCost is the endpoint's learned fixed cost and cost per token of
-// prefill, in seconds.
-func (e *Endpoint) firstTokenCost() (base, perToken float64) {
-	base, perToken = math.Float64frombits(e.base.Load()), math.Float64frombits(e.perToken.Load())
-	if base == 0 {
-		base = priorBase
-	}
-	if perToken == 0 {
-		perToken = priorPerToken
-	}
-	return base, perToken
+// Cost is an endpoint's first-token cost model: a first token comes
+// Base seconds after the request is sent, plus PerToken for each prompt
+// token of its own the endpoint computes, plus PerAhead for each token
+// of prefill owed ahead of it, plus PerWaiting for each request the
+// server reports queued. Each is learned from the endpoint's answers,
+// none assumed: on an engine that computes prompts one after another,
+// PerAhead comes out near PerToken; on one that gives each request a slot
+// of its own, near zero, and PerWaiting carries the wait for a slot.
+// PerToken is also what a cached prompt token saves.
+type Cost struct {
+	Base, PerToken, PerAhead, PerWaiting float64
 }
 
-// learn updates the cost model from one first token that took took, with
-// work tokens of prefill ahead of it, its own included. Racing updates
-// may lose one observation; the average does not care.
-func (e *Endpoint) learn(took time.Duration, work int64) {
-	base, perToken := e.firstTokenCost()
-	t := took.Seconds()
-	e.noteTTFT(t, base+perToken*float64(work))
-	if work < costSplit {
-		e.base.Store(math.Float64bits(base + CostSmoothing*(t-base)))
-		return
+// priorCost is the cost model before an endpoint's first answer.
+var priorCost = Cost{Base: priorBase, PerToken: priorPerToken, PerAhead: priorPerToken}
+
+// Predict is the time to first token, in seconds, of a request with own
+// uncached prompt tokens, ahead tokens of prefill owed before it, and
+// waiting requests queued at the server.
+func (c *Cost) Predict(own, ahead, waiting float64) float64 {
+	return c.Base + c.PerToken*own + c.PerAhead*ahead + c.PerWaiting*waiting
+}
+
+// The cost model's fit works in thousands of tokens, so that every
+// coefficient is of the order of a second and the fit well conditioned.
+const kiloTokens = 1e-3
+
+// costFit is the fit behind an endpoint's cost model.
+type costFit struct {
+	mu sync.Mutex
+	f  fit
+}
+
+// newCostFit is a fit starting from c.
+func newCostFit(c Cost) fit {
+	prior := []float64{c.Base, c.PerToken / kiloTokens, c.PerAhead / kiloTokens, c.PerWaiting}
+	return newFit(costDecay, prior, []float64{costRidge, costRidge, costRidge, costRidge})
+}
+
+// firstTokenCost is the endpoint's cost model.
+func (e *Endpoint) firstTokenCost() *Cost {
+	if c := e.cost.Load(); c != nil {
+		return c
 	}
-	sample := max((t-base)/float64(work), 0)
-	e.perToken.Store(math.Float64bits(perToken + CostSmoothing*(sample-perToken)))
+	return &priorCost
+}
+
+// learn updates the cost model from one first token that took took for a
+// call sent with own uncached tokens, ahead tokens of prefill owed
+// before it and waiting requests queued. Coefficients are costs, so a
+// fit that finds one negative publishes zero.
+func (e *Endpoint) learn(took time.Duration, own, ahead, waiting float64) {
+	t := took.Seconds()
+	e.noteTTFT(t, e.firstTokenCost().Predict(own, ahead, waiting))
+	l := &e.fit
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f.n == 0 {
+		l.f = newCostFit(priorCost)
+	}
+	l.f.add([]float64{1, own * kiloTokens, ahead * kiloTokens, waiting}, t)
+	th := l.f.theta
+	e.cost.Store(&Cost{
+		Base:       max(th[0], 0),
+		PerToken:   max(th[1], 0) * kiloTokens,
+		PerAhead:   max(th[2], 0) * kiloTokens,
+		PerWaiting: max(th[3], 0),
+	})
+}
+
+// ahead is the prefill owed at the endpoint before a new request, in
+// tokens, and the requests the server reports queued: what this gateway
+// and the other gateways (peers) sent and is still owed, and, when the
+// endpoint reports more requests waiting than the gateways have pending
+// (others send to it too), those requests at meanPrompt tokens each.
+func ahead(owed, pending int64, l *Load, peers Counts, meanPrompt float64) (tokens, waiting float64) {
+	tokens = float64(owed + peers.Owed)
+	if l != nil && l.Waiting >= 0 {
+		waiting = l.Waiting
+		if others := l.Waiting - float64(pending+peers.Pending); others > 0 {
+			tokens += others * meanPrompt
+		}
+	}
+	return tokens, waiting
 }
 
 // predictTTFT is how long a request with uncached prompt tokens of its own
-// would wait for its first token here. The prefill ahead of it is what
-// this gateway and the other gateways (peers) sent and is still owed,
-// and, when the endpoint reports more requests waiting than the gateways
-// have pending (others send to it too), those requests at meanPrompt
-// tokens each.
+// would wait for its first token here, with the scrape l (nil when
+// stale) and the other gateways' counts.
 func (e *Endpoint) predictTTFT(uncached int64, l *Load, peers Counts, meanPrompt float64) float64 {
-	owed, pending := e.owed.Load(), e.pending.Load()
-	base, perToken := e.firstTokenCost()
-	return predictTTFT(uncached, owed, pending, l, peers, meanPrompt, base, perToken)
-}
-
-// predictTTFT is endpoint.predictTTFT from the endpoint's own prefill
-// owed and requests pending, and its cost model's base and perToken.
-func predictTTFT(uncached, owed, pending int64, l *Load, peers Counts, meanPrompt, base, perToken float64) float64 {
-	ahead := float64(owed + peers.Owed)
-	if l != nil && l.Waiting >= 0 {
-		if others := l.Waiting - float64(pending+peers.Pending); others > 0 {
-			ahead += others * meanPrompt
-		}
-	}
-	return base + perToken*(ahead+float64(uncached))
+	tokens, waiting := ahead(e.owed.Load(), e.pending.Load(), l, peers, meanPrompt)
+	return e.firstTokenCost().Predict(float64(uncached), tokens, waiting)
 }
 
 // State is an endpoint as it stands at one moment: what admission
@@ -82,8 +134,9 @@ type State struct {
 	Own   Counts // this gateway's calls
 	Peers Counts // the other gateways', while fresh
 	Load  *Load  // the last scrape while fresh; nil when unknown
-	// Base and PerToken are the first-token cost model's, in seconds.
-	Base, PerToken float64
+	// Cost is the first-token cost model, and Decode the decode model.
+	Cost
+	Decode Decode
 	// BatchLimit is the endpoint's batch limit, and BatchRoom how many
 	// more requests it may have under it; both zero when it has none.
 	BatchLimit float64
@@ -93,7 +146,7 @@ type State struct {
 // state is e as it stands at now, its scrape believed up to maxAge.
 func (e *Endpoint) state(now time.Time, maxAge time.Duration) State {
 	s := State{Own: e.Counts(), Peers: e.Peers(now), Load: e.freshLoad(now, maxAge)}
-	s.Base, s.PerToken = e.firstTokenCost()
+	s.Cost, s.Decode = *e.firstTokenCost(), *e.decodeModel()
 	s.BatchLimit, s.BatchRoom = e.batchRoom()
 	return s
 }
@@ -102,7 +155,8 @@ func (e *Endpoint) state(now time.Time, maxAge time.Duration) State {
 // own would wait for its first token at the endpoint, when recent
 // requests' uncached prompts are meanPrompt tokens (Endpoint.predictTTFT).
 func (s *State) PredictTTFT(uncached int64, meanPrompt float64) float64 {
-	return predictTTFT(uncached, s.Own.Owed, s.Own.Pending, s.Load, s.Peers, meanPrompt, s.Base, s.PerToken)
+	tokens, waiting := ahead(s.Own.Owed, s.Own.Pending, s.Load, s.Peers, meanPrompt)
+	return s.Cost.Predict(float64(uncached), tokens, waiting)
 }
 
 // Precision is the share of its predicted prefix hits the endpoint's
@@ -130,9 +184,13 @@ func (e *Endpoint) Confirm(predicted, cached int64) {
 }
 
 // SetCost sets the endpoint's first-token cost model to base seconds and
-// perToken seconds a prompt token of prefill, in place of what it
-// learned: for tests that need an endpoint of a known speed.
+// perToken seconds a prompt token of prefill, its own or owed ahead, in
+// place of what it learned, and learns on from there: for tests that need
+// an endpoint of a known speed.
 func (e *Endpoint) SetCost(base, perToken float64) {
-	e.base.Store(math.Float64bits(base))
-	e.perToken.Store(math.Float64bits(perToken))
+	c := Cost{Base: base, PerToken: perToken, PerAhead: perToken}
+	e.fit.mu.Lock()
+	defer e.fit.mu.Unlock()
+	e.fit.f = newCostFit(c)
+	e.cost.Store(&c)
 }

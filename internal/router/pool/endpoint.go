@@ -46,10 +46,10 @@ type Endpoint struct {
 	// and all are believed).
 	hits atomic.Uint64
 
-	// The learned cost of a first token: base seconds plus perToken
-	// seconds for each prompt token of prefill ahead of it, its own
-	// uncached tokens included (float64 bits; zero means not yet learned).
-	base, perToken atomic.Uint64
+	// cost is the learned cost of a first token (nil before the first
+	// streamed answer: the prior), and fit what it is learned by.
+	cost atomic.Pointer[Cost]
+	fit  costFit
 	// ttftMeasured and ttftPredicted are the means of recent streamed
 	// first tokens, taken and predicted, in seconds (float64 bits; zero
 	// before the first): for the status alone (status.go).
@@ -57,8 +57,14 @@ type Endpoint struct {
 
 	// gapNanos and gaps sum the inter-token gaps of the streams here:
 	// their mean over a while is the server's step time as its clients
-	// see it.
-	gapNanos, gaps atomic.Int64
+	// see it. gapStreams sums the streams decoding here at each gap, and
+	// prefilled the uncached prompt tokens of the calls whose first token
+	// has come: what the steps decoded and computed.
+	gapNanos, gaps, gapStreams, prefilled atomic.Int64
+	// decode is the decode model learned from the gaps (nil before the
+	// first observation: the prior), and decodeFit what it is learned by.
+	decode    atomic.Pointer[Decode]
+	decodeFit decodeFit
 	// batch is how many requests admission lets the endpoint have in
 	// flight so that its step time stays within the TPOT aim.
 	batch batchLimit
@@ -166,22 +172,28 @@ func (e *Endpoint) SetPeers(c Counts, now time.Time) {
 // uncached prompt. Its methods run on the call's goroutine.
 type Call struct {
 	e        *Endpoint
-	uncached int64     // prompt tokens the endpoint was expected to compute
-	work     int64     // prefill owed at the endpoint when sent, this call's and other gateways' included
-	at       time.Time // when it was sent
-	stream   bool
-	critical bool // the request is of class critical
-	first    bool // the first token is in
+	uncached int64 // prompt tokens the endpoint was expected to compute
+	// ahead and waiting are the prefill owed before the call when it was
+	// sent, in tokens, and the requests the server reported queued: with
+	// uncached, what its first token's time is learned against.
+	ahead, waiting float64
+	at             time.Time // when it was sent
+	stream         bool
+	critical       bool // the request is of class critical
+	first          bool // the first token is in
 }
 
-// Send counts a call sent at now, whose prompt the endpoint must compute
-// uncached tokens of. A streamed call teaches the cost model at its first
-// token; a critical one counts, past it, as a stream to keep prefill off.
-func (e *Endpoint) Send(uncached int64, stream, critical bool, now time.Time) Call {
+// Send counts a call to endpoint i sent at now, whose prompt the endpoint
+// must compute uncached tokens of. A streamed call teaches the cost model
+// at its first token; a critical one counts, past it, as a stream to keep
+// prefill off.
+func (p *Pool) Send(i int, uncached int64, stream, critical bool, now time.Time) Call {
+	e := p.endpoints[i]
+	peers := e.Peers(now)
+	tokens, waiting := ahead(e.owed.Add(uncached)-uncached, e.pending.Load(), e.freshLoad(now, p.maxAge), peers, p.MeanPrompt())
 	e.inflight.Add(1)
 	e.pending.Add(1)
-	work := e.owed.Add(uncached) + e.Peers(now).Owed
-	return Call{e: e, uncached: uncached, work: work, at: now, stream: stream, critical: critical}
+	return Call{e: e, uncached: uncached, ahead: tokens, waiting: waiting, at: now, stream: stream, critical: critical}
 }
 
 // FirstToken ends the call's prefill owed, and teaches the endpoint what
@@ -195,11 +207,12 @@ func (c *Call) FirstToken(now time.Time) bool {
 	c.first = true
 	c.e.pending.Add(-1)
 	c.e.owed.Add(-c.uncached)
+	c.e.prefilled.Add(c.uncached)
 	if c.critical {
 		c.e.critical.Add(1)
 	}
 	if c.stream {
-		c.e.learn(now.Sub(c.at), c.work)
+		c.e.learn(now.Sub(c.at), float64(c.uncached), c.ahead, c.waiting)
 	}
 	return true
 }
@@ -210,6 +223,7 @@ func (c *Call) Started() bool { return c.first }
 // Gap counts one inter-token gap of the call's stream.
 func (c *Call) Gap(d time.Duration) {
 	c.e.gapNanos.Add(int64(d))
+	c.e.gapStreams.Add(c.e.inflight.Load() - c.e.pending.Load())
 	c.e.gaps.Add(1)
 }
 
@@ -224,6 +238,9 @@ func (c *Call) Done(aim time.Duration) {
 		c.e.critical.Add(-1)
 	}
 	n := c.e.inflight.Add(-1)
+	if c.stream && c.first {
+		c.e.learnDecode()
+	}
 	c.e.tuneBatch(aim, n+1)
 }
 

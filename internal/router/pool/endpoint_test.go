@@ -2,8 +2,11 @@ package pool
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 )
 
 // TestEjectionBackoff: each failure of an endpoint just back from an
@@ -62,33 +65,74 @@ func TestFreshLoad(t *testing.T) {
 	}
 }
 
-// TestLearnConverges: fed first tokens from an endpoint whose cost is
-// base + perToken × prefill, the learned model comes to predict it.
+// TestLearnConverges: fed first tokens from engines of different
+// shapes, the learned model comes to predict each, and says what a
+// cached token saves: one that computes prompts one after another, where
+// prefill owed ahead costs as much as a request's own; one that gives each
+// request a slot, where what is ahead costs nothing until the slots are
+// full and the queue then costs by the request; and one whose own prompt
+// costs nothing, so that a cached token saves nothing.
 func TestLearnConverges(t *testing.T) {
-	const base, perToken = 0.050, 250e-6 // slower than the prior on both counts
-	truth := func(work int64) time.Duration {
-		return time.Duration((base + perToken*float64(work)) * float64(time.Second))
-	}
-	e := newEndpoint("a", "http://a/v1", nil)
-	// Short prefills (under costSplit) teach the fixed cost, long ones
-	// the cost per token.
-	works := []int64{0, 3000, 0, 800, 0, 8000, 0, 1500}
-	for i := range 400 {
-		w := works[i%len(works)]
-		e.learn(truth(w), w)
-	}
-	gotBase, gotPerToken := e.firstTokenCost()
-	if math.Abs(gotBase-base)/base > 0.01 {
-		t.Errorf("base %.4fs, want %.4fs", gotBase, base)
-	}
-	if math.Abs(gotPerToken-perToken)/perToken > 0.01 {
-		t.Errorf("per token %.3gs, want %.3gs", gotPerToken, perToken)
-	}
-	for _, uncached := range []int64{0, 2000, 16000} {
-		want := truth(uncached).Seconds()
-		if got := e.predictTTFT(uncached, nil, Counts{}, 0); math.Abs(got-want)/want > 0.01 {
-			t.Errorf("predicted %.3fs for %d tokens, want %.3fs", got, uncached, want)
+	for _, truth := range []Cost{
+		{Base: 0.050, PerToken: 250e-6, PerAhead: 250e-6},                   // serial prefill, slower than the prior
+		{Base: 0.005, PerToken: 200e-6, PerAhead: 0, PerWaiting: 0.120},     // slots
+		{Base: 0.300, PerToken: 0, PerAhead: 20e-6, PerWaiting: 0.050},      // a hosted API: caching saves nothing
+		{Base: 0.020, PerToken: 100e-6, PerAhead: 50e-6, PerWaiting: 0.010}, // some of each
+	} {
+		e := newEndpoint("a", "http://a/v1", nil)
+		rng := rand.New(rand.NewPCG(1, 2))
+		for range 400 {
+			own, ahead, waiting := float64(rng.IntN(8000)), float64(rng.IntN(20000)), float64(rng.IntN(10))
+			if rng.IntN(3) == 0 {
+				ahead, waiting = 0, 0 // an idle endpoint
+			}
+			e.learn(dur(truth.Predict(own, ahead, waiting)), own, ahead, waiting)
 		}
+		got := *e.firstTokenCost()
+		// Within 5%, or 2 ms at the fit's unit of each feature (a
+		// second, a thousand tokens, a request): the prior's pull on the
+		// fit is a tenth of an observation.
+		for _, c := range []struct {
+			name      string
+			got, want float64
+		}{
+			{"base", got.Base, truth.Base},
+			{"per token", got.PerToken / kiloTokens, truth.PerToken / kiloTokens},
+			{"per token ahead", got.PerAhead / kiloTokens, truth.PerAhead / kiloTokens},
+			{"per request waiting", got.PerWaiting, truth.PerWaiting},
+		} {
+			if math.Abs(c.got-c.want) > max(0.05*c.want, 0.002) {
+				t.Errorf("%+v: %s %.6g, want %.6g", truth, c.name, c.got, c.want)
+			}
+		}
+	}
+}
+
+// TestLearnKeepsPriorUnseen: a cause no first token has had (nothing was
+// ever ahead, nothing queued) keeps its prior coefficient while the
+// others are learned; and a fit that would make a cost negative makes it
+// zero.
+func TestLearnKeepsPriorUnseen(t *testing.T) {
+	e := newEndpoint("a", "http://a/v1", nil)
+	for i := range 100 {
+		own := float64(500 + 100*(i%20))
+		e.learn(dur(0.010+300e-6*own), own, 0, 0)
+	}
+	c := e.firstTokenCost()
+	if math.Abs(c.PerToken-300e-6) > 5e-6 || math.Abs(c.Base-0.010) > 0.005 {
+		t.Errorf("learned %+v, want base 0.010 and 300µs a token", *c)
+	}
+	if math.Abs(c.PerAhead-priorPerToken) > 1e-12 || c.PerWaiting != 0 {
+		t.Errorf("unseen causes: %+v, want the prior's %g ahead and 0 waiting", *c, priorPerToken)
+	}
+	// First tokens that come sooner the more is ahead: a negative cost,
+	// published as none.
+	for i := range 200 {
+		ahead := float64(1000 * (i % 10))
+		e.learn(dur(max(0.5-20e-6*ahead, 0.001)), 1000, ahead, 0)
+	}
+	if c := e.firstTokenCost(); c.PerAhead != 0 {
+		t.Errorf("per token ahead %g, want 0 rather than negative", c.PerAhead)
 	}
 }
 
@@ -251,12 +295,13 @@ func TestBatchLimitFollowsTheStepTime(t *testing.T) {
 // its first token to its end, and one that ends before a first token
 // never counts; other classes never do.
 func TestCriticalStreamsCounted(t *testing.T) {
-	ep := newEndpoint("e", "http://10.0.0.1:8000/v1", nil)
+	p := New(catalog.Pool{Name: "p", Endpoints: []catalog.Endpoint{{URL: "http://10.0.0.1:8000/v1"}}}, nil, nil)
+	ep := p.Endpoints()[0]
 	now := time.Now()
 	calls := []Call{
-		ep.Send(100, true, true, now),
-		ep.Send(100, true, true, now),
-		ep.Send(100, true, false, now),
+		p.Send(0, 100, true, true, now),
+		p.Send(0, 100, true, true, now),
+		p.Send(0, 100, true, false, now),
 	}
 	calls[0].FirstToken(time.Now())
 	calls[2].FirstToken(time.Now())
@@ -273,3 +318,6 @@ func TestCriticalStreamsCounted(t *testing.T) {
 		t.Errorf("counts after all ended = %+v, want none", got)
 	}
 }
+
+// dur is s seconds as a duration.
+func dur(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

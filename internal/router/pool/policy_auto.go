@@ -64,15 +64,15 @@ func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
 		uncached := rt.uncachedBelieved(i, e.Precision())
 		peers := e.Peers(now)
 		pred[i] = e.predictTTFT(uncached, e.freshLoad(now, p.maxAge), peers, meanPrompt)
-		_, perToken := e.firstTokenCost()
+		perToken := e.firstTokenCost().PerToken
 		score[i] = pred[i] - cacheCredit*perToken*float64(rt.prompt-uncached)
 		if rt.Stall > 0 {
-			// Every request there waits out this prefill: those
-			// decoding now, and those still owed a prefill, as a server
-			// computes prompts first come, first served and they decode
-			// while this one's runs.
+			// Every request there is held up by this prefill, as long
+			// as the endpoint's decode model says a prompt token holds
+			// up a stream: those decoding now, and those still owed a
+			// prefill, which decode while this one's runs.
 			requests := e.inflight.Load() + peers.Inflight
-			score[i] += rt.Stall * perToken * float64(uncached) * float64(max(requests, 0))
+			score[i] += rt.Stall * e.decodeModel().PerPrefillToken * float64(uncached) * float64(max(requests, 0))
 		}
 		fastest = min(fastest, pred[i])
 	}
@@ -150,8 +150,7 @@ func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
 // stallAt is how long rt's prefill would hold up the streams decoding on
 // endpoint i, in seconds.
 func (p *Pool) stallAt(rt *Route, i int) float64 {
-	_, perToken := p.endpoints[i].firstTokenCost()
-	return perToken * float64(rt.Uncached(i))
+	return p.endpoints[i].decodeModel().PerPrefillToken * float64(rt.Uncached(i))
 }
 
 // leastScore is the candidate in c with the least score, and its score.

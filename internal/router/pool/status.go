@@ -32,6 +32,10 @@ type EndpointStatus struct {
 	// for the prefill ahead of each when it was sent and of the time it
 	// took; zero before the first.
 	PredictedTTFT, MeasuredTTFT time.Duration
+	// Cost and Decode are its first-token cost model and its decode
+	// model, as learned from its answers.
+	Cost   Cost
+	Decode Decode
 	// BatchLimit is its batch limit; zero when it has none.
 	BatchLimit float64
 }
@@ -44,6 +48,7 @@ func (p *Pool) Status(now time.Time) []EndpointStatus {
 			Name: e.name, URL: e.url, Down: e.Down(), Ejections: int(e.ejections.Load()),
 			Own: e.Counts(), Peers: e.Peers(now), Waiting: -1, KVUsage: -1, PrefixHits: e.Precision(),
 			PredictedTTFT: seconds(e.ttftPredicted.Load()), MeasuredTTFT: seconds(e.ttftMeasured.Load()),
+			Cost: *e.firstTokenCost(), Decode: *e.decodeModel(),
 		}
 		if d := time.Duration(e.ejectedUntil.Load() - now.UnixNano()); d > 0 {
 			s.EjectedFor = d

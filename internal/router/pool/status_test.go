@@ -18,9 +18,9 @@ func TestStatus(t *testing.T) {
 	a, b, c := p.Endpoints()[0], p.Endpoints()[1], p.Endpoints()[2]
 
 	a.SetLoad(3, 0.25, now.Add(-500*time.Millisecond))
-	call := a.Send(100, true, false, now.Add(-100*time.Millisecond))
+	call := p.Send(0, 100, true, false, now.Add(-100*time.Millisecond))
 	call.FirstToken(now) // 100 ms, with 100 tokens of prefill ahead
-	a.Send(50, true, false, now)
+	p.Send(0, 50, true, false, now)
 	a.Confirm(100, 50)
 
 	b.Failed(now)
@@ -38,8 +38,10 @@ func TestStatus(t *testing.T) {
 	if sa.MeasuredTTFT != 100*time.Millisecond {
 		t.Errorf("a measured TTFT %v, want 100ms", sa.MeasuredTTFT)
 	}
-	// The prior cost model: 20 ms and 100 µs a token of the 100 ahead.
-	if want := 30 * time.Millisecond; sa.PredictedTTFT < want-time.Microsecond || sa.PredictedTTFT > want+time.Microsecond {
+	// The prior cost model: 20 ms and 100 µs a token of its own 100 and
+	// of the 3,000 the three requests others queued there owe, at the
+	// pool's first guess of a mean prompt.
+	if want := 330 * time.Millisecond; sa.PredictedTTFT < want-time.Microsecond || sa.PredictedTTFT > want+time.Microsecond {
 		t.Errorf("a predicted TTFT %v, want %v", sa.PredictedTTFT, want)
 	}
 	if sa.PrefixHits >= 1 || sa.PrefixHits <= 0 {
