@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -275,6 +276,42 @@ func TestAuto(t *testing.T) {
 			rt := routeFor(p, prompt, tt.slo)
 			if i, reason := p.Pick(rt, all(p), time.Now()); i != tt.want || reason != tt.reason {
 				t.Errorf("picked %d (%s), want %d (%s)", i, reason, tt.want, tt.reason)
+			}
+		})
+	}
+}
+
+// TestAutoLearnsTheEngine: the holder of a prompt's prefix, owing 12,000
+// tokens of prefill, is left for an idle endpoint when its first tokens
+// have shown that what is owed ahead delays them (prompts computed one
+// after another), and kept when they have shown it does not (a slot a
+// request): the same scene, two engines, told apart by their answers
+// alone.
+func TestAutoLearnsTheEngine(t *testing.T) {
+	for _, tt := range []struct {
+		engine   string
+		perAhead float64 // what a token owed ahead costs a first token
+		want     int
+		reason   string
+	}{
+		{"serial prefill", 100e-6, 1, reasonFastest},
+		{"slots", 0, 0, reasonFastest}, // its first token is the soonest there, too
+	} {
+		t.Run(tt.engine, func(t *testing.T) {
+			p := testPool(catalog.PolicyAuto, 1, 1)
+			rng := rand.New(rand.NewPCG(5, 6))
+			for _, e := range p.endpoints {
+				for range 100 {
+					own, ahead := float64(rng.IntN(4000)), float64(rng.IntN(20000))
+					e.learn(dur(0.020+100e-6*own+tt.perAhead*ahead), own, ahead, 0)
+				}
+			}
+			prompt := promptText(7, 32) // 2,048 tokens
+			hold(p, prompt, 32, 0)
+			p.endpoints[0].owed.Store(12000)
+			rt := routeFor(p, prompt, 0)
+			if i, reason := p.Pick(rt, all(p), time.Now()); i != tt.want || reason != tt.reason {
+				t.Errorf("picked %d (%s), want %d (%s); learned %+v", i, reason, tt.want, tt.reason, *p.endpoints[0].firstTokenCost())
 			}
 		})
 	}
