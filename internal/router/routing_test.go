@@ -646,14 +646,18 @@ func TestWaitedRequestRoutedBySLOLeft(t *testing.T) {
 		}
 		eps := r.snap.Load().pools["main"].Endpoints()
 		// Both cost 20 ms and 100 µs a prompt token; the holder owes
-		// 10,000 tokens of prefill: 1.02 s predicted, less 1.6 s of
-		// cached prefix credited, against 0.42 s at the idle one.
+		// 10,000 tokens of prefill: 1.02 s predicted, against 0.42 s at
+		// the other, where a stream decodes that computing the prefix
+		// again would stall, which costs 1.6 s more.
 		setCosts := func() {
 			for _, e := range eps {
 				e.SetCost(0.020, 100e-6)
 			}
 		}
-		r.snap.Load().pools["main"].Send(holder, 10_000, false, false, time.Now())
+		mp := r.snap.Load().pools["main"]
+		mp.Send(holder, 10_000, false, false, time.Now())
+		stream := mp.Send(idle, 0, false, false, time.Now())
+		stream.FirstToken(time.Now())
 
 		setCosts()
 		before := hits()

@@ -105,16 +105,27 @@ func (e *Endpoint) learn(took time.Duration, own, ahead, waiting float64) {
 }
 
 // ahead is the prefill owed at the endpoint before a new request, in
-// tokens, and the requests the server reports queued: what this gateway
-// and the other gateways (peers) sent and is still owed, and, when the
-// endpoint reports more requests waiting than the gateways have pending
-// (others send to it too), those requests at meanPrompt tokens each.
-func ahead(owed, pending int64, l *Load, peers Counts, meanPrompt float64) (tokens, waiting float64) {
-	tokens = float64(owed + peers.Owed)
+// tokens, and the requests queued there, with own this gateway's counts
+// there and l its last scrape (nil when stale).
+//
+// The prefill owed is what this gateway and the other gateways (peers)
+// sent and is still owed, and, when the endpoint reports more requests
+// waiting than the gateways have pending (others send to it too), those
+// requests at meanPrompt tokens each.
+//
+// The queue is the scrape's, moved on by this gateway's calls since: a
+// server that had requests waiting had no room, so each call sent since
+// waits too, and each call ended since let one in. Without the calls
+// since, every request in the scrape's interval would go where the last
+// scrape showed the shortest queue.
+func ahead(own Counts, l *Load, peers Counts, meanPrompt float64) (tokens, waiting float64) {
+	tokens = float64(own.Owed + peers.Owed)
 	if l != nil && l.Waiting >= 0 {
-		waiting = l.Waiting
-		if others := l.Waiting - float64(pending+peers.Pending); others > 0 {
+		if others := l.Waiting - float64(own.Pending+peers.Pending); others > 0 {
 			tokens += others * meanPrompt
+		}
+		if l.Waiting > 0 {
+			waiting = max(l.Waiting+float64(own.Inflight-l.inflight), 0)
 		}
 	}
 	return tokens, waiting
@@ -124,7 +135,7 @@ func ahead(owed, pending int64, l *Load, peers Counts, meanPrompt float64) (toke
 // would wait for its first token here, with the scrape l (nil when
 // stale) and the other gateways' counts.
 func (e *Endpoint) predictTTFT(uncached int64, l *Load, peers Counts, meanPrompt float64) float64 {
-	tokens, waiting := ahead(e.owed.Load(), e.pending.Load(), l, peers, meanPrompt)
+	tokens, waiting := ahead(e.Counts(), l, peers, meanPrompt)
 	return e.firstTokenCost().Predict(float64(uncached), tokens, waiting)
 }
 
@@ -155,7 +166,7 @@ func (e *Endpoint) state(now time.Time, maxAge time.Duration) State {
 // own would wait for its first token at the endpoint, when recent
 // requests' uncached prompts are meanPrompt tokens (Endpoint.predictTTFT).
 func (s *State) PredictTTFT(uncached int64, meanPrompt float64) float64 {
-	tokens, waiting := ahead(s.Own.Owed, s.Own.Pending, s.Load, s.Peers, meanPrompt)
+	tokens, waiting := ahead(s.Own, s.Load, s.Peers, meanPrompt)
 	return s.Cost.Predict(float64(uncached), tokens, waiting)
 }
 

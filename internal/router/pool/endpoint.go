@@ -76,6 +76,9 @@ type Load struct {
 	Waiting float64 // requests queued, not yet running
 	KVUsage float64 // share of the KV cache in use, 0 to 1
 	At      time.Time
+	// inflight is this gateway's calls in flight there when the scrape
+	// was taken.
+	inflight int64
 }
 
 // Counts is what is in flight at an endpoint: requests, those without
@@ -147,7 +150,7 @@ func (e *Endpoint) Counts() Counts {
 // SetLoad takes a scrape of the endpoint's /metrics: requests waiting and
 // the share of its KV cache in use, negative where it exports none.
 func (e *Endpoint) SetLoad(waiting, kvUsage float64, at time.Time) {
-	e.load.Store(&Load{Waiting: waiting, KVUsage: kvUsage, At: at})
+	e.load.Store(&Load{Waiting: waiting, KVUsage: kvUsage, At: at, inflight: e.inflight.Load()})
 }
 
 // SetDown takes a health probe's verdict, and reports whether the
@@ -190,7 +193,8 @@ type Call struct {
 func (p *Pool) Send(i int, uncached int64, stream, critical bool, now time.Time) Call {
 	e := p.endpoints[i]
 	peers := e.Peers(now)
-	tokens, waiting := ahead(e.owed.Add(uncached)-uncached, e.pending.Load(), e.freshLoad(now, p.maxAge), peers, p.MeanPrompt())
+	before := Counts{Inflight: e.inflight.Load(), Pending: e.pending.Load(), Owed: e.owed.Add(uncached) - uncached}
+	tokens, waiting := ahead(before, e.freshLoad(now, p.maxAge), peers, p.MeanPrompt())
 	e.inflight.Add(1)
 	e.pending.Add(1)
 	return Call{e: e, uncached: uncached, ahead: tokens, waiting: waiting, at: now, stream: stream, critical: critical}

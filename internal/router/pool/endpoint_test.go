@@ -321,3 +321,55 @@ func TestCriticalStreamsCounted(t *testing.T) {
 
 // dur is s seconds as a duration.
 func dur(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// TestQueueMovesOnWithCalls: a scrape that showed requests waiting is
+// moved on by this gateway's calls since: each sent waits too, each ended
+// lets one in; a scrape that showed none waiting says nothing of the room
+// left, and counts no queue.
+func TestQueueMovesOnWithCalls(t *testing.T) {
+	p := New(catalog.Pool{Name: "p", Endpoints: []catalog.Endpoint{{URL: "http://10.0.0.1:8000/v1"}}}, nil, nil)
+	e := p.Endpoints()[0]
+	now := time.Now()
+	waiting := func() float64 {
+		_, w := ahead(e.Counts(), e.freshLoad(now, time.Second), Counts{}, 1000)
+		return w
+	}
+	first := p.Send(0, 100, true, false, now)
+	e.SetLoad(3, 0.5, now)
+	if got := waiting(); got != 3 {
+		t.Errorf("at the scrape: %v waiting, want 3", got)
+	}
+	var calls []Call
+	for range 4 {
+		calls = append(calls, p.Send(0, 100, true, false, now))
+	}
+	if got := waiting(); got != 7 {
+		t.Errorf("four calls later: %v waiting, want 7", got)
+	}
+	first.Done(0)
+	calls[0].Done(0)
+	if got := waiting(); got != 5 {
+		t.Errorf("two ended: %v waiting, want 5", got)
+	}
+	for _, c := range calls[1:] {
+		c.Done(0)
+	}
+	if got := waiting(); got != 2 {
+		t.Errorf("all ended: %v waiting, want 2", got)
+	}
+	for range 3 {
+		calls = append(calls, p.Send(0, 100, true, false, now))
+	}
+	e.SetLoad(1, 0.5, now)
+	for _, c := range calls[4:] {
+		c.Done(0)
+	}
+	if got := waiting(); got != 0 {
+		t.Errorf("three ended after a scrape with one waiting: %v waiting, want 0 (never below none)", got)
+	}
+	e.SetLoad(0, 0.5, now)
+	p.Send(0, 100, true, false, now)
+	if got := waiting(); got != 0 {
+		t.Errorf("a call after a scrape with none waiting: %v waiting, want 0", got)
+	}
+}

@@ -56,23 +56,32 @@ const (
 // rt.predicted, for hedging to wait by.
 func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
 	var pred, score [64]float64
+	var uncached [64]int64
+	least := rt.prompt // the least any candidate owes: the prefix holder's
+	for m := c; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		uncached[i] = rt.uncachedBelieved(i, p.endpoints[i].Precision())
+		least = min(least, uncached[i])
+	}
 	meanPrompt := p.MeanPrompt()
 	fastest := math.Inf(1)
 	for m := c; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
 		e := p.endpoints[i]
-		uncached := rt.uncachedBelieved(i, e.Precision())
 		peers := e.Peers(now)
-		pred[i] = e.predictTTFT(uncached, e.freshLoad(now, p.maxAge), peers, meanPrompt)
-		perToken := e.firstTokenCost().PerToken
-		score[i] = pred[i] - cacheCredit*perToken*float64(rt.prompt-uncached)
+		cost := e.firstTokenCost()
+		pred[i] = e.predictTTFT(uncached[i], e.freshLoad(now, p.maxAge), peers, meanPrompt)
+		score[i] = pred[i]
+		if othersWait(e, cost, pred[i], uncached[i], peers) {
+			score[i] += cacheCredit * cost.PerToken * float64(uncached[i]-least)
+		}
 		if rt.Stall > 0 {
 			// Every request there is held up by this prefill, as long
 			// as the endpoint's decode model says a prompt token holds
 			// up a stream: those decoding now, and those still owed a
 			// prefill, which decode while this one's runs.
 			requests := e.inflight.Load() + peers.Inflight
-			score[i] += rt.Stall * e.decodeModel().PerPrefillToken * float64(uncached) * float64(max(requests, 0))
+			score[i] += rt.Stall * e.decodeModel().PerPrefillToken * float64(uncached[i]) * float64(max(requests, 0))
 		}
 		fastest = min(fastest, pred[i])
 	}
@@ -145,6 +154,21 @@ func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
 		return chosen, reasonStreams
 	}
 	return chosen, reasonFastest
+}
+
+// othersWait reports whether requests wait behind the prefill a request
+// sends to endpoint e, at cost its cost model, with pred its predicted
+// first token, uncached its own prompt tokens to compute, and peers the
+// other gateways' counts: some prefill or queue is predicted ahead of it
+// there (others will come in behind it too), or prompts stall the streams
+// there and some are in flight. Only then is prefill computed again, past
+// the prefix's holder, dearer than the request's own wait; where nothing
+// waits behind it, it takes room no one else would have used.
+func othersWait(e *Endpoint, cost *Cost, pred float64, uncached int64, peers Counts) bool {
+	if pred > cost.Base+cost.PerToken*float64(uncached)+tieFloor {
+		return true
+	}
+	return e.decodeModel().PerPrefillToken >= cost.PerToken/2 && e.inflight.Load()+peers.Inflight > 0
 }
 
 // stallAt is how long rt's prefill would hold up the streams decoding on

@@ -246,23 +246,28 @@ func TestAuto(t *testing.T) {
 		slo       time.Duration
 		want      int
 		reason    string
+		idle      bool // nothing in flight on endpoint 1; else two streams
 	}{
-		// 0.32 s predicted, scored 0.32 − 4 × 0.2048 = −0.4992 against
-		// the cold endpoint's 0.2248.
-		{"a cached prefix worth the wait", 3000, 1, 0, 0, reasonPrefix},
-		{"a cached prefix on an idle endpoint", 0, 1, 0, 0, reasonFastest},
-		// 1.22 s predicted, scored 0.4008.
-		{"the cached endpoint badly loaded", 12000, 1, 0, 1, reasonFastest},
+		// 0.32 s predicted, against the cold endpoint's 0.2248, where
+		// computing the prompt again stalls two streams: scored 0.2248 +
+		// 4 × 0.2048 = 1.044.
+		{"a cached prefix worth the wait", 3000, 1, 0, 0, reasonPrefix, false},
+		// Where nothing would wait behind the prompt, computing it again
+		// costs no one but this request.
+		{"a cached prefix, nothing in flight elsewhere", 3000, 1, 0, 1, reasonFastest, true},
+		{"a cached prefix on an idle endpoint", 0, 1, 0, 0, reasonFastest, false},
+		// 1.22 s predicted.
+		{"the cached endpoint badly loaded", 12000, 1, 0, 1, reasonFastest, false},
 		// Its hits mostly not confirmed, the cache earns it little.
-		{"a prefix the endpoint's answers do not confirm", 3000, minPrecision, 0, 1, reasonFastest},
+		{"a prefix the endpoint's answers do not confirm", 3000, minPrecision, 0, 1, reasonFastest, false},
 		// 0.32 s is past half of a 0.5 s SLO, 0.2248 within it.
-		{"past half the SLO", 3000, 1, 500 * time.Millisecond, 1, reasonFastest},
-		{"within half the SLO", 3000, 1, time.Second, 0, reasonPrefix},
+		{"past half the SLO", 3000, 1, 500 * time.Millisecond, 1, reasonFastest, false},
+		{"within half the SLO", 3000, 1, time.Second, 0, reasonPrefix, false},
 		// Half a second of a 1 s SLO spent waiting for admission: 0.32 s
 		// is past half of what is left, 0.2248 within it.
-		{"within half the SLO, not of what is left of it", 3000, 1, SLOLeft(time.Second, time.Unix(0, 0), time.Unix(0, 5e8)), 1, reasonFastest},
+		{"within half the SLO, not of what is left of it", 3000, 1, SLOLeft(time.Second, time.Unix(0, 0), time.Unix(0, 5e8)), 1, reasonFastest, false},
 		// Neither is within half of 0.1 s: the best score still wins.
-		{"none within half the SLO", 3000, 1, 100 * time.Millisecond, 0, reasonPrefix},
+		{"none within half the SLO", 3000, 1, 100 * time.Millisecond, 0, reasonPrefix, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -270,6 +275,9 @@ func TestAuto(t *testing.T) {
 			prompt := promptText(7, 32) // 8 KiB: 2,048 tokens
 			hold(p, prompt, 32, 0)
 			p.endpoints[0].owed.Store(tt.owed)
+			if !tt.idle {
+				p.endpoints[1].inflight.Store(2)
+			}
 			if tt.precision < 1 {
 				p.endpoints[0].hits.Store(math.Float64bits(tt.precision))
 			}
