@@ -1,9 +1,11 @@
 package pool
 
 // auto: llmgw's own policy, the least predicted time to first token
-// less the prefill a cached prefix saves, within the request's SLO, with
-// the stall a prefill gives the streams where it goes charged while the
-// model's pace is past its SLO. docs/ROUTING.md explains its constants.
+// plus the prefill a prompt computed again costs those who wait behind
+// it, within the request's SLO, with the stall a prefill gives the
+// streams where it goes charged while the model's pace is past its SLO.
+// Every prediction is of the endpoint's learned cost and decode models.
+// docs/ROUTING.md explains its constants.
 
 import (
 	"math"
@@ -13,12 +15,14 @@ import (
 
 // auto's constants; docs/ROUTING.md gives the reasoning behind each.
 const (
-	// cacheCredit is what a second of prefill saved by a cached prefix is
-	// worth against a second more of waiting for this request: the work
-	// saved is capacity every request behind it gets back, and a prefix
-	// computed a second time somewhere else takes cache from other
-	// prefixes there. At 1 an overloaded pool scatters its conversations
-	// and computes more (docs/ROUTING.md).
+	// cacheCredit is what a second of prefill computed again, past what
+	// the prefix's holder would compute, costs against a second more of
+	// waiting for this request, where others wait behind it: the work is
+	// capacity taken from every request behind it, and a prefix computed
+	// a second time somewhere else takes cache from other prefixes there.
+	// At 1 an overloaded pool scatters its conversations and computes
+	// more (docs/ROUTING.md). Where nothing waits behind it, the work
+	// costs no one but this request.
 	cacheCredit = 4.0
 	// sloShare is the share of what is left of the request's TTFT SLO an
 	// endpoint's predicted TTFT may reach and still be chosen over a
@@ -42,11 +46,12 @@ const (
 )
 
 // pickAuto predicts each candidate's time to first token for this request,
-// from the prefill it owes and the part of this prompt it does not hold,
-// and takes the candidate with the least prediction less the prefill its
-// cached prefix saves (weighted by cacheCredit), plus the stall its
-// prefill would give the requests in flight there, each of which decodes
-// while it runs (weighted by rt.stall),
+// from the prefill and queue ahead of it and the part of this prompt it
+// does not hold, and takes the candidate with the least prediction plus
+// the prefill it would compute past what the prefix's holder would,
+// weighted by cacheCredit where others wait behind it (othersWait), plus
+// the stall its prefill would give the requests in flight there, each of
+// which decodes while it runs (weighted by rt.stall),
 // among those predicted to meet sloShare of the request's TTFT SLO (all
 // of it while the stall is charged) when any is. A request below
 // critical passes over endpoints where critical streams decode when its
