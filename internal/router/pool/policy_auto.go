@@ -132,17 +132,26 @@ func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
 			}
 		}
 	}
-	// Among near ties, rendezvous hashing decides; a prompt shorter than
-	// a block, without a prompt_cache_key, has nothing to place it by.
-	chosen := best
-	if first := rt.placeKey(); first != 0 {
-		tie := max(tieShare*math.Abs(bestScore), tieFloor)
-		var ties uint64
-		for m := eligible; m != 0; m &= m - 1 {
-			if i := bits.TrailingZeros64(m); score[i] <= bestScore+tie {
-				ties |= 1 << i
+	// Among near ties, the one holding most of the prompt keeps it: a
+	// gain within the noise of a prediction is no reason to compute the
+	// prefix again elsewhere. With no holder among them, rendezvous
+	// hashing decides; a prompt shorter than a block, without a
+	// prompt_cache_key, has nothing to place it by.
+	tie := max(tieShare*math.Abs(bestScore), tieFloor)
+	var ties uint64
+	holder := -1
+	for m := eligible; m != 0; m &= m - 1 {
+		if i := bits.TrailingZeros64(m); score[i] <= bestScore+tie {
+			ties |= 1 << i
+			if rt.matched[i] > 0 && (holder < 0 || rt.matched[i] > rt.matched[holder]) {
+				holder = i
 			}
 		}
+	}
+	chosen := best
+	if holder >= 0 {
+		chosen = holder
+	} else if first := rt.placeKey(); first != 0 {
 		if i := p.rendezvous(first, ties); i >= 0 {
 			chosen = i
 		}
@@ -151,7 +160,7 @@ func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
 	switch {
 	case spared:
 		return chosen, reasonSpare
-	case rt.matched[chosen] > 0 && pred[chosen] > fastest:
+	case rt.matched[chosen] > 0 && (pred[chosen] > fastest || chosen != best):
 		return chosen, reasonPrefix
 	case chosen != best:
 		return chosen, reasonCold
