@@ -132,20 +132,22 @@ func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
 			}
 		}
 	}
-	// Among near ties, the one holding most of the prompt keeps it: a
-	// gain within the noise of a prediction is no reason to compute the
-	// prefix again elsewhere. With no holder among them, rendezvous
-	// hashing decides; a prompt shorter than a block, without a
-	// prompt_cache_key, has nothing to place it by.
+	// Among near ties, rendezvous hashing decides, unless some are within
+	// tieFloor of the best and one of those holds the prompt: a gain that
+	// small is no reason to compute the prefix again elsewhere, and the
+	// one holding most of it keeps it. A prompt shorter than a block,
+	// without a prompt_cache_key, has nothing to place it by.
 	tie := max(tieShare*math.Abs(bestScore), tieFloor)
 	var ties uint64
 	holder := -1
 	for m := eligible; m != 0; m &= m - 1 {
-		if i := bits.TrailingZeros64(m); score[i] <= bestScore+tie {
-			ties |= 1 << i
-			if rt.matched[i] > 0 && (holder < 0 || rt.matched[i] > rt.matched[holder]) {
-				holder = i
-			}
+		i := bits.TrailingZeros64(m)
+		if score[i] > bestScore+tie {
+			continue
+		}
+		ties |= 1 << i
+		if score[i] <= bestScore+tieFloor && rt.matched[i] > 0 && (holder < 0 || rt.matched[i] > rt.matched[holder]) {
+			holder = i
 		}
 	}
 	chosen := best
