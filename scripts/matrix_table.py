@@ -74,7 +74,7 @@ def main(out):
     print("| profile | workload | seeds | " + " | ".join(present) +
           " | auto ÷ best other | hit below the knee: load | " +
           " | ".join(f"{p} hit" for p in present) + " | auto hit ÷ best |")
-    print("|" + "---|" * (5 + 2 * len(present) + 2))
+    print("|" + "---|" * (6 + 2 * len(present)))
     for profile in PROFILES:
         for workload in WORKLOADS:
             policies = cells.get((profile, workload))
