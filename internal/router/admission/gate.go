@@ -264,7 +264,7 @@ type poolView struct {
 	meanPrompt float64
 	pending    int64   // requests at the endpoints waiting for their first token
 	owed       float64 // prefill owed at the endpoints, in tokens
-	perToken   float64 // the pool's seconds per prefill token, all endpoints together
+	perToken   float64 // the pool's seconds per prefill token queued ahead, all endpoints together
 	base       float64 // the least fixed first-token cost of any endpoint
 	extra      int64   // prompt tokens admitted in this look, not yet at an endpoint
 	pressure   float64
@@ -307,7 +307,14 @@ func (g *Gate) look(cat Catalog, model string, now time.Time) poolView {
 		v.pending += e.Own.Pending
 		v.owed += float64(e.Own.Owed)
 		v.base = min(v.base, e.Base)
-		rate += 1 / e.PerToken
+		// What queued prefill costs the prompts behind it: nothing on an
+		// endpoint whose first tokens do not wait for the prompts ahead
+		// (a slot a request), and then nothing for the pool.
+		if e.PerAhead > 0 {
+			rate += 1 / e.PerAhead
+		} else {
+			rate = math.Inf(1)
+		}
 	}
 	if rate > 0 {
 		v.perToken = 1 / rate

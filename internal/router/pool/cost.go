@@ -27,10 +27,10 @@ const (
 	// at each new first token: about the last thirty count, enough to
 	// tell apart four causes of waiting.
 	costDecay = 0.97
-	// costRidge holds each coefficient toward the prior as firmly as one
-	// first token at a feature's unit would: a second, a thousand prompt
-	// tokens, one queued request. A cause no recent first token had
-	// keeps its prior.
+	// costRidge holds each coefficient toward the prior as firmly as a
+	// tenth of a first token at a feature's unit would: a second, a
+	// thousand prompt tokens, one queued request. A cause no recent first
+	// token had keeps its prior.
 	costRidge = 0.1
 )
 
