@@ -10,10 +10,10 @@
 #
 # PROFILES, WORKLOADS and POLICIES narrow it (space-separated; default
 # every profile, chat mixed mooncake azure-burst, every policy). A cell
-# is four or five runs of 20-40 s: about 3 minutes, so the whole matrix
-# (5 × 4 × 6 × 3 = 360 cells) is about 18 hours on a 2-core machine; one
-# workload, two policies and one seed across the profiles, about 30
-# minutes.
+# is five or six runs of 5-75 s and a drain each: about 4 minutes on
+# Mooncake, so the whole matrix (5 × 4 × 6 × 3 = 360 cells) is about a
+# day on a 2-core machine; Mooncake, two policies, one seed and two
+# profiles, about 16 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-bench-out/matrix}
