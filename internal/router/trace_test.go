@@ -347,23 +347,35 @@ func TestEachRetryHasItsSpan(t *testing.T) {
 }
 
 // TestPlainAnswerFinishReason: a traced plain answer's finish_reason is on
-// its spans, as a stream's is.
+// its spans, as a stream's is; an upstream's decoy inside a string, an
+// escaped reason or one of 100 KB puts no word of its own there.
 func TestPlainAnswerFinishReason(t *testing.T) {
-	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"length"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`)
-	})
-	g, exp, _ := tracedGateway(t, false, nil, up)
-	resp, body := g.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
-	if resp.StatusCode != 200 {
-		t.Fatalf("status %d: %s", resp.StatusCode, body)
-	}
-	server, spans := serverSpan(t, exp)
-	checkAttrs(t, server, map[string]string{"gen_ai.response.finish_reasons": `["length"]`})
-	for _, s := range spans {
-		if s.SpanKind == trace.SpanKindClient {
-			checkAttrs(t, s, map[string]string{"gen_ai.response.finish_reasons": `["length"]`})
-		}
+	for _, tc := range []struct {
+		name, choice, want string
+	}{
+		{"a server's word", `"message":{"role":"assistant","content":"hi"},"finish_reason":"length"`, `["length"]`},
+		{"a decoy in the content", `"message":{"role":"assistant","content":"\"finish_reason\":\"evil\""},"finish_reason":"stop"`, `["stop"]`},
+		{"an escaped reason", `"message":{"role":"assistant","content":"hi"},"finish_reason":"st\u006fp"`, `["other"]`},
+		{"a reason of 100 KB", `"message":{"role":"assistant","content":"hi"},"finish_reason":"` + strings.Repeat("x", 100<<10) + `"`, `["other"]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, `{"choices":[{"index":0,`+tc.choice+`}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`)
+			})
+			g, exp, _ := tracedGateway(t, false, nil, up)
+			resp, body := g.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			server, spans := serverSpan(t, exp)
+			checkAttrs(t, server, map[string]string{"gen_ai.response.finish_reasons": tc.want})
+			for _, s := range spans {
+				if s.SpanKind == trace.SpanKindClient {
+					checkAttrs(t, s, map[string]string{"gen_ai.response.finish_reasons": tc.want})
+				}
+			}
+		})
 	}
 }

@@ -61,6 +61,40 @@ const (
 // rt.predicted, for hedging to wait by.
 func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
 	var pred, score [64]float64
+	fastest := p.scoreAuto(rt, c, now, &pred, &score)
+	eligible := withinSLO(rt, c, &pred)
+	best, bestScore := leastScore(eligible, &score)
+	spared := false
+	if rt.Spare > 0 {
+		if clear := p.clearOfCritical(rt, eligible, now); clear != 0 && clear != eligible {
+			eligible = clear
+			if clear&(1<<best) == 0 {
+				spared = true
+				best, bestScore = leastScore(eligible, &score)
+			}
+		}
+	}
+	chosen := p.breakTie(rt, eligible, best, bestScore, &score)
+	rt.predicted = pred[chosen]
+	switch {
+	case spared:
+		return chosen, reasonSpare
+	case rt.matched[chosen] > 0 && (pred[chosen] > fastest || chosen != best):
+		return chosen, reasonPrefix
+	case chosen != best:
+		return chosen, reasonCold
+	case pred[chosen] > fastest:
+		return chosen, reasonStreams
+	}
+	return chosen, reasonFastest
+}
+
+// scoreAuto fills pred and score for each candidate in c: its predicted
+// TTFT, and that plus the prefill it would compute past the prefix
+// holder, weighted by cacheCredit where others wait behind it, plus the
+// stall its prefill would give the requests in flight there, weighted by
+// rt.Stall. It returns the least prediction.
+func (p *Pool) scoreAuto(rt *Route, c uint64, now time.Time, pred, score *[64]float64) (fastest float64) {
 	var uncached [64]int64
 	least := rt.prompt // the least any candidate owes: the prefix holder's
 	for m := c; m != 0; m &= m - 1 {
@@ -69,7 +103,7 @@ func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
 		least = min(least, uncached[i])
 	}
 	meanPrompt := p.MeanPrompt()
-	fastest := math.Inf(1)
+	fastest = math.Inf(1)
 	for m := c; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
 		e := p.endpoints[i]
@@ -90,53 +124,58 @@ func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
 		}
 		fastest = min(fastest, pred[i])
 	}
-	// Within the SLO's share when any candidate is; otherwise every
-	// candidate, and the least score is still the best bet.
-	eligible := c
-	if rt.slo > 0 {
-		var within uint64
-		share := sloShare
-		if rt.Stall > 0 {
-			// TPOT is the nearer to breaking: the margin kept for the
-			// first token's tail goes to the streams, short of the SLO.
-			share = 1
-		}
-		for m := c; m != 0; m &= m - 1 {
-			if i := bits.TrailingZeros64(m); pred[i] <= share*rt.slo {
-				within |= 1 << i
-			}
-		}
-		if within != 0 {
-			eligible = within
+	return fastest
+}
+
+// withinSLO is the candidates in c predicted within sloShare of what is
+// left of rt's TTFT SLO (all of it while the stall is charged), or all of
+// c when none is or there is no SLO: the least score is then still the
+// best bet.
+func withinSLO(rt *Route, c uint64, pred *[64]float64) uint64 {
+	if rt.slo <= 0 {
+		return c
+	}
+	share := sloShare
+	if rt.Stall > 0 {
+		// TPOT is the nearer to breaking: the margin kept for the
+		// first token's tail goes to the streams, short of the SLO.
+		share = 1
+	}
+	var within uint64
+	for m := c; m != 0; m &= m - 1 {
+		if i := bits.TrailingZeros64(m); pred[i] <= share*rt.slo {
+			within |= 1 << i
 		}
 	}
-	best, bestScore := leastScore(eligible, &score)
-	spared := false
-	if rt.Spare > 0 {
-		// A request below critical keeps its prefill off endpoints where
-		// critical streams decode, unless it is short there, while some
-		// candidate qualifies.
-		var clear uint64
-		for m := eligible; m != 0; m &= m - 1 {
-			i := bits.TrailingZeros64(m)
-			e := p.endpoints[i]
-			if e.critical.Load()+e.Peers(now).Critical == 0 || p.stallAt(rt, i) <= spareShare*rt.Spare {
-				clear |= 1 << i
-			}
-		}
-		if clear != 0 && clear != eligible {
-			eligible = clear
-			if clear&(1<<best) == 0 {
-				spared = true
-				best, bestScore = leastScore(eligible, &score)
-			}
+	if within == 0 {
+		return c
+	}
+	return within
+}
+
+// clearOfCritical is the candidates in c where rt, a request below
+// critical, may put its prefill: no critical stream decodes there, or the
+// prefill would stall them by no more than spareShare of critical's TPOT
+// SLO.
+func (p *Pool) clearOfCritical(rt *Route, c uint64, now time.Time) uint64 {
+	var clear uint64
+	for m := c; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		e := p.endpoints[i]
+		if e.critical.Load()+e.Peers(now).Critical == 0 || p.stallAt(rt, i) <= spareShare*rt.Spare {
+			clear |= 1 << i
 		}
 	}
-	// Among near ties, rendezvous hashing decides, unless some are within
-	// tieFloor of the best and one of those holds the prompt: a gain that
-	// small is no reason to compute the prefix again elsewhere, and the
-	// one holding most of it keeps it. A prompt shorter than a block,
-	// without a prompt_cache_key, has nothing to place it by.
+	return clear
+}
+
+// breakTie is the candidate among eligible that rt goes to, best having
+// the least score. Among near ties, rendezvous hashing decides, unless
+// some are within tieFloor of the best and one of those holds the
+// prompt: a gain that small is no reason to compute the prefix again
+// elsewhere, and the one holding most of it keeps it. A prompt shorter
+// than a block, without a prompt_cache_key, has nothing to place it by.
+func (p *Pool) breakTie(rt *Route, eligible uint64, best int, bestScore float64, score *[64]float64) int {
 	tie := max(tieShare*math.Abs(bestScore), tieFloor)
 	var ties uint64
 	holder := -1
@@ -150,26 +189,15 @@ func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
 			holder = i
 		}
 	}
-	chosen := best
 	if holder >= 0 {
-		chosen = holder
-	} else if first := rt.placeKey(); first != 0 {
+		return holder
+	}
+	if first := rt.placeKey(); first != 0 {
 		if i := p.rendezvous(first, ties); i >= 0 {
-			chosen = i
+			return i
 		}
 	}
-	rt.predicted = pred[chosen]
-	switch {
-	case spared:
-		return chosen, reasonSpare
-	case rt.matched[chosen] > 0 && (pred[chosen] > fastest || chosen != best):
-		return chosen, reasonPrefix
-	case chosen != best:
-		return chosen, reasonCold
-	case pred[chosen] > fastest:
-		return chosen, reasonStreams
-	}
-	return chosen, reasonFastest
+	return best
 }
 
 // othersWait reports whether requests wait behind the prefill a request
