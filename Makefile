@@ -44,6 +44,7 @@ fuzz:
 	go test -run '^$$' -fuzz '^FuzzTranslateAnthropic$$' -fuzztime $(FUZZTIME) ./internal/translate
 	go test -run '^$$' -fuzz '^FuzzTranslateResponses$$' -fuzztime $(FUZZTIME) ./internal/translate
 	go test -run '^$$' -fuzz '^FuzzTranslateStream$$' -fuzztime $(FUZZTIME) ./internal/translate
+	go test -run '^$$' -fuzz '^FuzzAppendJSONMatchesEncodingJSON$$' -fuzztime $(FUZZTIME) ./internal/control/usage
 
 # The container image, built without a container daemon: an OCI image
 # layout in llmgw-image/ and a tarball for `docker load -i llmgw-image.tar`.

@@ -14,8 +14,6 @@
 package ledger
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -44,8 +42,7 @@ type journal struct {
 	n       uint64         // number of the last record appended
 	file    int            // number of the newest segment file
 	failing bool           // the last append failed; logged once until one succeeds
-	line    bytes.Buffer   // the record being appended, encoded by enc
-	enc     *json.Encoder
+	line    []byte         // the record being appended
 }
 
 // segment is a closed journal segment and the number of its last record.
@@ -67,7 +64,6 @@ const (
 // which stopped without emptying them: the caller adopts them first.
 func openJournal(dir string) (*journal, error) {
 	j := &journal{dir: dir}
-	j.enc = json.NewEncoder(&j.line)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return j, fmt.Errorf("journal %s: %w", dir, err)
 	}
@@ -85,12 +81,12 @@ func (j *journal) leftovers() ([]string, error) {
 // rather than before keeps a request's record from costing an allocation.
 func (j *journal) appendLocked(r usage.Record) (uint64, error) {
 	j.n++
-	j.line.Reset()
-	if err := j.enc.Encode(r); err != nil {
+	line, err := r.AppendJSON(j.line[:0])
+	if err != nil {
 		return j.n, fmt.Errorf("journal: encode record %q: %w", r.ID, err)
 	}
-	line := j.line.Bytes()
-	var err error
+	line = append(line, '\n')
+	j.line = line
 	if j.cur != nil && !j.cur.fits(len(line)) {
 		j.closeLocked()
 	}
