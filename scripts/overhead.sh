@@ -21,8 +21,18 @@
 # time per request (process CPU time / requests) and, for redis, the Redis
 # commands each request cost.
 #
+# With BASE and PAIRS=N, the two builds are measured at once instead: for
+# each of core, vllm and keys, both gateways serve side by side, each
+# loaded by a wrk of its own at half the concurrency, for N rounds.
+# Whatever else the machine does then falls on both alike, so the ratio of
+# their CPU time per request is steadier than that of runs one after the
+# other; each round's ratio is printed, then their median and range.
+#
 #   scripts/overhead.sh [DURATION_SECONDS] [CONCURRENCY]
 #   BASE=path/to/llmgw scripts/overhead.sh ...   (adds the -base rows)
+#   BASE=path/to/llmgw PAIRS=8 scripts/overhead.sh 10   (the pairs alone)
+#
+# LLMGW=path measures a binary already built in place of the working tree.
 #
 # Needs wrk (Debian: apt-get install wrk); nginx for the reference row
 # (Debian: apt-get install nginx-light).
@@ -35,7 +45,7 @@ command -v wrk >/dev/null || { echo "overhead.sh needs wrk: apt-get install wrk"
 
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
-go build -o "$work/llmgw" ./cmd/llmgw
+if [ -n "${LLMGW:-}" ]; then cp "$LLMGW" "$work/llmgw"; else go build -o "$work/llmgw" ./cmd/llmgw; fi
 gw=$work/llmgw
 
 . scripts/lib/gateway.sh
@@ -56,11 +66,16 @@ hz=$(getconf CLK_TCK)
 redis_calls() { redis-cli -u "$redis_url" INFO commandstats | awk -F'[:=,]' '/^cmdstat_(evalsha|eval):/ {n += $3} END {print n + 0}'; }
 redis_commands() { redis-cli -u "$redis_url" INFO stats | awk -F: '/^total_commands_processed/ {print $2 + 0}'; }
 
-# start_gateway ARGS...: runs llmgw serve and waits until it is ready.
+# start_gateway ARGS...: runs llmgw serve (the binary in $bin, default
+# $gw) on $port (default 19180, its admin listener on the next port) and
+# waits until it is ready.
 start_gateway() {
-	"${bin:-$gw}" serve --listen 127.0.0.1:19180 --admin-listen 127.0.0.1:19181 --log-level warn "$@" >"$work/gw.log" 2>&1 &
+	local p=${port:-19180}
+	"${bin:-$gw}" serve --listen "127.0.0.1:$p" --admin-listen "127.0.0.1:$((p + 1))" --log-level warn "$@" >"$work/gw-$p.log" 2>&1 &
 	pid=$!
-	wait_ready
+	for _ in $(seq 100); do curl -sf "127.0.0.1:$((p + 1))/readyz" >/dev/null && return; sleep 0.1; done
+	cat "$work/gw-$p.log" >&2
+	exit 1
 }
 stop_gateway() { kill "$pid"; wait "$pid" 2>/dev/null || true; }
 
@@ -120,6 +135,55 @@ measure() {
 }
 
 url=http://127.0.0.1:19180/v1/chat/completions
+
+# pair NAME SCRIPT BASE_SCRIPT ARGS BASE_ARGS: $PAIRS rounds of this
+# build on :19180 (serve ARGS, wrk SCRIPT) and $BASE on :19182 (BASE_ARGS,
+# BASE_SCRIPT) serving at once, each under its own wrk; notes each
+# round's CPU µs per request of both and their ratio in pairs.txt.
+pair() {
+	local name=$1 script=$2 base_script=$3 i new base t0 t1 b0 b1
+	# shellcheck disable=SC2086 # the arguments are words without spaces
+	port=19180 start_gateway $4
+	new=$pid
+	# shellcheck disable=SC2086
+	port=19182 bin=$BASE start_gateway $5
+	base=$pid
+	wrk -t1 -c$((conns / 2)) -d2s -s "$script" "$url" >/dev/null &
+	wrk -t1 -c$((conns / 2)) -d2s -s "$base_script" "${url/19180/19182}" >/dev/null
+	wait $!
+	for i in $(seq "$PAIRS"); do
+		t0=$(cpu_ticks $new) b0=$(cpu_ticks $base)
+		wrk -t1 -c$((conns / 2)) -d"${duration}s" -s "$script" "$url" >"$work/pair-new.txt" &
+		wrk -t1 -c$((conns / 2)) -d"${duration}s" -s "$base_script" "${url/19180/19182}" >"$work/pair-base.txt"
+		wait $!
+		t1=$(cpu_ticks $new) b1=$(cpu_ticks $base)
+		cat "$work"/pair-*.txt | grep -q "Non-2xx" && { echo "pair $name: some answers were not 200" >&2; cat "$work"/pair-*.txt >&2; exit 1; }
+		awk -v name="$name" -v i="$i" -v hz="$hz" -v tn=$((t1 - t0)) -v tb=$((b1 - b0)) \
+			-v nn="$(reqs "$work/pair-new.txt")" -v nb="$(reqs "$work/pair-base.txt")" 'BEGIN {
+			un = tn / hz / nn * 1e6; ub = tb / hz / nb * 1e6
+			printf "%s %d %.2f %.2f %d %d %.4f\n", name, i, un, ub, nn, nb, un / ub
+		}' >>"$work/pairs.txt"
+	done
+	kill "$new" "$base"
+	wait "$new" "$base" 2>/dev/null || true
+}
+if [ -n "${BASE:-}" ] && [ "${PAIRS:-0}" -gt 0 ]; then
+	pair core "$work/post.lua" "$work/post.lua" "${core_args[*]}" "${core_args[*]}"
+	pair vllm "$work/post.lua" "$work/post.lua" "--config $work/vllm.yaml" "--config $work/vllm.yaml"
+	pair keys "$work/post.lua" "$work/post-base.lua" "--config $work/keys.yaml" "--config $work/keys-base.yaml"
+	printf '\nBoth builds at once, %s rounds of %s s, %d connections each:\n\n' "$PAIRS" "$duration" $((conns / 2))
+	printf '| run | round | CPU µs/request | base CPU µs/request | requests | base requests | ÷ base |\n|---|---|---|---|---|---|---|\n'
+	awk '{ printf "| %s | %d | %s | %s | %d | %d | %s |\n", $1, $2, $3, $4, $5, $6, $7 }' "$work/pairs.txt"
+	printf '\n| run | ÷ base, median | lowest | highest |\n|---|---|---|---|\n'
+	for r in core vllm keys; do
+		awk -v r="$r" '$1 == r { print $7 }' "$work/pairs.txt" | sort -g | awk -v r="$r" '{ v[NR] = $1 } END {
+			m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+			printf "| %s | %.4f | %.4f | %.4f |\n", r, m, v[1], v[NR]
+		}'
+	done
+	exit 0
+fi
+
 measure direct http://127.0.0.1:19100/v1/chat/completions
 runs=(direct)
 if command -v nginx >/dev/null; then

@@ -9,12 +9,12 @@ start_sim() {
 
 # keyed_config FILE [EXTRA_YAML] [DB]: a gateway on :19180 with API keys, a
 # tenant limit on the key's org, and the usage ledger in SQLite in DB
-# (default $work/gw.db).
+# (default $work/gw.db), its spool directory beside it.
 keyed_config() {
 	cat >"$1" <<YAML
 server: {listen: "127.0.0.1:19180", admin_listen: "127.0.0.1:19181"}
 router: {auth: keys}
-store: {url: "sqlite:${3:-$work/gw.db}", spool_dir: "$work/spool"}
+store: {url: "sqlite:${3:-$work/gw.db}", spool_dir: "${3:-$work/gw.db}.spool"}
 ${2:-}
 tenants:
   - {path: bench, rpm: 100000000, tpm: 1000000000000}
