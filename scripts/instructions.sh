@@ -13,7 +13,9 @@
 # limits on the key and its org, the ledger in SQLite) for each binary in
 # turn, in one run; with none it builds the working tree.
 #
-# Needs valgrind and wrk (Debian: apt-get install valgrind wrk).
+# Needs valgrind and wrk (Debian: apt-get install valgrind wrk). A build
+# with Go 1.26 or later stops with SIGILL under valgrind 3.19 (Debian 12's),
+# which does not decode the rdtscp instruction the runtime uses.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${1:-10}
