@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 )
 
 // BenchmarkStreamedChat is whole streamed chat requests, 16 tokens each,
@@ -48,7 +49,7 @@ func BenchmarkStepLoop(b *testing.B) {
 	e, _ := testEngine(Config{MaxSeqs: 1000, NumBlocks: 1 << 28})
 	for i := range 1000 {
 		s := newSeq(testPrompt(string(rune('a'+i%26))+string(rune('a'+i/26)), 20, 16), 1<<20)
-		e.submit(s)
+		e.submit(s, time.Now())
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

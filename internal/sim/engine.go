@@ -54,6 +54,10 @@ type seq struct {
 	private   int            // blocks it holds outside the prefix cache
 	due       time.Time      // fixed mode: when its next token is due
 	heapIndex int            // fixed mode: its place in engine.due
+	// onToken, when set, is called under engine.mu with each output
+	// token's time as it is produced: how a replica on a virtual clock
+	// follows the sequence.
+	onToken func(now time.Time)
 
 	produced     atomic.Int32 // output tokens produced so far
 	cachedTokens atomic.Int32 // prompt tokens served from the prefix cache
@@ -172,9 +176,9 @@ func (e *engine) poke() {
 	}
 }
 
-// submit queues s, or refuses it when the queue is full or the replica has
-// stopped.
-func (e *engine) submit(s *seq) error {
+// submit queues s as arrived at now, or refuses it when the queue is full
+// or the replica has stopped.
+func (e *engine) submit(s *seq, now time.Time) error {
 	e.mu.Lock()
 	switch {
 	case e.stopped:
@@ -184,7 +188,7 @@ func (e *engine) submit(s *seq) error {
 		e.mu.Unlock()
 		return errQueueFull
 	}
-	s.arrived = time.Now()
+	s.arrived = now
 	s.state = stWaiting
 	e.waiting = append(e.waiting, s)
 	e.mu.Unlock()
@@ -391,6 +395,9 @@ func (e *engine) emit(s *seq, now time.Time) {
 		e.kv.release(s)
 		e.m.e2e.Observe(now.Sub(s.arrived).Seconds())
 		s.finished.Store(true)
+	}
+	if s.onToken != nil {
+		s.onToken(now)
 	}
 	s.wake()
 }

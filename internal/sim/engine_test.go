@@ -67,7 +67,7 @@ func (tr trace) itls() []time.Duration {
 func follow(t *testing.T, e *engine, s *seq) <-chan trace {
 	t.Helper()
 	t0 := time.Now()
-	if err := e.submit(s); err != nil {
+	if err := e.submit(s, time.Now()); err != nil {
 		t.Fatalf("submit: %v", err)
 	}
 	out := make(chan trace, 1)
@@ -286,7 +286,7 @@ func TestMaxSeqsAndQueueLimit(t *testing.T) {
 		e, _ := testEngine(Config{MaxSeqs: 1, MaxWaiting: 2, StepBase: time.Millisecond})
 		a := follow(t, e, newSeq(testPrompt("a", 10, 16), 5))
 		b := follow(t, e, newSeq(testPrompt("b", 10, 16), 5))
-		if err := e.submit(newSeq(testPrompt("c", 10, 16), 5)); err != errQueueFull {
+		if err := e.submit(newSeq(testPrompt("c", 10, 16), 5), time.Now()); err != errQueueFull {
 			t.Errorf("third submit = %v, want errQueueFull", err)
 		}
 		start(t, e)
@@ -306,7 +306,7 @@ func TestCancelFreesAtOnce(t *testing.T) {
 		e, _ := testEngine(Config{MaxSeqs: 1, StepBase: 10 * time.Millisecond})
 		start(t, e)
 		long := newSeq(testPrompt("a", 100, 16), 1000)
-		if err := e.submit(long); err != nil {
+		if err := e.submit(long, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		waiter := follow(t, e, newSeq(testPrompt("b", 10, 16), 2))
@@ -338,7 +338,7 @@ func TestStopAbortsEverything(t *testing.T) {
 		if !s1.aborted.Load() || !s2.aborted.Load() {
 			t.Errorf("aborted = %v, %v; want both", s1.aborted.Load(), s2.aborted.Load())
 		}
-		if err := e.submit(newSeq(testPrompt("c", 10, 16), 1)); err != errStopped {
+		if err := e.submit(newSeq(testPrompt("c", 10, 16), 1), time.Now()); err != errStopped {
 			t.Errorf("submit after stop = %v, want errStopped", err)
 		}
 	})

@@ -73,35 +73,41 @@ type job struct {
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []byte, f Faults) {
-	var req chatRequest
-	if err := decodeJSON(body, &req, ""); err != nil {
+	c, p, err := parseChat(body, s.cfg.BlockSize)
+	if err != nil {
 		openai.WriteError(w, err)
 		return
 	}
-	if len(req.Messages) == 0 {
-		openai.WriteError(w, openai.BadRequest("messages", "messages must hold at least one message."))
-		return
+	s.generate(w, r, chatEndpoint, c, p, f)
+}
+
+// parseChat reads a chat completions body: its common fields, and its
+// prompt as the chat template renders it, each message as <|role|>, its
+// text and a newline, then the assistant's turn.
+func parseChat(body []byte, blockSize int) (commonFields, promptInfo, error) {
+	var req chatRequest
+	if err := decodeJSON(body, &req, ""); err != nil {
+		return commonFields{}, promptInfo{}, err
 	}
-	// A chat template: each message as <|role|>, its text, a newline; then
-	// the assistant's turn.
-	ph := newPromptHasher(s.cfg.BlockSize)
+	if len(req.Messages) == 0 {
+		return commonFields{}, promptInfo{}, openai.BadRequest("messages", "messages must hold at least one message.")
+	}
+	ph := newPromptHasher(blockSize)
 	for i, raw := range req.Messages {
 		param := fmt.Sprintf("messages[%d]", i)
 		var m requestMessage
 		if err := decodeJSON(raw, &m, param); err != nil {
-			openai.WriteError(w, err)
-			return
+			return commonFields{}, promptInfo{}, err
 		}
 		text, err := messageText(m.Content, param+".content")
 		if err != nil {
-			openai.WriteError(w, err)
-			return
+			return commonFields{}, promptInfo{}, err
 		}
 		ph.addText("<|" + m.Role + "|>\n")
 		ph.addText(text)
 	}
 	ph.addText("<|assistant|>\n")
-	s.generate(w, r, chatEndpoint, req.commonFields, ph.result(), f)
+	return req.commonFields, ph.result(), nil
 }
 
 // messageText is a message's text: the string itself, or the text parts
@@ -267,55 +273,13 @@ func completionPrompt(raw json.RawMessage, blockSize int) (promptInfo, error) {
 // generate checks what both endpoints share, queues the sequence, and
 // answers.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, ep endpoint, c commonFields, p promptInfo, f Faults) {
-	if c.Model != "" && c.Model != s.cfg.Model {
-		openai.WriteError(w, openai.ModelNotFound(c.Model))
+	p, gen, err := s.cfg.plan(ep, c, p)
+	if err != nil {
+		openai.WriteError(w, err)
 		return
 	}
-	if c.N != nil && *c.N != 1 {
-		openai.WriteError(w, openai.BadRequest("n", "Only n=1 is served."))
-		return
-	}
-	if c.CacheSalt != nil {
-		if *c.CacheSalt == "" {
-			openai.WriteError(w, openai.BadRequest("cache_salt", "Parameter 'cache_salt' must be a non-empty string if provided."))
-			return
-		}
-		p = p.salted(*c.CacheSalt)
-	}
-	maxTokens, param := c.MaxCompletionTokens, "max_completion_tokens"
-	if maxTokens == nil {
-		maxTokens, param = c.MaxTokens, "max_tokens"
-	}
-	limit := min(s.cfg.DefaultMaxTokens, s.cfg.MaxModelLen-p.tokens)
-	if maxTokens != nil {
-		if *maxTokens < 1 {
-			openai.WriteError(w, openai.BadRequest(param, "%s must be at least 1, got %d.", param, *maxTokens))
-			return
-		}
-		limit = *maxTokens
-	}
-	if p.tokens+limit > s.cfg.MaxModelLen || limit < 1 {
-		e := openai.BadRequest("messages", "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d in the completion). Please reduce the length of the prompt or completion.",
-			s.cfg.MaxModelLen, p.tokens+max(limit, 0), p.tokens, max(limit, 0))
-		e.Code = "context_length_exceeded"
-		if ep == completionEndpoint {
-			e.Param = "prompt"
-		}
-		openai.WriteError(w, e)
-		return
-	}
-	var reqSeed int64
-	if c.Seed != nil {
-		reqSeed = *c.Seed
-	}
-	gen := planGeneration(p.digest, s.cfg.Seed, reqSeed, limit, c.IgnoreEOS)
-	if need := s.eng.kv.blocksFor(p.tokens + gen.tokens); need > s.cfg.NumBlocks {
-		openai.WriteError(w, openai.BadRequest("max_tokens", "The request needs %d KV-cache blocks; the server has %d.", need, s.cfg.NumBlocks))
-		return
-	}
-
 	sq := newSeq(p, gen.tokens)
-	if err := s.eng.submit(sq); err != nil {
+	if err := s.eng.submit(sq, time.Now()); err != nil {
 		if err == errQueueFull {
 			openai.WriteError(w, openai.Overloaded(fmt.Sprintf("The server is overloaded: %d requests are already waiting.", s.cfg.MaxWaiting), 1))
 		} else {
@@ -342,6 +306,54 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, ep endpoint, c
 	} else {
 		s.whole(w, r, sq, &j, f.DieAfterTokens)
 	}
+}
+
+// plan checks what both endpoints share against the replica's
+// configuration c, and sizes the answer: it returns the prompt as the
+// cache keys it (salted when the request gave a salt) and the generation.
+// Its errors are *openai.Error.
+func (c Config) plan(ep endpoint, f commonFields, p promptInfo) (promptInfo, generation, error) {
+	if f.Model != "" && f.Model != c.Model {
+		return p, generation{}, openai.ModelNotFound(f.Model)
+	}
+	if f.N != nil && *f.N != 1 {
+		return p, generation{}, openai.BadRequest("n", "Only n=1 is served.")
+	}
+	if f.CacheSalt != nil {
+		if *f.CacheSalt == "" {
+			return p, generation{}, openai.BadRequest("cache_salt", "Parameter 'cache_salt' must be a non-empty string if provided.")
+		}
+		p = p.salted(*f.CacheSalt)
+	}
+	maxTokens, param := f.MaxCompletionTokens, "max_completion_tokens"
+	if maxTokens == nil {
+		maxTokens, param = f.MaxTokens, "max_tokens"
+	}
+	limit := min(c.DefaultMaxTokens, c.MaxModelLen-p.tokens)
+	if maxTokens != nil {
+		if *maxTokens < 1 {
+			return p, generation{}, openai.BadRequest(param, "%s must be at least 1, got %d.", param, *maxTokens)
+		}
+		limit = *maxTokens
+	}
+	if p.tokens+limit > c.MaxModelLen || limit < 1 {
+		e := openai.BadRequest("messages", "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d in the completion). Please reduce the length of the prompt or completion.",
+			c.MaxModelLen, p.tokens+max(limit, 0), p.tokens, max(limit, 0))
+		e.Code = "context_length_exceeded"
+		if ep == completionEndpoint {
+			e.Param = "prompt"
+		}
+		return p, generation{}, e
+	}
+	var reqSeed int64
+	if f.Seed != nil {
+		reqSeed = *f.Seed
+	}
+	gen := planGeneration(p.digest, c.Seed, reqSeed, limit, f.IgnoreEOS)
+	if need := (p.tokens + gen.tokens + c.BlockSize - 1) / c.BlockSize; need > c.NumBlocks {
+		return p, generation{}, openai.BadRequest("max_tokens", "The request needs %d KV-cache blocks; the server has %d.", need, c.NumBlocks)
+	}
+	return p, gen, nil
 }
 
 // abort cuts the client's connection without a proper end, taking sq out
