@@ -84,6 +84,7 @@ type options struct {
 	simSpeed               float64
 	simSpeeds              []float64 // from --sim-speeds: one per replica; nil means simSpeed for all
 	simInstant             bool
+	virtual                bool   // --virtual: routing and replicas on a virtual clock
 	simProfile             string // --sim-profile: the replicas' engine profile
 	simNumBlocks           int    // --sim-num-blocks: the replicas' KV-cache capacity; 0 for the default
 	simFaults              []SimFault
@@ -116,7 +117,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if o.spawn > 0 {
 		out.Target = fmt.Sprintf("spawn-sim:%d", o.spawn)
-		out.Pool = &Pool{Replicas: o.spawn, Speeds: o.replicaSpeeds(), Instant: o.simInstant}
+		out.Pool = &Pool{Replicas: o.spawn, Speeds: o.replicaSpeeds(), Instant: o.simInstant, Virtual: o.virtual}
 		if !o.simInstant {
 			out.Pool.Profile = o.simProfile
 		}
@@ -271,6 +272,10 @@ func runOnce(ctx context.Context, o *options, texts *Texts, spec Spec, label str
 	if last := reqs[len(reqs)-1].At; spec.Workload == WorkloadTrace && last > 0 {
 		run.offered = float64(len(reqs)) / last.Seconds()
 	}
+	if o.virtual {
+		run.results, err = runVirtual(o, reqs)
+		return run, err
+	}
 	tgt, err := openTarget(ctx, o, stderr)
 	if err != nil {
 		return oneRun{}, err
@@ -344,6 +349,7 @@ func parseFlags(args []string, stdout io.Writer) (*options, error) {
 	fs.StringVar(&o.plotPath, "plot", "", "write an SVG plot to `file` (.svg; .png is refused)")
 	fs.StringVar(&o.targetURL, "target", "", "base `URL` of a gateway or backend, with or without /v1")
 	fs.IntVar(&o.spawn, "spawn-sim", 0, "start `N` simulated replicas in-process behind an in-process gateway")
+	fs.BoolVar(&o.virtual, "virtual", false, "with --spawn-sim, replay on a virtual clock: the gateway's routing in front of the replicas' engines, without HTTP, so a run takes the CPU time of its picks and steps rather than its length")
 	fs.BoolVar(&o.direct, "direct", false, "with --spawn-sim, send straight to the first replica, without the gateway")
 	fs.ChoiceVar(&o.policy, "policy", catalog.PolicyAuto, catalog.Policies, "with --spawn-sim, the gateway's routing policy")
 	fs.ChoiceVar(&o.admission, "admission", "off", []string{"on", "off"}, "with --spawn-sim, the gateway's SLO-aware admission")
@@ -485,7 +491,7 @@ func (o *options) checkTarget(set map[string]bool) error {
 		return fmt.Errorf("--spawn-sim must be a positive number of replicas, got %d", o.spawn)
 	}
 	if o.targetURL != "" {
-		for _, f := range []string{"direct", "policy", "admission", "hedge", "sim-speed", "sim-speeds", "sim-instant", "sim-profile", "sim-num-blocks", "sim-fault", "gateways", "redis"} {
+		for _, f := range []string{"virtual", "direct", "policy", "admission", "hedge", "sim-speed", "sim-speeds", "sim-instant", "sim-profile", "sim-num-blocks", "sim-fault", "gateways", "redis"} {
 			if set[f] {
 				return fmt.Errorf("--%s applies only with --spawn-sim", f)
 			}
@@ -524,6 +530,9 @@ func (o *options) checkTarget(set map[string]bool) error {
 	}
 	if o.direct && (set["policy"] || set["admission"] || set["hedge"] || set["gateways"] || set["redis"]) {
 		return fmt.Errorf("--direct bypasses the gateway: --policy, --admission, --hedge, --gateways and --redis do not apply")
+	}
+	if o.virtual && (o.direct || o.simInstant || o.admission == "on" || o.hedge != 0 || o.gateways != 1 || o.redisURL != "" || len(o.simFaults) > 0) {
+		return fmt.Errorf("--virtual replays routing alone, through one gateway: --direct, --sim-instant, --admission on, --hedge, --gateways, --redis and --sim-fault do not apply")
 	}
 	if o.hedge != 0 && !(o.hedge > 1 && o.hedge <= config.MaxHedgeAfter) {
 		return fmt.Errorf("--hedge must be 0 (off) or above 1 and at most %v, got %v", config.MaxHedgeAfter, o.hedge)

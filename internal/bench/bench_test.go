@@ -340,6 +340,10 @@ func TestCommandRejectsBadFlags(t *testing.T) {
 		{[]string{"--sweep", "1:5", "--target", "http://x"}, "want A:B:STEP"},
 		{[]string{"--sweep", "1:5:1", "--refine", "-1", "--target", "http://x"}, "--refine must not be negative"},
 		{[]string{"--refine", "2", "--target", "http://x"}, "--refine applies only to a --sweep"},
+		{[]string{"--target", "http://x", "--virtual"}, "--virtual applies only with --spawn-sim"},
+		{[]string{"--spawn-sim", "2", "--virtual", "--admission", "on"}, "--virtual replays routing alone"},
+		{[]string{"--spawn-sim", "2", "--virtual", "--gateways", "2"}, "--virtual replays routing alone"},
+		{[]string{"--spawn-sim", "2", "--virtual", "--sim-fault", "0:kill@1s"}, "--virtual replays routing alone"},
 		{[]string{"--sweep", "4:4:1", "--refine", "2", "--target", "http://x"}, "--refine applies only to a --sweep"},
 		{[]string{"--policy", "round_robin", "--target", "http://x"}, "--policy applies only with --spawn-sim"},
 		{[]string{"--spawn-sim", "2", "--admission", "maybe"}, "on or off"},
@@ -672,6 +676,31 @@ func TestCommandTraceSweep(t *testing.T) {
 		t.Errorf("ceiling %v, capacity %v %v; want %v and 40 time_scale", out["prefix_hit_ceiling"], out["capacity_at_slo"], out["capacity_unit"], ceiling)
 	}
 	if !strings.Contains(table, "time scale") || !strings.Contains(table, "hit ceiling") || !strings.Contains(table, "capacity at SLO") {
+		t.Errorf("table:\n%s", table)
+	}
+}
+
+// TestCommandVirtual: a trace's sweep on a virtual clock answers every
+// request and reports its setup as virtual.
+func TestCommandVirtual(t *testing.T) {
+	jsonPath := filepath.Join(t.TempDir(), "out.json")
+	table := runCommand(t, "--spawn-sim", "2", "--virtual", "--sim-profile", "slots", "--workload", "trace",
+		"--trace", "testdata/mooncake-tiny.jsonl", "--length-scale", "8", "--sweep", "1:2:1", "--json", jsonPath)
+	out := readJSON(t, jsonPath)
+	runs := out["runs"].([]any)
+	if len(runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(runs))
+	}
+	for i, r := range runs {
+		run := r.(map[string]any)
+		if run["ok"] != 4.0 || run["goodput"] != 1.0 {
+			t.Errorf("run %d: %v ok, goodput %v; want 4 and 1", i, run["ok"], run["goodput"])
+		}
+	}
+	if pool := out["pool"].(map[string]any); pool["virtual"] != true {
+		t.Errorf("pool %v, want it marked virtual", pool)
+	}
+	if !strings.Contains(table, "on a virtual clock") {
 		t.Errorf("table:\n%s", table)
 	}
 }

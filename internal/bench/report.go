@@ -101,6 +101,7 @@ type Pool struct {
 	Replicas int       `json:"replicas"`
 	Speeds   []float64 `json:"speeds"`             // each replica's, in order
 	Instant  bool      `json:"instant,omitempty"`  // --sim-instant: speeds do not matter
+	Virtual  bool      `json:"virtual,omitempty"`  // --virtual: on a virtual clock, without HTTP
 	Profile  string    `json:"profile,omitempty"`  // --sim-profile; empty with --sim-instant
 	Gateways int       `json:"gateways,omitempty"` // 0 with --direct
 	// NumBlocks is each replica's KV-cache capacity (--sim-num-blocks);
@@ -279,6 +280,9 @@ func setupLine(out *Output) string {
 			b.WriteString(" sharing a prefix index")
 		}
 		fmt.Fprintf(&b, ", policy %s, admission %s", out.Policy, out.Admission)
+	}
+	if p.Virtual {
+		b.WriteString(", on a virtual clock")
 	}
 	if len(out.Faults) > 0 {
 		faults := make([]string, len(out.Faults))

@@ -174,6 +174,24 @@ func (o *options) replicaSpeeds() []float64 {
 	return speeds
 }
 
+// replicaConfigs are the spawned replicas' configurations: each of
+// o.simProfile (chunked when empty) with o.simNumBlocks at its speed.
+func (o *options) replicaConfigs() ([]sim.Config, error) {
+	profile, err := sim.ProfileNamed(cmp.Or(o.simProfile, sim.DefaultProfile))
+	if err != nil {
+		return nil, fmt.Errorf("--sim-profile: %w", err)
+	}
+	var cfgs []sim.Config
+	for _, speed := range o.replicaSpeeds() {
+		cfg := profile.Apply(sim.Config{Model: o.model, Speed: speed, NumBlocks: o.simNumBlocks})
+		if o.simInstant {
+			cfg = sim.Config{Model: o.model, Speed: speed, FixedTiming: true, NumBlocks: o.simNumBlocks}
+		}
+		cfgs = append(cfgs, cfg)
+	}
+	return cfgs, nil
+}
+
 // spawnSim starts o.spawn replicas on free loopback ports, each of
 // o.simProfile (chunked when empty) with o.simNumBlocks at its speed, and, unless --direct, o.gateways gateways in front of them that
 // log to stderr from --log-level up.
@@ -193,15 +211,11 @@ func spawnSim(ctx context.Context, o *options, stderr io.Writer) (*target, error
 		return err
 	}
 	t.close = stop
-	profile, err := sim.ProfileNamed(cmp.Or(o.simProfile, sim.DefaultProfile))
+	cfgs, err := o.replicaConfigs()
 	if err != nil {
-		return nil, fmt.Errorf("--sim-profile: %w", err)
+		return nil, err
 	}
-	for i, speed := range o.replicaSpeeds() {
-		cfg := profile.Apply(sim.Config{Model: o.model, Speed: speed, NumBlocks: o.simNumBlocks})
-		if o.simInstant {
-			cfg = sim.Config{Model: o.model, Speed: speed, FixedTiming: true, NumBlocks: o.simNumBlocks}
-		}
+	for i, cfg := range cfgs {
 		r, err := sim.Start(ctx, cfg, "127.0.0.1:0")
 		if err != nil {
 			stop()

@@ -50,9 +50,14 @@ type sloSamples struct {
 }
 
 // Add notes a streamed request's time to first token and time per output
-// token for model; either is zero when it was not measured.
+// token for model, ended now; either is zero when it was not measured.
 func (t *SLOTracker) Add(model string, ttft, tpot time.Duration) {
-	x := sloSample{at: time.Now(), ttft: ttft, tpot: tpot}
+	t.AddAt(model, time.Now(), ttft, tpot)
+}
+
+// AddAt is Add for a request that ended at at.
+func (t *SLOTracker) AddAt(model string, at time.Time, ttft, tpot time.Duration) {
+	x := sloSample{at: at, ttft: ttft, tpot: tpot}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.by == nil {
