@@ -24,11 +24,6 @@ const (
 	// more (docs/ROUTING.md). Where nothing waits behind it, the work
 	// costs no one but this request.
 	cacheCredit = 4.0
-	// sloShare is the share of what is left of the request's TTFT SLO an
-	// endpoint's predicted TTFT may reach and still be chosen over a
-	// faster one: a prediction is a typical wait, and the SLO bounds the
-	// 99th percentile, which runs about twice the typical wait under load.
-	sloShare = 0.5
 	// tieShare and tieFloor make predictions a near tie: within a tenth,
 	// or 5 ms, of the best. Near ties go to the endpoint rendezvous
 	// hashing ranks first for the prompt's place key (route.placeKey), so
@@ -43,6 +38,15 @@ const (
 	// answer spreads to a sixteenth of its mean. Half held critical no
 	// better and cost more goodput (docs/ROUTING.md).
 	spareShare = 1.0
+	// stallFloor is the least weight auto charges a second of the stall
+	// a prefill gives each stream decoding where it goes, against a
+	// second of the request's own wait, while the model's pace meets its
+	// SLO: a stall slows every stream there, and on an engine that batches
+	// prefill with decode it is the start of the spiral past the knee
+	// where each slower step holds more requests, which stall more. On an
+	// engine whose prefill holds up no stream, the decode model learns a
+	// stall of nothing, and the floor charges nothing.
+	stallFloor = 0.5
 )
 
 // pickAuto predicts each candidate's time to first token for this request,
@@ -51,9 +55,9 @@ const (
 // the prefill it would compute past what the prefix's holder would,
 // weighted by cacheCredit where others wait behind it (othersWait), plus
 // the stall its prefill would give the requests in flight there, each of
-// which decodes while it runs (weighted by rt.stall),
-// among those predicted to meet sloShare of the request's TTFT SLO (all
-// of it while the stall is charged) when any is. A request below
+// which decodes while it runs (weighted by rt.Stall, and at least by
+// stallFloor), among those predicted within what is left of the request's
+// TTFT SLO when any is. A request below
 // critical passes over endpoints where critical streams decode when its
 // prefill would stall them past spareShare of critical's TPOT SLO and
 // another candidate qualifies. Near ties go by rendezvous hashing of the
@@ -93,16 +97,17 @@ func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
 // TTFT, and that plus the prefill it would compute past the prefix
 // holder, weighted by cacheCredit where others wait behind it, plus the
 // stall its prefill would give the requests in flight there, weighted by
-// rt.Stall. It returns the least prediction.
+// rt.Stall and at least stallFloor. It returns the least prediction.
 func (p *Pool) scoreAuto(rt *Route, c uint64, now time.Time, pred, score *[64]float64) (fastest float64) {
 	var uncached [64]int64
 	least := rt.prompt // the least any candidate owes: the prefix holder's
 	for m := c; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
-		uncached[i] = rt.uncachedBelieved(i, p.endpoints[i].Precision())
+		uncached[i] = rt.Uncached(i)
 		least = min(least, uncached[i])
 	}
 	meanPrompt := p.MeanPrompt()
+	stall := max(rt.Stall, stallFloor)
 	fastest = math.Inf(1)
 	for m := c; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
@@ -114,36 +119,29 @@ func (p *Pool) scoreAuto(rt *Route, c uint64, now time.Time, pred, score *[64]fl
 		if othersWait(e, cost, pred[i], uncached[i], peers) {
 			score[i] += cacheCredit * cost.PerToken * float64(uncached[i]-least)
 		}
-		if rt.Stall > 0 {
-			// Every request there is held up by this prefill, as long
-			// as the endpoint's decode model says a prompt token holds
-			// up a stream: those decoding now, and those still owed a
-			// prefill, which decode while this one's runs.
-			requests := e.inflight.Load() + peers.Inflight
-			score[i] += rt.Stall * e.decodeModel().PerPrefillToken * float64(uncached[i]) * float64(max(requests, 0))
-		}
+		// Every request there is held up by this prefill, as long as
+		// the endpoint's decode model says a prompt token holds up a
+		// stream: those decoding now, and those still owed a prefill,
+		// which decode while this one's runs.
+		requests := e.inflight.Load() + peers.Inflight
+		score[i] += stall * e.decodeModel().PerPrefillToken * float64(uncached[i]) * float64(max(requests, 0))
 		fastest = min(fastest, pred[i])
 	}
 	return fastest
 }
 
-// withinSLO is the candidates in c predicted within sloShare of what is
-// left of rt's TTFT SLO (all of it while the stall is charged), or all of
-// c when none is or there is no SLO: the least score is then still the
-// best bet.
+// withinSLO is the candidates in c predicted within what is left of rt's
+// TTFT SLO, or all of c when none is or there is no SLO: the least score
+// is then still the best bet. The whole of what is left is allowed: the
+// stall charge, not a margin on the first token, is what keeps the
+// streams within theirs.
 func withinSLO(rt *Route, c uint64, pred *[64]float64) uint64 {
 	if rt.slo <= 0 {
 		return c
 	}
-	share := sloShare
-	if rt.Stall > 0 {
-		// TPOT is the nearer to breaking: the margin kept for the
-		// first token's tail goes to the streams, short of the SLO.
-		share = 1
-	}
 	var within uint64
 	for m := c; m != 0; m &= m - 1 {
-		if i := bits.TrailingZeros64(m); pred[i] <= share*rt.slo {
+		if i := bits.TrailingZeros64(m); pred[i] <= rt.slo {
 			within |= 1 << i
 		}
 	}
@@ -230,14 +228,4 @@ func leastScore(c uint64, score *[64]float64) (int, float64) {
 		}
 	}
 	return best, bestScore
-}
-
-// uncachedBelieved is uncached with endpoint i's held prefix discounted by
-// precision: the share of its predicted hits its answers have confirmed.
-func (rt *Route) uncachedBelieved(i int, precision float64) int64 {
-	if precision >= 1 {
-		return rt.Uncached(i)
-	}
-	full, cached := rt.prompt, rt.prompt-rt.Uncached(i)
-	return full - int64(float64(cached)*precision)
 }

@@ -261,18 +261,21 @@ func TestAuto(t *testing.T) {
 		{"a near tie stays with the prefix", 2080, 1, 0, 0, reasonPrefix, true},
 		// 0.24 s, within a tenth but not 5 ms: rendezvous hashing's.
 		{"a wider tie goes by the place key", 2200, 1, 0, 1, reasonFastest, true},
-		// 1.22 s predicted.
-		{"the cached endpoint badly loaded", 12000, 1, 0, 1, reasonFastest, false},
-		// Its hits mostly not confirmed, the cache earns it little.
-		{"a prefix the endpoint's answers do not confirm", 3000, minPrecision, 0, 1, reasonFastest, false},
-		// 0.32 s is past half of a 0.5 s SLO, 0.2248 within it.
-		{"past half the SLO", 3000, 1, 500 * time.Millisecond, 1, reasonFastest, false},
-		{"within half the SLO", 3000, 1, time.Second, 0, reasonPrefix, false},
-		// Half a second of a 1 s SLO spent waiting for admission: 0.32 s
-		// is past half of what is left, 0.2248 within it.
-		{"within half the SLO, not of what is left of it", 3000, 1, SLOLeft(time.Second, time.Unix(0, 0), time.Unix(0, 5e8)), 1, reasonFastest, false},
-		// Neither is within half of 0.1 s: the best score still wins.
-		{"none within half the SLO", 3000, 1, 100 * time.Millisecond, 0, reasonPrefix, false},
+		// 1.52 s predicted, against the cold endpoint's 1.044 and the
+		// stall its prefill gives its two streams at stallFloor, 0.5 ×
+		// 2 × 0.2048.
+		{"the cached endpoint badly loaded", 15000, 1, 0, 1, reasonFastest, false},
+		// Its hits mostly not confirmed, it keeps the prompt all the
+		// same: sending it there is what caches it there again.
+		{"a prefix the endpoint's answers do not confirm", 3000, minPrecision, 0, 0, reasonPrefix, false},
+		// 0.32 s is past a 0.3 s SLO, 0.2248 within it.
+		{"past the SLO", 3000, 1, 300 * time.Millisecond, 1, reasonFastest, false},
+		{"within the SLO", 3000, 1, 500 * time.Millisecond, 0, reasonPrefix, false},
+		// 0.7 s of a 1 s SLO spent waiting for admission: 0.32 s is past
+		// what is left, 0.2248 within it.
+		{"within the SLO, not what is left of it", 3000, 1, SLOLeft(time.Second, time.Unix(0, 0), time.Unix(0, 7e8)), 1, reasonFastest, false},
+		// Neither is within 0.1 s: the best score still wins.
+		{"none within the SLO", 3000, 1, 100 * time.Millisecond, 0, reasonPrefix, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -372,10 +375,11 @@ func TestAutoSparesCriticalStreams(t *testing.T) {
 	}
 }
 
-// TestAutoChargesTheStall: with a stall weight, a long prefill goes
-// where fewer requests are in flight, a little later to its first token,
-// whether they decode now or are still owed a prefill of their own;
-// without one, it goes where its first token comes soonest.
+// TestAutoChargesTheStall: a long prefill goes where fewer requests are
+// in flight, a little later to its first token, whether they decode now
+// or are still owed a prefill of their own, charged the stall at the
+// weight given and never below stallFloor; with as many to stall on
+// each, it goes where its first token comes soonest.
 func TestAutoChargesTheStall(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -385,7 +389,9 @@ func TestAutoChargesTheStall(t *testing.T) {
 		want     int
 		reason   string
 	}{
-		{"no weight: the soonest first token", 0, 8, false, 0, reasonFastest},
+		// Without a weight, stallFloor's: 0.2248 + 0.5 × 8 × 0.2048 =
+		// 1.044 against 0.2748 + 0.5 × 0.2048.
+		{"no weight: the floor's", 0, 8, false, 1, reasonStreams},
 		// 0.2248 s predicted on endpoint 0, and 8 streams held 0.2048 s
 		// each: 1.8632 against endpoint 1's 0.2748 + 0.2048 for its one
 		// request.
@@ -393,10 +399,11 @@ func TestAutoChargesTheStall(t *testing.T) {
 		// 8 requests owed 80 tokens of prefill, 8 ms more, decode by the
 		// time this prompt's prefill runs.
 		{"requests still owed a prefill count too", 1, 8, true, 1, reasonStreams},
-		{"no weight: the soonest first token, prefills owed", 0, 8, true, 0, reasonFastest},
-		// 0.2248 + 0.01 × 8 × 0.2048 = 0.2412, clear of 0.2748 + 0.0020
-		// by more than a near tie.
-		{"a light weight", 0.01, 8, false, 0, reasonFastest},
+		{"no weight: the floor's, prefills owed", 0, 8, true, 1, reasonStreams},
+		{"a light weight: the floor's", 0.01, 8, false, 1, reasonStreams},
+		// One request to stall on each: 0.2248 + 0.5 × 0.2048 against
+		// 0.2748 + 0.5 × 0.2048.
+		{"as many to stall on each: the soonest first token", 0, 1, false, 0, reasonFastest},
 		// Endpoint 1's one request is stalled instead.
 		{"no request to stall", 1, 0, false, 0, reasonFastest},
 	}
