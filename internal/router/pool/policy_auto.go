@@ -57,10 +57,9 @@ const (
 // the stall its prefill would give the requests in flight there, each of
 // which decodes while it runs (weighted by rt.Stall, and at least by
 // stallFloor), among those predicted within what is left of the request's
-// TTFT SLO when any is. A request below
-// critical passes over endpoints where critical streams decode when its
-// prefill would stall them past spareShare of critical's TPOT SLO and
-// another candidate qualifies. Near ties go by rendezvous hashing of the
+// TTFT SLO when any is. A request below critical passes over endpoints
+// where critical streams decode when its prefill would stall them past
+// spareShare of critical's TPOT SLO and another candidate qualifies. Near ties go by rendezvous hashing of the
 // prompt's place key. The chosen candidate's prediction is left in
 // rt.predicted, for hedging to wait by.
 func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
