@@ -38,13 +38,10 @@ func runVirtual(o *options, reqs []Request) ([]Result, error) {
 			TTFT: v.TTFT, E2E: v.Last, LastToken: v.Last, Tokens: v.Tokens, Gaps: v.Gaps,
 			PromptTokens: int64(v.PromptTokens), CompletionTokens: int64(v.Tokens), CachedTokens: int64(v.CachedTokens),
 		}
-		switch {
-		case v.Answered:
+		if v.Answered {
 			res.Outcome, res.Status = OutcomeOK, 200
-		case v.Err != "":
+		} else {
 			res.Outcome, res.Err = OutcomeError, v.Err
-		default:
-			res.Outcome, res.Err = OutcomeError, "not answered"
 		}
 	}
 	return results, nil
