@@ -106,16 +106,20 @@ func (b *browser) do(t *testing.T, what string, steps ...chromedp.Action[chromed
 	}
 }
 
-// text is the text of the first element sel finds.
+// text is the text (innerText) of the first element sel finds, once one
+// is there. It is read in the page, in the document as it is at that
+// moment: a node id chromedp took from the document before a navigation
+// settled may name nothing by the time its text is asked for.
 func (b *browser) text(t *testing.T, sel string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Text(sel))
-	if err != nil {
+	expr := fmt.Sprintf(`(function(){var e=document.querySelector(%q);return e?[e.innerText]:null})()`, sel)
+	s, err := chromedp.Run(ctx, chromedp.Poll[[]string](expr))
+	if err != nil || len(s) != 1 {
 		t.Fatalf("reading %s: %v", sel, err)
 	}
-	return s
+	return s[0]
 }
 
 // eval is the value of the script expr.
