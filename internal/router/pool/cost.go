@@ -32,6 +32,15 @@ const (
 	// thousand prompt tokens, one queued request. A cause no recent first
 	// token had keeps its prior.
 	costRidge = 0.1
+	// costStale is how long an endpoint's cost model is believed with no
+	// first token to learn from and no request there awaiting one. A
+	// model that predicts an endpoint slow keeps requests away from it,
+	// and with them the answers that would correct it: one learned in a
+	// burst, or while a replica was briefly slow, would hold an endpoint
+	// idle for good. Past costStale the prior stands in, requests go there
+	// as to a new endpoint, and the first of their first tokens starts the
+	// fit again.
+	costStale = 10 * time.Second
 )
 
 // Cost is an endpoint's first-token cost model: a first token comes
@@ -81,11 +90,42 @@ func (e *Endpoint) firstTokenCost() *Cost {
 	return &priorCost
 }
 
-// learn updates the cost model from one first token that took took for a
-// call sent with own uncached tokens, ahead tokens of prefill owed
-// before it and waiting requests queued. Coefficients are costs, so a
-// fit that finds one negative publishes zero.
-func (e *Endpoint) learn(took time.Duration, own, ahead, waiting float64) {
+// costAt is the endpoint's cost model as routing believes it at now:
+// the prior while the learned one is stale.
+func (e *Endpoint) costAt(now time.Time) *Cost {
+	if e.costStale(now) {
+		return &priorCost
+	}
+	return e.firstTokenCost()
+}
+
+// costStale reports whether the endpoint's cost model is stale at now:
+// its last first token is older than costStale, and no request there
+// awaits one.
+func (e *Endpoint) costStale(now time.Time) bool {
+	at := e.learnedAt.Load()
+	return at != 0 && now.UnixNano()-at > int64(costStale) && e.pending.Load() == 0
+}
+
+// forget starts the cost model's fit again from the prior, unless it
+// learned from a first token after sent: a call sent while the model was
+// stale brings its first new observation. Racing first tokens may lose
+// one observation.
+func (e *Endpoint) forget(sent time.Time) {
+	l := &e.fit
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e.learnedAt.Load() < sent.UnixNano() {
+		l.f = fit{}
+		e.cost.Store(nil)
+	}
+}
+
+// learn updates the cost model from one first token, come at now, that
+// took took for a call sent with own uncached tokens, ahead tokens of
+// prefill owed before it and waiting requests queued. Coefficients are
+// costs, so a fit that finds one negative publishes zero.
+func (e *Endpoint) learn(now time.Time, took time.Duration, own, ahead, waiting float64) {
 	t := took.Seconds()
 	e.noteTTFT(t, e.firstTokenCost().Predict(own, ahead, waiting))
 	l := &e.fit
@@ -95,6 +135,7 @@ func (e *Endpoint) learn(took time.Duration, own, ahead, waiting float64) {
 		l.f = newCostFit(priorCost)
 	}
 	l.f.add([]float64{1, own * kiloTokens, ahead * kiloTokens, waiting}, t)
+	e.learnedAt.Store(now.UnixNano())
 	th := l.f.theta
 	e.cost.Store(&Cost{
 		Base:       max(th[0], 0),
@@ -134,9 +175,9 @@ func ahead(own Counts, l *Load, peers Counts, meanPrompt float64) (tokens, waiti
 // predictTTFT is how long a request with uncached prompt tokens of its own
 // would wait for its first token here, with the scrape l (nil when
 // stale) and the other gateways' counts.
-func (e *Endpoint) predictTTFT(uncached int64, l *Load, peers Counts, meanPrompt float64) float64 {
+func (e *Endpoint) predictTTFT(uncached int64, l *Load, peers Counts, meanPrompt float64, now time.Time) float64 {
 	tokens, waiting := ahead(e.Counts(), l, peers, meanPrompt)
-	return e.firstTokenCost().Predict(float64(uncached), tokens, waiting)
+	return e.costAt(now).Predict(float64(uncached), tokens, waiting)
 }
 
 // State is an endpoint as it stands at one moment: what admission
@@ -157,7 +198,7 @@ type State struct {
 // state is e as it stands at now, its scrape believed up to maxAge.
 func (e *Endpoint) state(now time.Time, maxAge time.Duration) State {
 	s := State{Own: e.Counts(), Peers: e.Peers(now), Load: e.freshLoad(now, maxAge)}
-	s.Cost, s.Decode = *e.firstTokenCost(), *e.decodeModel()
+	s.Cost, s.Decode = *e.costAt(now), *e.decodeModel()
 	s.BatchLimit, s.BatchRoom = e.batchRoom()
 	return s
 }

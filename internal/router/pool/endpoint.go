@@ -50,6 +50,9 @@ type Endpoint struct {
 	// streamed answer: the prior), and fit what it is learned by.
 	cost atomic.Pointer[Cost]
 	fit  costFit
+	// learnedAt is when the cost model last learned from a first token,
+	// in unix nanoseconds; zero before the first.
+	learnedAt atomic.Int64
 	// ttftMeasured and ttftPredicted are the means of recent streamed
 	// first tokens, taken and predicted, in seconds (float64 bits; zero
 	// before the first): for the status alone (status.go).
@@ -181,9 +184,12 @@ type Call struct {
 	// uncached, what its first token's time is learned against.
 	ahead, waiting float64
 	at             time.Time // when it was sent
-	stream         bool
-	critical       bool // the request is of class critical
-	first          bool // the first token is in
+	// stale reports that the cost model was stale when the call was
+	// sent: its first token starts the fit again.
+	stale    bool
+	stream   bool
+	critical bool // the request is of class critical
+	first    bool // the first token is in
 }
 
 // Send counts a call to endpoint i sent at now, whose prompt the endpoint
@@ -195,9 +201,10 @@ func (p *Pool) Send(i int, uncached int64, stream, critical bool, now time.Time)
 	peers := e.Peers(now)
 	before := Counts{Inflight: e.inflight.Load(), Pending: e.pending.Load(), Owed: e.owed.Add(uncached) - uncached}
 	tokens, waiting := ahead(before, e.freshLoad(now, p.maxAge), peers, p.MeanPrompt())
+	stale := e.costStale(now)
 	e.inflight.Add(1)
 	e.pending.Add(1)
-	return Call{e: e, uncached: uncached, ahead: tokens, waiting: waiting, at: now, stream: stream, critical: critical}
+	return Call{e: e, uncached: uncached, ahead: tokens, waiting: waiting, at: now, stale: stale, stream: stream, critical: critical}
 }
 
 // FirstToken ends the call's prefill owed, and teaches the endpoint what
@@ -216,7 +223,10 @@ func (c *Call) FirstToken(now time.Time) bool {
 		c.e.critical.Add(1)
 	}
 	if c.stream {
-		c.e.learn(now.Sub(c.at), float64(c.uncached), c.ahead, c.waiting)
+		if c.stale {
+			c.e.forget(c.at)
+		}
+		c.e.learn(now, now.Sub(c.at), float64(c.uncached), c.ahead, c.waiting)
 	}
 	return true
 }

@@ -86,7 +86,7 @@ func TestLearnConverges(t *testing.T) {
 			if rng.IntN(3) == 0 {
 				ahead, waiting = 0, 0 // an idle endpoint
 			}
-			e.learn(dur(truth.Predict(own, ahead, waiting)), own, ahead, waiting)
+			e.learn(time.Now(), dur(truth.Predict(own, ahead, waiting)), own, ahead, waiting)
 		}
 		got := *e.firstTokenCost()
 		// Within 5%, or 2 ms at the fit's unit of each feature (a
@@ -116,7 +116,7 @@ func TestLearnKeepsPriorUnseen(t *testing.T) {
 	e := newEndpoint("a", "http://a/v1", nil)
 	for i := range 100 {
 		own := float64(500 + 100*(i%20))
-		e.learn(dur(0.010+300e-6*own), own, 0, 0)
+		e.learn(time.Now(), dur(0.010+300e-6*own), own, 0, 0)
 	}
 	c := e.firstTokenCost()
 	if math.Abs(c.PerToken-300e-6) > 5e-6 || math.Abs(c.Base-0.010) > 0.005 {
@@ -129,7 +129,7 @@ func TestLearnKeepsPriorUnseen(t *testing.T) {
 	// published as none.
 	for i := range 200 {
 		ahead := float64(1000 * (i % 10))
-		e.learn(dur(max(0.5-20e-6*ahead, 0.001)), 1000, ahead, 0)
+		e.learn(time.Now(), dur(max(0.5-20e-6*ahead, 0.001)), 1000, ahead, 0)
 	}
 	if c := e.firstTokenCost(); c.PerAhead != 0 {
 		t.Errorf("per token ahead %g, want 0 rather than negative", c.PerAhead)
@@ -142,7 +142,7 @@ func TestPredictTTFTCountsOthersQueue(t *testing.T) {
 	e := newEndpoint("a", "http://a/v1", nil)
 	e.owed.Store(1000)
 	e.pending.Store(2)
-	alone := e.predictTTFT(500, nil, Counts{}, 800)
+	alone := e.predictTTFT(500, nil, Counts{}, 800, time.Now())
 	if want := priorBase + priorPerToken*1500; math.Abs(alone-want) > 1e-12 {
 		t.Errorf("with no scrape: %v, want %v", alone, want)
 	}
@@ -155,9 +155,54 @@ func TestPredictTTFTCountsOthersQueue(t *testing.T) {
 		{5, priorBase + priorPerToken*(1500+3*800)}, // three from others
 		{0, alone}, // fewer than pending: never less
 	} {
-		if got := e.predictTTFT(500, &Load{Waiting: tc.waiting}, Counts{}, 800); math.Abs(got-tc.want) > 1e-12 {
+		if got := e.predictTTFT(500, &Load{Waiting: tc.waiting}, Counts{}, 800, time.Now()); math.Abs(got-tc.want) > 1e-12 {
 			t.Errorf("with %v waiting: %v, want %v", tc.waiting, got, tc.want)
 		}
+	}
+}
+
+// TestStaleCostForgotten: a cost model learned in a burst, that predicts
+// an idle endpoint two seconds slow, holds while it is recent or a
+// request there awaits its first token; past costStale with none, the
+// prior stands in, auto sends the endpoint a request again, and that
+// request's first token starts the fit again rather than joining the
+// burst's.
+func TestStaleCostForgotten(t *testing.T) {
+	p := testPool(catalog.PolicyAuto, 1, 1)
+	slow := p.endpoints[0]
+	t0 := time.Unix(1000, 0)
+	for i := range 50 {
+		own := float64(500 + 100*(i%10))
+		slow.learn(t0, dur(2+100e-6*own), own, 0, 0)
+		p.endpoints[1].learn(t0.Add(costStale), dur(0.1+100e-6*own), own, 0, 0)
+	}
+	prompt := promptText(9, 4)
+	pick := func(at time.Time) int {
+		i, _ := p.Pick(routeFor(p, prompt, 0), all(p), at)
+		return i
+	}
+	if c := slow.costAt(t0.Add(costStale)); c.Base < 1.9 {
+		t.Fatalf("learned base %v, want about 2 s", c.Base)
+	}
+	if i := pick(t0.Add(costStale)); i != 1 {
+		t.Errorf("while the model is recent: picked %d, want 1", i)
+	}
+	later := t0.Add(costStale + time.Second)
+	slow.pending.Store(1)
+	if c := slow.costAt(later); c == &priorCost {
+		t.Error("a request awaiting its first token: the model is forgotten, want it held")
+	}
+	slow.pending.Store(0)
+	if c := slow.costAt(later); c != &priorCost {
+		t.Errorf("past costStale with nothing pending: cost %+v, want the prior", *c)
+	}
+	if i := pick(later); i != 0 {
+		t.Errorf("past costStale: picked %d, want the idle endpoint 0", i)
+	}
+	call := p.Send(0, 1000, true, false, later)
+	call.FirstToken(later.Add(dur(0.12)))
+	if c := slow.costAt(later.Add(time.Second)); c.Base > 0.1 {
+		t.Errorf("after one first token of 120 ms: base %v, want the burst forgotten", c.Base)
 	}
 }
 

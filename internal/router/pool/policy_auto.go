@@ -112,8 +112,8 @@ func (p *Pool) scoreAuto(rt *Route, c uint64, now time.Time, pred, score *[64]fl
 		i := bits.TrailingZeros64(m)
 		e := p.endpoints[i]
 		peers := e.Peers(now)
-		cost := e.firstTokenCost()
-		pred[i] = e.predictTTFT(uncached[i], e.freshLoad(now, p.maxAge), peers, meanPrompt)
+		cost := e.costAt(now)
+		pred[i] = e.predictTTFT(uncached[i], e.freshLoad(now, p.maxAge), peers, meanPrompt, now)
 		score[i] = pred[i]
 		if othersWait(e, cost, pred[i], uncached[i], peers) {
 			score[i] += cacheCredit * cost.PerToken * float64(uncached[i]-least)

@@ -319,7 +319,7 @@ func TestAutoLearnsTheEngine(t *testing.T) {
 			for _, e := range p.endpoints {
 				for range 100 {
 					own, ahead := float64(rng.IntN(4000)), float64(rng.IntN(20000))
-					e.learn(dur(0.020+100e-6*own+tt.perAhead*ahead), own, ahead, 0)
+					e.learn(time.Now(), dur(0.020+100e-6*own+tt.perAhead*ahead), own, ahead, 0)
 				}
 			}
 			prompt := promptText(7, 32) // 2,048 tokens

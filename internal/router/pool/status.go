@@ -48,7 +48,7 @@ func (p *Pool) Status(now time.Time) []EndpointStatus {
 			Name: e.name, URL: e.url, Down: e.Down(), Ejections: int(e.ejections.Load()),
 			Own: e.Counts(), Peers: e.Peers(now), Waiting: -1, KVUsage: -1, PrefixHits: e.Precision(),
 			PredictedTTFT: seconds(e.ttftPredicted.Load()), MeasuredTTFT: seconds(e.ttftMeasured.Load()),
-			Cost: *e.firstTokenCost(), Decode: *e.decodeModel(),
+			Cost: *e.costAt(now), Decode: *e.decodeModel(),
 		}
 		if d := time.Duration(e.ejectedUntil.Load() - now.UnixNano()); d > 0 {
 			s.EjectedFor = d
