@@ -213,8 +213,9 @@ func (s *State) PredictTTFT(uncached int64, meanPrompt float64) float64 {
 
 // Precision is the share of its predicted prefix hits the endpoint's
 // answers confirm: below 1 when it evicts sooner than the index assumes.
-// The status reports it; routing believes the index whole, since sending
-// a conversation where its prefix was is what keeps it cached there.
+// Routing believes the index whole, since sending a conversation where
+// its prefix was is what keeps it cached there; auto charges a prompt
+// stored where precision is low for the prefixes it pushes out.
 func (e *Endpoint) Precision() float64 {
 	if v := math.Float64frombits(e.hits.Load()); v > 0 {
 		return v

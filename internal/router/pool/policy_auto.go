@@ -2,8 +2,9 @@ package pool
 
 // auto: llmgw's own policy, the least predicted time to first token
 // plus the prefill a prompt computed again costs those who wait behind
-// it, within the request's SLO, with the stall a prefill gives the
-// streams where it goes charged while the model's pace is past its SLO.
+// it, the prefixes it pushes out of a cache that evicts, the stall its
+// prefill gives the streams where it goes, and a charge where the first
+// token is predicted past the request's SLO.
 // Every prediction is of the endpoint's learned cost and decode models.
 // docs/ROUTING.md explains its constants.
 
@@ -22,7 +23,12 @@ const (
 	// a second time somewhere else takes cache from other prefixes there.
 	// At 1 an overloaded pool scatters its conversations and computes
 	// more (docs/ROUTING.md). Where nothing waits behind it, the work
-	// costs no one but this request.
+	// costs no one but this request. A second of prefill stored where the
+	// cache evicts is charged the same, for the share of the prefixes
+	// expected there that its answers found gone (1 − Precision): it
+	// pushes other prefixes out, which the requests that would have found
+	// them compute again. Where a cache keeps what it is sent, its
+	// precision is 1 and storing costs nothing.
 	cacheCredit = 4.0
 	// tieShare and tieFloor make predictions a near tie: within a tenth,
 	// or 5 ms, of the best. Near ties go to the endpoint rendezvous
@@ -47,57 +53,81 @@ const (
 	// engine whose prefill holds up no stream, the decode model learns a
 	// stall of nothing, and the floor charges nothing.
 	stallFloor = 0.5
+	// missCharge is what a first token predicted past what is left of the
+	// request's TTFT SLO is charged, in that SLO: at 2, and cacheCredit at
+	// 4, a request leaves the holder of its prefix to meet its SLO where
+	// computing the prompt again costs those waiting behind it up to half
+	// that SLO of prefill. Passing over every endpoint predicted to miss,
+	// whatever the prompt computed again costs, spreads a backlog: under
+	// load each holder is predicted past the SLO, the prompts go where
+	// they are computed again, and the prefill added holds more first
+	// tokens past it (docs/ROUTING.md).
+	missCharge = 2.0
 )
 
 // pickAuto predicts each candidate's time to first token for this request,
 // from the prefill and queue ahead of it and the part of this prompt it
 // does not hold, and takes the candidate with the least prediction plus
-// the prefill it would compute past what the prefix's holder would,
-// weighted by cacheCredit where others wait behind it (othersWait), plus
-// the stall its prefill would give the requests in flight there, each of
-// which decodes while it runs (weighted by rt.Stall, and at least by
-// stallFloor), among those predicted within what is left of the request's
-// TTFT SLO when any is. A request below critical passes over endpoints
-// where critical streams decode when its prefill would stall them past
-// spareShare of critical's TPOT SLO and another candidate qualifies. Near ties go by rendezvous hashing of the
+// charges (scoreAuto): the prompt computed again past the prefix's
+// holder where others wait behind it, the prefixes it would push out of
+// a cache that evicts, the stall its prefill would give the streams
+// there, and a first token predicted past the request's SLO. A request
+// below critical passes over endpoints where critical streams decode when
+// its prefill would stall them past spareShare of critical's TPOT SLO and
+// another candidate qualifies. Near ties go by rendezvous hashing of the
 // prompt's place key. The chosen candidate's prediction is left in
 // rt.predicted, for hedging to wait by.
 func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
-	var pred, score [64]float64
-	fastest := p.scoreAuto(rt, c, now, &pred, &score)
-	eligible := withinSLO(rt, c, &pred)
-	best, bestScore := leastScore(eligible, &score)
+	var s autoScores
+	fastest := p.scoreAuto(rt, c, now, &s)
+	eligible := c // all, or those clear of critical streams
+	best, bestScore := leastScore(eligible, &s.score)
 	spared := false
 	if rt.Spare > 0 {
 		if clear := p.clearOfCritical(rt, eligible, now); clear != 0 && clear != eligible {
 			eligible = clear
 			if clear&(1<<best) == 0 {
 				spared = true
-				best, bestScore = leastScore(eligible, &score)
+				best, bestScore = leastScore(eligible, &s.score)
 			}
 		}
 	}
-	chosen := p.breakTie(rt, eligible, best, bestScore, &score)
-	rt.predicted = pred[chosen]
+	chosen := p.breakTie(rt, eligible, best, bestScore, &s.score)
+	rt.predicted = s.pred[chosen]
+	slower := s.pred[chosen] > s.pred[fastest]
 	switch {
 	case spared:
 		return chosen, reasonSpare
-	case rt.matched[chosen] > 0 && (pred[chosen] > fastest || chosen != best):
+	case rt.matched[chosen] > 0 && (slower || chosen != best):
 		return chosen, reasonPrefix
 	case chosen != best:
 		return chosen, reasonCold
-	case pred[chosen] > fastest:
+	case slower && s.evict[fastest]-s.evict[chosen] > s.stall[fastest]-s.stall[chosen]:
+		return chosen, reasonEvict
+	case slower:
 		return chosen, reasonStreams
 	}
 	return chosen, reasonFastest
 }
 
-// scoreAuto fills pred and score for each candidate in c: its predicted
-// TTFT, and that plus the prefill it would compute past the prefix
-// holder, weighted by cacheCredit where others wait behind it, plus the
-// stall its prefill would give the requests in flight there, weighted by
-// rt.Stall and at least stallFloor. It returns the least prediction.
-func (p *Pool) scoreAuto(rt *Route, c uint64, now time.Time, pred, score *[64]float64) (fastest float64) {
+// autoScores are auto's figures for each candidate, by index: the
+// predicted TTFT, the charges for the prefixes its prompt would push out
+// and for the stall its prefill would give the streams, and the score
+// they sum to with the others.
+type autoScores struct {
+	pred, evict, stall, score [64]float64
+}
+
+// scoreAuto fills s for each candidate in c: its predicted TTFT, and that
+// plus the prefill it would compute past the prefix holder, weighted by
+// cacheCredit where others wait behind it, plus the prefill it would
+// store, weighted by cacheCredit and the share of expected prefixes its
+// cache was found to have evicted, plus the stall its prefill would give
+// the requests in flight there, weighted by rt.Stall and at least
+// stallFloor, plus missCharge of rt's SLO where the prediction is past
+// what is left of it. It returns the candidate with the least
+// prediction.
+func (p *Pool) scoreAuto(rt *Route, c uint64, now time.Time, s *autoScores) (fastest int) {
 	var uncached [64]int64
 	least := rt.prompt // the least any candidate owes: the prefix holder's
 	for m := c; m != 0; m &= m - 1 {
@@ -107,47 +137,35 @@ func (p *Pool) scoreAuto(rt *Route, c uint64, now time.Time, pred, score *[64]fl
 	}
 	meanPrompt := p.MeanPrompt()
 	stall := max(rt.Stall, stallFloor)
-	fastest = math.Inf(1)
+	fastest = -1
 	for m := c; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
 		e := p.endpoints[i]
 		peers := e.Peers(now)
 		cost := e.costAt(now)
-		pred[i] = e.predictTTFT(uncached[i], e.freshLoad(now, p.maxAge), peers, meanPrompt, now)
-		score[i] = pred[i]
-		if othersWait(e, cost, pred[i], uncached[i], peers) {
-			score[i] += cacheCredit * cost.PerToken * float64(uncached[i]-least)
+		own := float64(uncached[i])
+		pred := e.predictTTFT(uncached[i], e.freshLoad(now, p.maxAge), peers, meanPrompt, now)
+		score := pred
+		if othersWait(e, cost, pred, uncached[i], peers) {
+			score += cacheCredit * cost.PerToken * float64(uncached[i]-least)
 		}
+		s.evict[i] = cacheCredit * cost.PerToken * own * (1 - e.Precision())
 		// Every request there is held up by this prefill, as long as
 		// the endpoint's decode model says a prompt token holds up a
 		// stream: those decoding now, and those still owed a prefill,
 		// which decode while this one's runs.
-		requests := e.inflight.Load() + peers.Inflight
-		score[i] += stall * e.decodeModel().PerPrefillToken * float64(uncached[i]) * float64(max(requests, 0))
-		fastest = min(fastest, pred[i])
-	}
-	return fastest
-}
-
-// withinSLO is the candidates in c predicted within what is left of rt's
-// TTFT SLO, or all of c when none is or there is no SLO: the least score
-// is then still the best bet. The whole of what is left is allowed: the
-// stall charge, not a margin on the first token, is what keeps the
-// streams within theirs.
-func withinSLO(rt *Route, c uint64, pred *[64]float64) uint64 {
-	if rt.slo <= 0 {
-		return c
-	}
-	var within uint64
-	for m := c; m != 0; m &= m - 1 {
-		if i := bits.TrailingZeros64(m); pred[i] <= rt.slo {
-			within |= 1 << i
+		requests := max(e.inflight.Load()+peers.Inflight, 0)
+		s.stall[i] = stall * e.decodeModel().PerPrefillToken * own * float64(requests)
+		score += s.evict[i] + s.stall[i]
+		if rt.slo > 0 && pred > rt.slo {
+			score += missCharge * rt.slo
+		}
+		s.pred[i], s.score[i] = pred, score
+		if fastest < 0 || pred < s.pred[fastest] {
+			fastest = i
 		}
 	}
-	if within == 0 {
-		return c
-	}
-	return within
+	return fastest
 }
 
 // clearOfCritical is the candidates in c where rt, a request below

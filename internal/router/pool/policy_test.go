@@ -268,13 +268,19 @@ func TestAuto(t *testing.T) {
 		// Its hits mostly not confirmed, it keeps the prompt all the
 		// same: sending it there is what caches it there again.
 		{"a prefix the endpoint's answers do not confirm", 3000, minPrecision, 0, 0, reasonPrefix, false},
-		// 0.32 s is past a 0.3 s SLO, 0.2248 within it.
-		{"past the SLO", 3000, 1, 300 * time.Millisecond, 1, reasonFastest, false},
-		{"within the SLO", 3000, 1, 500 * time.Millisecond, 0, reasonPrefix, false},
-		// 0.7 s of a 1 s SLO spent waiting for admission: 0.32 s is past
-		// what is left, 0.2248 within it.
-		{"within the SLO, not what is left of it", 3000, 1, SLOLeft(time.Second, time.Unix(0, 0), time.Unix(0, 7e8)), 1, reasonFastest, false},
-		// Neither is within 0.1 s: the best score still wins.
+		// 0.52 s is past a 0.5 s SLO, charged 2 × 0.5 s: 1.52 against
+		// the cold endpoint's 1.044.
+		{"past the SLO", 5000, 1, 500 * time.Millisecond, 1, reasonFastest, false},
+		{"within the SLO", 5000, 1, 600 * time.Millisecond, 0, reasonPrefix, false},
+		// 0.5 s of a 1 s SLO spent waiting for admission: 0.52 s is past
+		// what is left.
+		{"within the SLO, not what is left of it", 5000, 1, SLOLeft(time.Second, time.Unix(0, 0), time.Unix(0, 5e8)), 1, reasonFastest, false},
+		// 0.32 s is past a 0.3 s SLO, but 0.92 with the charge is less
+		// than the 1.044 computing the prompt again costs: a miss is not
+		// worth more than half its SLO of prefill.
+		{"past the SLO, where the prefill elsewhere costs more", 3000, 1, 300 * time.Millisecond, 0, reasonPrefix, false},
+		// Neither is within 0.1 s: both are charged, and the best score
+		// still wins.
 		{"none within the SLO", 3000, 1, 100 * time.Millisecond, 0, reasonPrefix, false},
 	}
 	for _, tt := range tests {
@@ -290,6 +296,34 @@ func TestAuto(t *testing.T) {
 				p.endpoints[0].hits.Store(math.Float64bits(tt.precision))
 			}
 			rt := routeFor(p, prompt, tt.slo)
+			if i, reason := p.Pick(rt, all(p), time.Now()); i != tt.want || reason != tt.reason {
+				t.Errorf("picked %d (%s), want %d (%s)", i, reason, tt.want, tt.reason)
+			}
+		})
+	}
+}
+
+// TestAutoSparesAnEvictingCache: a new prompt goes where its first
+// token comes soonest unless that endpoint's cache was found to evict the
+// prefixes the index expected there: storing it there pushes others out,
+// charged at cacheCredit for the share found gone.
+func TestAutoSparesAnEvictingCache(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		precision float64 // endpoint 0's
+		want      int
+		reason    string
+	}{
+		{"a cache that keeps its prefixes", 1, 0, reasonFastest},
+		// 0.2248 s against 0.2748, plus 4 × 0.2048 × 0.7 = 0.573 s
+		// for the prefixes pushed out.
+		{"a cache that evicts", 0.3, 1, reasonEvict},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := testPool(catalog.PolicyAuto, 1, 1)
+			p.endpoints[0].hits.Store(math.Float64bits(tt.precision))
+			p.endpoints[1].owed.Store(500) // 50 ms slower to a first token
+			rt := routeFor(p, promptText(11, 32), 0)
 			if i, reason := p.Pick(rt, all(p), time.Now()); i != tt.want || reason != tt.reason {
 				t.Errorf("picked %d (%s), want %d (%s)", i, reason, tt.want, tt.reason)
 			}
