@@ -78,23 +78,23 @@ const (
 // prompt's place key. The chosen candidate's prediction is left in
 // rt.predicted, for hedging to wait by.
 func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
-	var s autoScores
-	fastest := p.scoreAuto(rt, c, now, &s)
+	var pred, score [64]float64
+	fastest := p.scoreAuto(rt, c, now, &pred, &score)
 	eligible := c // all, or those clear of critical streams
-	best, bestScore := leastScore(eligible, &s.score)
+	best, bestScore := leastScore(eligible, &score)
 	spared := false
 	if rt.Spare > 0 {
 		if clear := p.clearOfCritical(rt, eligible, now); clear != 0 && clear != eligible {
 			eligible = clear
 			if clear&(1<<best) == 0 {
 				spared = true
-				best, bestScore = leastScore(eligible, &s.score)
+				best, bestScore = leastScore(eligible, &score)
 			}
 		}
 	}
-	chosen := p.breakTie(rt, eligible, best, bestScore, &s.score)
-	rt.predicted = s.pred[chosen]
-	slower := s.pred[chosen] > s.pred[fastest]
+	chosen := p.breakTie(rt, eligible, best, bestScore, &score)
+	rt.predicted = pred[chosen]
+	slower := pred[chosen] > pred[fastest]
 	switch {
 	case spared:
 		return chosen, reasonSpare
@@ -102,32 +102,27 @@ func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
 		return chosen, reasonPrefix
 	case chosen != best:
 		return chosen, reasonCold
-	case slower && s.evict[fastest]-s.evict[chosen] > s.stall[fastest]-s.stall[chosen]:
-		return chosen, reasonEvict
 	case slower:
+		// Slower to a first token for a charge: which of the two
+		// told it from the fastest most.
+		evictF, stallF := p.chargesAt(rt, fastest, now)
+		evictC, stallC := p.chargesAt(rt, chosen, now)
+		if evictF-evictC > stallF-stallC {
+			return chosen, reasonEvict
+		}
 		return chosen, reasonStreams
 	}
 	return chosen, reasonFastest
 }
 
-// autoScores are auto's figures for each candidate, by index: the
-// predicted TTFT, the charges for the prefixes its prompt would push out
-// and for the stall its prefill would give the streams, and the score
-// they sum to with the others.
-type autoScores struct {
-	pred, evict, stall, score [64]float64
-}
-
-// scoreAuto fills s for each candidate in c: its predicted TTFT, and that
-// plus the prefill it would compute past the prefix holder, weighted by
-// cacheCredit where others wait behind it, plus the prefill it would
-// store, weighted by cacheCredit and the share of expected prefixes its
-// cache was found to have evicted, plus the stall its prefill would give
-// the requests in flight there, weighted by rt.Stall and at least
-// stallFloor, plus missCharge of rt's SLO where the prediction is past
+// scoreAuto fills pred and score for each candidate in c: its predicted
+// TTFT, and that plus the prefill it would compute past the prefix
+// holder, weighted by cacheCredit where others wait behind it, plus the
+// charges for storing its prompt and for stalling the streams there
+// (charges), plus missCharge of rt's SLO where the prediction is past
 // what is left of it. It returns the candidate with the least
 // prediction.
-func (p *Pool) scoreAuto(rt *Route, c uint64, now time.Time, s *autoScores) (fastest int) {
+func (p *Pool) scoreAuto(rt *Route, c uint64, now time.Time, pred, score *[64]float64) (fastest int) {
 	var uncached [64]int64
 	least := rt.prompt // the least any candidate owes: the prefix holder's
 	for m := c; m != 0; m &= m - 1 {
@@ -143,29 +138,43 @@ func (p *Pool) scoreAuto(rt *Route, c uint64, now time.Time, s *autoScores) (fas
 		e := p.endpoints[i]
 		peers := e.Peers(now)
 		cost := e.costAt(now)
-		own := float64(uncached[i])
-		pred := e.predictTTFT(uncached[i], e.freshLoad(now, p.maxAge), peers, meanPrompt, now)
-		score := pred
-		if othersWait(e, cost, pred, uncached[i], peers) {
-			score += cacheCredit * cost.PerToken * float64(uncached[i]-least)
+		tokens, waiting := ahead(e.Counts(), e.freshLoad(now, p.maxAge), peers, meanPrompt)
+		pred[i] = cost.Predict(float64(uncached[i]), tokens, waiting)
+		score[i] = pred[i]
+		if othersWait(e, cost, pred[i], uncached[i], peers) {
+			score[i] += cacheCredit * cost.PerToken * float64(uncached[i]-least)
 		}
-		s.evict[i] = cacheCredit * cost.PerToken * own * (1 - e.Precision())
-		// Every request there is held up by this prefill, as long as
-		// the endpoint's decode model says a prompt token holds up a
-		// stream: those decoding now, and those still owed a prefill,
-		// which decode while this one's runs.
-		requests := max(e.inflight.Load()+peers.Inflight, 0)
-		s.stall[i] = stall * e.decodeModel().PerPrefillToken * own * float64(requests)
-		score += s.evict[i] + s.stall[i]
-		if rt.slo > 0 && pred > rt.slo {
-			score += missCharge * rt.slo
+		evict, stalled := charges(e, cost, uncached[i], e.inflight.Load()+peers.Inflight, stall)
+		score[i] += evict + stalled
+		if rt.slo > 0 && pred[i] > rt.slo {
+			score[i] += missCharge * rt.slo
 		}
-		s.pred[i], s.score[i] = pred, score
-		if fastest < 0 || pred < s.pred[fastest] {
+		if fastest < 0 || pred[i] < pred[fastest] {
 			fastest = i
 		}
 	}
 	return fastest
+}
+
+// charges are what auto charges for sending a prompt with uncached
+// tokens to endpoint e, at cost its cost model, with requests in flight
+// there and stall the weight of a second of their stall: the prefixes
+// its prompt would push out of a cache that evicts, at cacheCredit for
+// the share of expected prefixes found gone, and the stall its prefill
+// would give every request there, as long as the endpoint's decode model
+// says a prompt token holds up a stream (those decoding now, and those
+// still owed a prefill, which decode while this one's runs).
+func charges(e *Endpoint, cost *Cost, uncached, requests int64, stall float64) (evict, stalled float64) {
+	own := float64(uncached)
+	evict = cacheCredit * cost.PerToken * own * (1 - e.Precision())
+	stalled = stall * e.decodeModel().PerPrefillToken * own * float64(max(requests, 0))
+	return evict, stalled
+}
+
+// chargesAt is charges for rt at endpoint i, at now.
+func (p *Pool) chargesAt(rt *Route, i int, now time.Time) (evict, stalled float64) {
+	e := p.endpoints[i]
+	return charges(e, e.costAt(now), rt.Uncached(i), e.inflight.Load()+e.Peers(now).Inflight, max(rt.Stall, stallFloor))
 }
 
 // clearOfCritical is the candidates in c where rt, a request below
