@@ -98,7 +98,7 @@ def main(out):
             row += [f"{hits[p]:.3f}" if p in hits else "" for p in present]
             best = max(hits.values()) if hits else 0
             hit = hits["auto"] / best if "auto" in hits and best > 0 else None
-            row.append(f"{hit:.2f}" if hit is not None else "")
+            row.append(f"{hit:.3f}" if hit is not None else "")
             if "auto" in caps:
                 total += 1
                 rival = max((p for p in caps if p != "auto"), key=lambda p: caps[p][0], default=None)
