@@ -112,10 +112,8 @@ func (b *browser) do(t *testing.T, what string, steps ...chromedp.Action[chromed
 // settled may name nothing by the time its text is asked for.
 func (b *browser) text(t *testing.T, sel string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
-	defer cancel()
 	expr := fmt.Sprintf(`(function(){var e=document.querySelector(%q);return e?[e.innerText]:null})()`, sel)
-	s, err := chromedp.Run(ctx, chromedp.Poll[[]string](expr))
+	s, err := run(b, chromedp.Poll[[]string](expr))
 	if err != nil || len(s) != 1 {
 		t.Fatalf("reading %s: %v", sel, err)
 	}
@@ -125,13 +123,36 @@ func (b *browser) text(t *testing.T, sel string) string {
 // eval is the value of the script expr.
 func eval[T any](t *testing.T, b *browser, expr string) T {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
-	defer cancel()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	v, err := run(b, chromedp.Evaluate[T](expr))
 	if err != nil {
 		t.Fatalf("evaluating %s: %v", expr, err)
 	}
 	return v
+}
+
+// run runs a within 30 seconds, again while it fails only because the
+// document it was sent to was replaced on the way (transient).
+func run[T any](b *browser, a chromedp.Action[T]) (T, error) {
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	for {
+		v, err := chromedp.Run(ctx, a)
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			return v, err
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// transient reports whether err is chromedp's account of a document
+// replaced under a call: sent as a navigation settled, the call named
+// the old document's execution context or nodes, and the same call
+// answers on the new one.
+func transient(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Cannot find context with specified id") ||
+		strings.Contains(s, "No node with given id") ||
+		strings.Contains(s, "Execution context was destroyed")
 }
 
 // checkClean fails on any script error or logged error so far, and on a
