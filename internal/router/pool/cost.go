@@ -173,11 +173,12 @@ func ahead(own Counts, l *Load, peers Counts, meanPrompt float64) (tokens, waiti
 }
 
 // predictTTFT is how long a request with uncached prompt tokens of its own
-// would wait for its first token here, with the scrape l (nil when
-// stale) and the other gateways' counts.
-func (e *Endpoint) predictTTFT(uncached int64, l *Load, peers Counts, meanPrompt float64, now time.Time) float64 {
+// would wait for its first token here by cost, the endpoint's cost model
+// as it stands (costAt), with the scrape l (nil when stale) and the other
+// gateways' counts.
+func (e *Endpoint) predictTTFT(cost *Cost, uncached int64, l *Load, peers Counts, meanPrompt float64) float64 {
 	tokens, waiting := ahead(e.Counts(), l, peers, meanPrompt)
-	return e.costAt(now).Predict(float64(uncached), tokens, waiting)
+	return cost.Predict(float64(uncached), tokens, waiting)
 }
 
 // State is an endpoint as it stands at one moment: what admission

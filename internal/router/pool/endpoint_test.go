@@ -142,7 +142,7 @@ func TestPredictTTFTCountsOthersQueue(t *testing.T) {
 	e := newEndpoint("a", "http://a/v1", nil)
 	e.owed.Store(1000)
 	e.pending.Store(2)
-	alone := e.predictTTFT(500, nil, Counts{}, 800, time.Now())
+	alone := e.predictTTFT(e.costAt(time.Now()), 500, nil, Counts{}, 800)
 	if want := priorBase + priorPerToken*1500; math.Abs(alone-want) > 1e-12 {
 		t.Errorf("with no scrape: %v, want %v", alone, want)
 	}
@@ -155,7 +155,7 @@ func TestPredictTTFTCountsOthersQueue(t *testing.T) {
 		{5, priorBase + priorPerToken*(1500+3*800)}, // three from others
 		{0, alone}, // fewer than pending: never less
 	} {
-		if got := e.predictTTFT(500, &Load{Waiting: tc.waiting}, Counts{}, 800, time.Now()); math.Abs(got-tc.want) > 1e-12 {
+		if got := e.predictTTFT(e.costAt(time.Now()), 500, &Load{Waiting: tc.waiting}, Counts{}, 800); math.Abs(got-tc.want) > 1e-12 {
 			t.Errorf("with %v waiting: %v, want %v", tc.waiting, got, tc.want)
 		}
 	}

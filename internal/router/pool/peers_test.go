@@ -25,7 +25,7 @@ func TestPredictTTFTCountsPeers(t *testing.T) {
 		{"the scrape's queue is the gateways'", &Load{Waiting: 3}, priorBase + priorPerToken*(1000+600+500)},
 		{"two more from elsewhere", &Load{Waiting: 5}, priorBase + priorPerToken*(1000+600+500+2*800)},
 	} {
-		if got := e.predictTTFT(500, tc.l, peers, 800, time.Now()); math.Abs(got-tc.want) > 1e-12 {
+		if got := e.predictTTFT(e.costAt(time.Now()), 500, tc.l, peers, 800); math.Abs(got-tc.want) > 1e-12 {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

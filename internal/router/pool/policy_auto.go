@@ -138,8 +138,7 @@ func (p *Pool) scoreAuto(rt *Route, c uint64, now time.Time, pred, score *[64]fl
 		e := p.endpoints[i]
 		peers := e.Peers(now)
 		cost := e.costAt(now)
-		tokens, waiting := ahead(e.Counts(), e.freshLoad(now, p.maxAge), peers, meanPrompt)
-		pred[i] = cost.Predict(float64(uncached[i]), tokens, waiting)
+		pred[i] = e.predictTTFT(cost, uncached[i], e.freshLoad(now, p.maxAge), peers, meanPrompt)
 		score[i] = pred[i]
 		if othersWait(e, cost, pred[i], uncached[i], peers) {
 			score[i] += cacheCredit * cost.PerToken * float64(uncached[i]-least)

@@ -189,7 +189,7 @@ func (p *Pool) Predicted(rt *Route, i int, now time.Time) float64 {
 		return rt.predicted
 	}
 	e := p.endpoints[i]
-	return e.predictTTFT(rt.Uncached(i), e.freshLoad(now, p.maxAge), e.Peers(now), p.MeanPrompt(), now)
+	return e.predictTTFT(e.costAt(now), rt.Uncached(i), e.freshLoad(now, p.maxAge), e.Peers(now), p.MeanPrompt())
 }
 
 // StateOf is endpoint i as it stands at now, out or not: what an operator
