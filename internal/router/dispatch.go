@@ -195,7 +195,7 @@ func countsAgainst(o proxy.Outcome) bool {
 func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedRequest, p *servedPool, i int, rt *pool.Route, call *proxy.Call, started *atomic.Bool) proxy.Outcome {
 	ep := p.Endpoints()[i]
 	uncached := rt.Uncached(i)
-	t := &sent{ticket: req.ticket, gate: r.gates.Of(p.name), started: started}
+	t := &sent{ticket: req.ticket, gate: r.gates.Of(p.name), started: started, rt: rt, i: i}
 	t.call = p.Send(i, uncached, req.Stream, req.class == admission.Critical, time.Now())
 	p.NotePrompt(uncached)
 	if rt.Indexed() {
@@ -219,18 +219,16 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 	}
 	t.end()
 
-	matched, share := rt.Matched(i), rt.CachedShare(i)
+	matched := rt.Matched(i)
 	computedNothing := o.Reason != "" && !o.Wrote || !t.call.Started() && errors.Is(context.Cause(ctx), errLostRace)
 	switch {
 	case computedNothing && rt.Indexed() && len(rt.Hashes()) > int(matched):
 		// The blocks past the prefix it held are not there.
 		r.notePlaced(p, i, rt, rt.Hashes()[matched:], true)
-	case matched > 0 && o.Usage != nil && !o.Estimated && o.Usage.PromptTokensDetails != nil && share > 0:
-		predicted := int64(share * float64(o.Usage.PromptTokens))
-		cached := min(o.Usage.CachedTokens(), predicted)
-		ep.Confirm(predicted, cached)
+	case matched > 0 && o.Usage != nil && !o.Estimated && o.Usage.PromptTokensDetails != nil && rt.CachedShare(i) > 0:
+		predicted, confirmed := rt.Confirm(ep, i, o.Usage.PromptTokens, o.Usage.CachedTokens())
 		p.m.predicted.Add(float64(predicted))
-		p.m.confirmed.Add(float64(cached))
+		p.m.confirmed.Add(float64(confirmed))
 	}
 	return o
 }
@@ -242,6 +240,8 @@ type sent struct {
 	ticket  *admission.Ticket // the request's admission, nil without
 	gate    *admission.Gate   // the pool's admission point, nil when none was made
 	started *atomic.Bool      // set at the first token, for a hedged race; nil outside one
+	rt      *pool.Route       // the request as routing saw it
+	i       int               // the endpoint's index in its pool
 	// gap observes the stream's inter-token gaps for the model's
 	// histogram; they pass through Observe.
 	gap prometheus.Observer
@@ -257,7 +257,8 @@ func (t *sent) Observe(seconds float64) {
 }
 
 // firstToken ends the call's prefill owed, teaches the endpoint what the
-// first token cost, and releases the request's place at its gate.
+// first token cost, notes the prompt computed there, and releases the
+// request's place at its gate.
 func (t *sent) firstToken(now time.Time) {
 	if t.call.Started() {
 		return
@@ -266,6 +267,7 @@ func (t *sent) firstToken(now time.Time) {
 		t.started.Store(true)
 	}
 	t.call.FirstToken(now)
+	t.rt.Computed(t.i)
 	t.ticket.FirstToken()
 	if t.gate != nil {
 		t.gate.Wake()

@@ -10,13 +10,13 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
 
-// notePlaced notes in rt's index that endpoint i of p holds hashes (or,
-// with drop, does not), and tells the other gateways.
+// notePlaced notes in rt's index that endpoint i of p was sent hashes
+// (or, with drop, does not hold them), and tells the other gateways.
 func (r *Router) notePlaced(p *servedPool, i int, rt *pool.Route, hashes []uint64, drop bool) {
 	if drop {
 		rt.Index().Drop(hashes, i)
 	} else {
-		rt.Index().Add(hashes, i)
+		rt.Index().Promise(hashes, i)
 	}
 	if r.opts.Placements != nil {
 		r.opts.Placements.Publish(placement.Placement{
@@ -50,7 +50,7 @@ func (r *Router) Place(pl placement.Placement) bool {
 	if pl.Drop {
 		x.Drop(hashes, i)
 	} else {
-		x.Add(hashes, i)
+		x.Add(hashes, i) // computed: no first token of it comes here to say so
 	}
 	return true
 }

@@ -69,8 +69,8 @@ func linkedGateways(t *testing.T, mutate func(*config.Config), upstreams ...http
 // holds at each endpoint.
 func (g *testGateway) held(hashes []uint64) []int32 {
 	p := g.r.snap.Load().pools["main"]
-	var m [64]int32
-	p.Index().Match(hashes, &m)
+	var m, computed [64]int32
+	p.Index().Match(hashes, &m, &computed)
 	return m[:len(p.Endpoints())]
 }
 

@@ -238,6 +238,42 @@ func TestConfirmPrecision(t *testing.T) {
 	}
 }
 
+// TestConfirmOnlyComputedPrefix: an answer missing a prefix its endpoint
+// had computed before the request was sent lowers precision; one missing
+// a prefix that was still being computed there does not, though routing
+// counted both held and the metrics count both predicted, nor does one
+// short of it by less than a block of the index.
+func TestConfirmOnlyComputedPrefix(t *testing.T) {
+	p := testPool(catalog.PolicyAuto, 1, 1)
+	prompt := promptText(1, 8)
+	x := p.index.Load()
+	hashes := HashBlocks(nil, prompt, x.block, 0)
+	x.Promise(hashes, 0) // a turn sent, its first token not yet come
+
+	rt := routeFor(p, prompt, 0)
+	if rt.Matched(0) != 8 {
+		t.Fatalf("matched %d blocks, want the 8 promised", rt.Matched(0))
+	}
+	predicted, confirmed := rt.Confirm(p.endpoints[0], 0, 1000, 0)
+	if predicted != 1000 || confirmed != 0 {
+		t.Errorf("Confirm = %d, %d; want 1000 predicted, 0 confirmed", predicted, confirmed)
+	}
+	if got := p.endpoints[0].Precision(); got != 1 {
+		t.Errorf("precision %v after missing a prefix still being computed, want 1", got)
+	}
+
+	rt.Computed(0) // the turn's first token
+	rt = routeFor(p, prompt, 0)
+	rt.Confirm(p.endpoints[0], 0, 1000, 875) // short by less than a block of the index
+	if got := p.endpoints[0].Precision(); got != 1 {
+		t.Errorf("precision %v after an answer short by less than a block, want 1", got)
+	}
+	rt.Confirm(p.endpoints[0], 0, 1000, 0) // the eighth the index cannot place is forgiven
+	if got, want := p.endpoints[0].Precision(), 1-CostSmoothing*7/8; math.Abs(got-want) > 1e-12 {
+		t.Errorf("precision %v after missing a computed prefix, want %v", got, want)
+	}
+}
+
 // TestFailuresDuringAnEjectionDoNotExtendIt: when an endpoint dies with
 // requests in flight, each of them fails, at nearly the same moment. The
 // first ejects it; the others were sent before the ejection and are the

@@ -23,13 +23,15 @@ const (
 	// a second time somewhere else takes cache from other prefixes there.
 	// At 1 an overloaded pool scatters its conversations and computes
 	// more (docs/ROUTING.md). Where nothing waits behind it, the work
-	// costs no one but this request. A second of prefill stored where the
-	// cache evicts is charged the same, for the share of the prefixes
-	// expected there that its answers found gone (1 − Precision): it
-	// pushes other prefixes out, which the requests that would have found
-	// them compute again. Where a cache keeps what it is sent, its
-	// precision is 1 and storing costs nothing.
+	// costs no one but this request.
 	cacheCredit = 4.0
+	// evictCredit is what a second of prefill stored where the cache
+	// evicts costs, for the share of the prefixes expected there that its
+	// answers found gone (1 − Precision): it pushes other prefixes out,
+	// and each is computed again by the requests of its conversation that
+	// would have found it, not only by the next. Where a cache keeps what
+	// it is sent, its precision is 1 and storing costs nothing.
+	evictCredit = 2 * cacheCredit
 	// tieShare and tieFloor make predictions a near tie: within a tenth,
 	// or 5 ms, of the best. Near ties go to the endpoint rendezvous
 	// hashing ranks first for the prompt's place key (route.placeKey), so
@@ -158,14 +160,14 @@ func (p *Pool) scoreAuto(rt *Route, c uint64, now time.Time, pred, score *[64]fl
 // charges are what auto charges for sending a prompt with uncached
 // tokens to endpoint e, at cost its cost model, with requests in flight
 // there and stall the weight of a second of their stall: the prefixes
-// its prompt would push out of a cache that evicts, at cacheCredit for
+// its prompt would push out of a cache that evicts, at evictCredit for
 // the share of expected prefixes found gone, and the stall its prefill
 // would give every request there, as long as the endpoint's decode model
 // says a prompt token holds up a stream (those decoding now, and those
 // still owed a prefill, which decode while this one's runs).
 func charges(e *Endpoint, cost *Cost, uncached, requests int64, stall float64) (evict, stalled float64) {
 	own := float64(uncached)
-	evict = cacheCredit * cost.PerToken * own * (1 - e.Precision())
+	evict = evictCredit * cost.PerToken * own * (1 - e.Precision())
 	stalled = stall * e.decodeModel().PerPrefillToken * own * float64(max(requests, 0))
 	return evict, stalled
 }

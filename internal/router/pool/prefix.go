@@ -93,6 +93,7 @@ type PrefixIndex struct {
 type prefixBlock struct {
 	hash    uint64
 	holders uint64 // bit i: endpoint i holds the block
+	pending uint64 // bit i: endpoint i was sent it, and no first token there has said it was computed
 	ref     bool   // used since the hand last passed
 }
 
@@ -105,10 +106,11 @@ func newPrefixIndex(endpoints, block int) *PrefixIndex {
 func (x *PrefixIndex) Block() int { return x.block }
 
 // Match sets matched[i] to how many of hashes, from the first, endpoint i
-// holds, for every endpoint of the pool.
-func (x *PrefixIndex) Match(hashes []uint64, matched *[64]int32) {
-	*matched = [64]int32{}
-	alive := ^uint64(0)
+// holds, and computed[i] to how many of those it had computed (Settle),
+// for every endpoint of the pool.
+func (x *PrefixIndex) Match(hashes []uint64, matched, computed *[64]int32) {
+	*matched, *computed = [64]int32{}, [64]int32{}
+	alive, done := ^uint64(0), ^uint64(0)
 	n := int32(0)
 	x.mu.Lock()
 	for _, h := range hashes {
@@ -118,21 +120,31 @@ func (x *PrefixIndex) Match(hashes []uint64, matched *[64]int32) {
 		}
 		b := &x.blocks[s]
 		b.ref = true
-		still := alive & b.holders
-		alive = still
-		if still == 0 {
+		alive &= b.holders
+		if alive == 0 {
 			break
 		}
+		done &= b.holders &^ b.pending
 		n++
-		for m := still; m != 0; m &= m - 1 {
+		for m := alive; m != 0; m &= m - 1 {
 			matched[bits.TrailingZeros64(m)] = n
+		}
+		for m := done; m != 0; m &= m - 1 {
+			computed[bits.TrailingZeros64(m)] = n
 		}
 	}
 	x.mu.Unlock()
 }
 
-// Add notes that endpoint i now holds every block of hashes.
-func (x *PrefixIndex) Add(hashes []uint64, i int) {
+// Add notes that endpoint i now holds every block of hashes, computed.
+func (x *PrefixIndex) Add(hashes []uint64, i int) { x.add(hashes, i, false) }
+
+// Promise notes that endpoint i was sent every block of hashes: it holds
+// them from now, as far as routing goes, and they count as computed once
+// Settle says so.
+func (x *PrefixIndex) Promise(hashes []uint64, i int) { x.add(hashes, i, true) }
+
+func (x *PrefixIndex) add(hashes []uint64, i int, pending bool) {
 	bit := uint64(1) << i
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -148,6 +160,22 @@ func (x *PrefixIndex) Add(hashes []uint64, i int) {
 		if b.holders&bit == 0 {
 			b.holders |= bit
 			x.held[i]++
+			if pending {
+				b.pending |= bit
+			}
+		}
+	}
+}
+
+// Settle notes that endpoint i has computed every block of hashes it
+// holds: a first token there answered a prompt that began with them.
+func (x *PrefixIndex) Settle(hashes []uint64, i int) {
+	bit := uint64(1) << i
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, h := range hashes {
+		if s, ok := x.slot[h]; ok {
+			x.blocks[s].pending &^= bit
 		}
 	}
 }
@@ -160,6 +188,7 @@ func (x *PrefixIndex) Drop(hashes []uint64, i int) {
 	for _, h := range hashes {
 		if s, ok := x.slot[h]; ok && x.blocks[s].holders&bit != 0 {
 			x.blocks[s].holders &^= bit
+			x.blocks[s].pending &^= bit
 			x.held[i]--
 		}
 	}

@@ -86,9 +86,48 @@ func smallIndex(block, capacity int) *PrefixIndex {
 }
 
 func matchOf(x *PrefixIndex, hashes []uint64) [64]int32 {
-	var m [64]int32
-	x.Match(hashes, &m)
+	m, _ := matchComputed(x, hashes)
 	return m
+}
+
+func matchComputed(x *PrefixIndex, hashes []uint64) (matched, computed [64]int32) {
+	x.Match(hashes, &matched, &computed)
+	return matched, computed
+}
+
+// TestPrefixIndexPromise: blocks promised to an endpoint are held there
+// from the promise, and computed only once Settle says so; blocks it
+// already held computed stay so, and a drop forgets the promise.
+func TestPrefixIndexPromise(t *testing.T) {
+	x := smallIndex(256, 1024)
+	chain := HashBlocks(nil, text(4, 8*256), 256, 0)
+
+	x.Add(chain[:2], 0)     // computed: the first two
+	x.Promise(chain, 0)     // the rest sent after them
+	x.Promise(chain[:6], 3) // sent, not yet computed ...
+	x.Settle(chain[:4], 3)  // ... the first four now are
+	x.Promise(chain, 5)
+	x.Drop(chain[4:], 5) // failed before computing: four left, promised
+	x.Promise(chain, 9)
+	x.Settle(chain, 9)
+
+	var matched, computed [64]int32
+	matched[0], matched[3], matched[5], matched[9] = 8, 6, 4, 8
+	computed[0], computed[3], computed[9] = 2, 4, 8
+	gotM, gotC := matchComputed(x, chain)
+	if diff := cmp.Diff(matched, gotM); diff != "" {
+		t.Errorf("matched (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(computed, gotC); diff != "" {
+		t.Errorf("computed (-want +got):\n%s", diff)
+	}
+	// Computed runs from the first block: a hole makes the rest not.
+	x.Promise(chain[:1], 11)
+	x.Add(chain[1:4], 11)
+	if _, c := matchComputed(x, chain); c[11] != 0 {
+		t.Errorf("computed behind a block still promised: %d, want 0", c[11])
+	}
+	checkHeld(t, x)
 }
 
 func TestPrefixIndexMatch(t *testing.T) {

@@ -29,7 +29,10 @@ type Route struct {
 	// indexed reports whether the pool's policy reads the prefix index,
 	// and so whether a send notes the prompt in it.
 	indexed bool
-	matched [64]int32
+	// matched and computed are, for each endpoint, how many of the
+	// prompt's blocks it holds from the first, and how many of those it
+	// had computed when the request was prepared (PrefixIndex.Match).
+	matched, computed [64]int32
 	// predicted is the last pick's endpoint's predicted TTFT in seconds,
 	// when its policy predicts one (auto); zero when it does not.
 	predicted float64
@@ -56,11 +59,41 @@ func (rt *Route) Matched(i int) int32 { return rt.matched[i] }
 
 // CachedShare is the share of the prompt endpoint i was predicted to
 // hold cached, at most 1; zero for an empty prompt.
-func (rt *Route) CachedShare(i int) float64 {
+func (rt *Route) CachedShare(i int) float64 { return rt.share(rt.matched[i]) }
+
+// share is the share of the prompt that its first blocks make, at most
+// 1; zero for an empty prompt.
+func (rt *Route) share(blocks int32) float64 {
 	if rt.promptBytes <= 0 {
 		return 0
 	}
-	return min(float64(rt.matched[i])*float64(rt.index.block)/float64(rt.promptBytes), 1)
+	return min(float64(blocks)*float64(rt.index.block)/float64(rt.promptBytes), 1)
+}
+
+// Computed notes in the index that endpoint i has computed the prompt's
+// blocks: its first token came. Until then they are held there but not
+// checked against its answers (Confirm).
+func (rt *Route) Computed(i int) {
+	if rt.indexed {
+		rt.index.Settle(rt.hashes, i)
+	}
+}
+
+// Confirm checks the prefix endpoint e, at index i, was predicted to hold
+// against its answer, of prompt tokens with cached of them cached. It
+// returns the tokens routing predicted cached and how many of those the
+// answer confirmed. Into e's precision goes only the prefix e had
+// computed when rt was prepared, to within one block of the index: a
+// prefix still being computed then was not evicted when the answer found
+// it missing, and a prefix's tokens are estimated from its bytes, where a
+// server caches only whole blocks of its own.
+func (rt *Route) Confirm(e *Endpoint, i int, prompt, cached int64) (predicted, confirmed int64) {
+	predicted = int64(rt.share(rt.matched[i]) * float64(prompt))
+	if done := int64(rt.share(rt.computed[i]) * float64(prompt)); done > 0 {
+		slack := int64(rt.share(1) * float64(prompt))
+		e.Confirm(done, min(cached+slack, done))
+	}
+	return predicted, min(cached, predicted)
 }
 
 // CacheKeyPlace is the place key of a request that sent the
@@ -93,11 +126,11 @@ func (rt *Route) Prepare(p *Pool, prompt []byte, seed uint64, tokens int64, slo 
 	rt.prompt = tokens
 	rt.slo = slo.Seconds()
 	rt.Spare, rt.Stall = 0, 0
-	rt.hashes, rt.matched = nil, [64]int32{}
+	rt.hashes, rt.matched, rt.computed = nil, [64]int32{}, [64]int32{}
 	rt.indexed = p.Indexed()
 	if n := min(len(prompt)/rt.index.block, MaxPrefixBlocks); n > 0 && rt.indexed {
 		rt.hashes = HashBlocks(make([]uint64, 0, n), prompt, rt.index.block, seed)
-		rt.index.Match(rt.hashes, &rt.matched)
+		rt.index.Match(rt.hashes, &rt.matched, &rt.computed)
 	}
 	rt.indexed = rt.indexed && len(rt.hashes) > 0
 }
@@ -105,11 +138,10 @@ func (rt *Route) Prepare(p *Pool, prompt []byte, seed uint64, tokens int64, slo 
 // Uncached is the estimated prompt tokens endpoint i must compute for rt:
 // the part past the prefix it holds.
 func (rt *Route) Uncached(i int) int64 {
-	if rt.promptBytes == 0 || rt.matched[i] == 0 {
+	if rt.matched[i] == 0 {
 		return rt.prompt
 	}
-	cached := float64(rt.matched[i]) * float64(rt.index.block) / float64(rt.promptBytes)
-	return int64(math.Ceil(float64(rt.prompt) * max(0, 1-cached)))
+	return int64(math.Ceil(float64(rt.prompt) * (1 - rt.share(rt.matched[i]))))
 }
 
 // placeKey is the hash rendezvous hashing places a prompt by: its

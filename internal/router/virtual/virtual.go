@@ -236,7 +236,7 @@ func (r *run) arrive(req *Request, n int, now time.Time, q *replicaQueue) {
 	c.pc = r.p.Send(i, uncached, true, class == admission.Critical, now)
 	r.p.NotePrompt(uncached)
 	if c.rt.Indexed() {
-		r.p.Index().Add(c.rt.Hashes(), i)
+		r.p.Index().Promise(c.rt.Hashes(), i)
 	}
 	up := parsed.Rewrite(body, openai.Edits{Model: parsed.Model, IncludeUsage: true, CacheSalt: salt})
 	if _, err := r.o.Replicas[i].Submit(up, now, c.token); err != nil {
@@ -265,6 +265,7 @@ func (c *call) token(a *sim.Answer, now time.Time) {
 	if a.Tokens == 1 {
 		res.TTFT = now.Sub(c.start)
 		c.pc.FirstToken(now)
+		c.rt.Computed(c.i)
 	} else {
 		gap := now.Sub(c.last)
 		res.Gaps = append(res.Gaps, float32(gap.Seconds()))
@@ -279,9 +280,8 @@ func (c *call) token(a *sim.Answer, now time.Time) {
 	res.Last, res.Answered = now.Sub(c.start), true
 	c.pc.Done(0)
 	c.r.open--
-	if matched, share := c.rt.Matched(c.i), c.rt.CachedShare(c.i); matched > 0 && share > 0 {
-		predicted := int64(share * float64(a.PromptTokens))
-		c.r.p.Endpoints()[c.i].Confirm(predicted, min(int64(a.CachedTokens), predicted))
+	if c.rt.CachedShare(c.i) > 0 {
+		c.rt.Confirm(c.r.p.Endpoints()[c.i], c.i, int64(a.PromptTokens), int64(a.CachedTokens))
 	}
 	var tpot time.Duration
 	if a.Tokens > 1 {
