@@ -48,9 +48,9 @@ var priorDecode = Decode{Step: priorStep, PerPrefillToken: priorPerToken}
 // decodeFit is the fit behind an endpoint's decode model, with the sums it
 // takes its observations from as they stood at the last one.
 type decodeFit struct {
-	mu                                 sync.Mutex
-	f                                  fit
-	gapNanos, gaps, streams, prefilled int64
+	mu                               sync.Mutex
+	f                                fit
+	gapNanos, gaps, streams, prompts int64
 }
 
 // decodeModel is the endpoint's decode model.
@@ -65,7 +65,11 @@ func (e *Endpoint) decodeModel() *Decode {
 // model, once they span decodeSampleSteps steps: their mean is a step's
 // time, the streams in flight at each gap averaged over them the streams
 // a step decodes, and the prompt tokens whose first token came meanwhile,
-// spread over the steps, the prompt tokens a step computed.
+// each counted once for every stream that decoded beside it, averaged
+// over the gaps, the prompt tokens a step computed. Prompts computed
+// while nothing decoded are in no gap, and count in none: spread over
+// the steps that were seen, they would make a prompt token look cheap
+// wherever streams are short and far between.
 func (e *Endpoint) learnDecode() {
 	d := &e.decodeFit
 	if !d.mu.TryLock() {
@@ -73,7 +77,7 @@ func (e *Endpoint) learnDecode() {
 	}
 	defer d.mu.Unlock()
 	gapNanos, gaps := e.gapNanos.Load(), e.gaps.Load()
-	streams, prefilled := e.gapStreams.Load(), e.prefilled.Load()
+	streams, prompts := e.gapStreams.Load(), e.gapPrompt.Load()
 	n := gaps - d.gaps
 	if n <= 0 {
 		return
@@ -84,8 +88,8 @@ func (e *Endpoint) learnDecode() {
 		return
 	}
 	step := float64(gapNanos-d.gapNanos) / float64(n) / 1e9
-	prompt := float64(prefilled-d.prefilled) / steps
-	d.gapNanos, d.gaps, d.streams, d.prefilled = gapNanos, gaps, streams, prefilled
+	prompt := float64(prompts-d.prompts) / float64(n)
+	d.gapNanos, d.gaps, d.streams, d.prompts = gapNanos, gaps, streams, prompts
 	if d.f.n == 0 {
 		r := decodeRidge
 		d.f = newFit(decodeDecay, []float64{priorDecode.Step, priorDecode.PerStream / tenStreams, priorDecode.PerPrefillToken / kiloTokens}, []float64{r, r, r})

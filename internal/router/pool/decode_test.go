@@ -12,7 +12,9 @@ import (
 // TestLearnDecode: fed the gaps of streams on engines of two shapes, the
 // decode model comes to say how each step grows: with the streams in it
 // and the prompt tokens computed in it on an engine that batches both,
-// with neither on one that gives each request a slot.
+// with neither on one that gives each request a slot. Prompts computed
+// while no stream decodes, as where answers are short and far between,
+// stall no gap and do not make a prompt token look cheaper.
 func TestLearnDecode(t *testing.T) {
 	for _, truth := range []Decode{
 		{Step: 0.006, PerStream: 75e-6, PerPrefillToken: 75e-6}, // chunked prefill
@@ -23,6 +25,10 @@ func TestLearnDecode(t *testing.T) {
 		rng := rand.New(rand.NewPCG(3, 4))
 		now := time.Now()
 		for range 200 {
+			// A prompt computed alone: its answer's one token ends it.
+			alone := p.Send(0, int64(rng.IntN(20000)), true, false, now)
+			alone.FirstToken(now)
+			alone.Done(0)
 			// n streams decode for a few steps while a prompt of
 			// perStep tokens a step is computed; it then streams too.
 			n, steps, perStep := 1+rng.IntN(40), 8+rng.IntN(8), rng.IntN(2000)

@@ -61,9 +61,11 @@ type Endpoint struct {
 	// gapNanos and gaps sum the inter-token gaps of the streams here:
 	// their mean over a while is the server's step time as its clients
 	// see it. gapStreams sums the streams decoding here at each gap, and
-	// prefilled the uncached prompt tokens of the calls whose first token
-	// has come: what the steps decoded and computed.
-	gapNanos, gaps, gapStreams, prefilled atomic.Int64
+	// gapPrompt the uncached prompt tokens of each call whose first token
+	// has come, times the streams decoding here as it came: summed over
+	// the gaps, what their steps decoded and what prefill they carried.
+	// A prompt computed while no stream decodes holds up no gap.
+	gapNanos, gaps, gapStreams, gapPrompt atomic.Int64
 	// decode is the decode model learned from the gaps (nil before the
 	// first observation: the prior), and decodeFit what it is learned by.
 	decode    atomic.Pointer[Decode]
@@ -216,9 +218,9 @@ func (c *Call) FirstToken(now time.Time) bool {
 		return false
 	}
 	c.first = true
-	c.e.pending.Add(-1)
+	decoding := c.e.inflight.Load() - c.e.pending.Add(-1) - 1 // the others
 	c.e.owed.Add(-c.uncached)
-	c.e.prefilled.Add(c.uncached)
+	c.e.gapPrompt.Add(c.uncached * max(decoding, 0))
 	if c.critical {
 		c.e.critical.Add(1)
 	}

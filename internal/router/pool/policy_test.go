@@ -306,7 +306,7 @@ func TestAuto(t *testing.T) {
 // TestAutoSparesAnEvictingCache: a new prompt goes where its first
 // token comes soonest unless that endpoint's cache was found to evict the
 // prefixes the index expected there: storing it there pushes others out,
-// charged at cacheCredit for the share found gone.
+// charged at evictCredit for the share found gone.
 func TestAutoSparesAnEvictingCache(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
@@ -315,9 +315,11 @@ func TestAutoSparesAnEvictingCache(t *testing.T) {
 		reason    string
 	}{
 		{"a cache that keeps its prefixes", 1, 0, reasonFastest},
-		// 0.2248 s against 0.2748, plus 4 × 0.2048 × 0.7 = 0.573 s
+		// 0.2248 s against 0.2748, plus 8 × 0.2048 × 0.7 = 1.147 s
 		// for the prefixes pushed out.
 		{"a cache that evicts", 0.3, 1, reasonEvict},
+		// 8 × 0.2048 × 0.05 = 0.082 s: past the 50 ms and the near tie.
+		{"a cache that evicts one prefix in twenty", 0.95, 1, reasonEvict},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := testPool(catalog.PolicyAuto, 1, 1)
