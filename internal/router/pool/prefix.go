@@ -107,10 +107,13 @@ func (x *PrefixIndex) Block() int { return x.block }
 
 // Match sets matched[i] to how many of hashes, from the first, endpoint i
 // holds, and computed[i] to how many of those it had computed (Settle),
-// for every endpoint of the pool.
+// for every endpoint of the pool. An endpoint's count is written once,
+// when it drops out of the run, so that a block held by many endpoints
+// costs no more than one held by one.
 func (x *PrefixIndex) Match(hashes []uint64, matched, computed *[64]int32) {
-	*matched, *computed = [64]int32{}, [64]int32{}
-	alive, done := ^uint64(0), ^uint64(0)
+	*matched = [64]int32{}
+	*computed = [64]int32{}
+	var alive, done uint64 // the endpoints holding, and having computed, every block so far
 	n := int32(0)
 	x.mu.Lock()
 	for _, h := range hashes {
@@ -120,20 +123,29 @@ func (x *PrefixIndex) Match(hashes []uint64, matched, computed *[64]int32) {
 		}
 		b := &x.blocks[s]
 		b.ref = true
-		alive &= b.holders
-		if alive == 0 {
+		still, stillDone := b.holders, b.holders&^b.pending
+		if n > 0 {
+			still &= alive
+			stillDone &= done
+		}
+		if still == 0 {
 			break
 		}
-		done &= b.holders &^ b.pending
+		setCounts(matched, alive&^still, n)
+		setCounts(computed, done&^stillDone, n)
+		alive, done = still, stillDone
 		n++
-		for m := alive; m != 0; m &= m - 1 {
-			matched[bits.TrailingZeros64(m)] = n
-		}
-		for m := done; m != 0; m &= m - 1 {
-			computed[bits.TrailingZeros64(m)] = n
-		}
 	}
 	x.mu.Unlock()
+	setCounts(matched, alive, n)
+	setCounts(computed, done, n)
+}
+
+// setCounts sets counts[i] to n for every endpoint i in set.
+func setCounts(counts *[64]int32, set uint64, n int32) {
+	for m := set; m != 0; m &= m - 1 {
+		counts[bits.TrailingZeros64(m)] = n
+	}
 }
 
 // Add notes that endpoint i now holds every block of hashes, computed.

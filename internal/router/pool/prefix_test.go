@@ -167,6 +167,58 @@ func TestPrefixIndexMatch(t *testing.T) {
 	checkHeld(t, x)
 }
 
+// TestPrefixIndexMatchAgainstEachEndpoint: Match, which writes an
+// endpoint's counts only where it drops out of the run, agrees with
+// walking the blocks once for each endpoint, after random promises,
+// adds, settles and drops of prefixes of a few conversations, in an
+// index small enough to evict.
+func TestPrefixIndexMatchAgainstEachEndpoint(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	x := smallIndex(256, 96)
+	var chains [][]uint64
+	for k := range 6 {
+		chains = append(chains, HashBlocks(nil, text(uint64(k%3), 256*(4+k)), 256, 0)) // 0 and 3, 1 and 4, 2 and 5 share a prefix
+	}
+	for op := range 3000 {
+		c := chains[r.IntN(len(chains))]
+		hashes, ep := c[:1+r.IntN(len(c))], r.IntN(64)
+		switch r.IntN(4) {
+		case 0:
+			x.Promise(hashes, ep)
+		case 1:
+			x.Add(hashes, ep)
+		case 2:
+			x.Settle(hashes, ep)
+		default:
+			x.Drop(hashes[r.IntN(len(hashes)):], ep)
+		}
+		c = chains[r.IntN(len(chains))]
+		gotM, gotC := matchComputed(x, c)
+		x.mu.Lock()
+		for i := range 64 {
+			var wantM, wantC int32
+			for _, h := range c {
+				s, ok := x.slot[h]
+				if !ok || x.blocks[s].holders&(1<<i) == 0 {
+					break
+				}
+				wantM++
+			}
+			for _, h := range c[:wantM] {
+				if x.blocks[x.slot[h]].pending&(1<<i) != 0 {
+					break
+				}
+				wantC++
+			}
+			if gotM[i] != wantM || gotC[i] != wantC {
+				t.Fatalf("op %d, endpoint %d: matched %d computed %d, want %d and %d", op, i, gotM[i], gotC[i], wantM, wantC)
+			}
+		}
+		x.mu.Unlock()
+	}
+	checkHeld(t, x)
+}
+
 // TestPrefixIndexEvictsLeastRecentlyUsed: past its capacity the index
 // forgets blocks unused since the clock's hand last passed, and keeps one
 // a match has just used though it was added earlier.

@@ -126,11 +126,14 @@ func (rt *Route) Prepare(p *Pool, prompt []byte, seed uint64, tokens int64, slo 
 	rt.prompt = tokens
 	rt.slo = slo.Seconds()
 	rt.Spare, rt.Stall = 0, 0
-	rt.hashes, rt.matched, rt.computed = nil, [64]int32{}, [64]int32{}
+	rt.hashes = nil
 	rt.indexed = p.Indexed()
 	if n := min(len(prompt)/rt.index.block, MaxPrefixBlocks); n > 0 && rt.indexed {
 		rt.hashes = HashBlocks(make([]uint64, 0, n), prompt, rt.index.block, seed)
 		rt.index.Match(rt.hashes, &rt.matched, &rt.computed)
+	} else {
+		rt.matched = [64]int32{}
+		rt.computed = [64]int32{}
 	}
 	rt.indexed = rt.indexed && len(rt.hashes) > 0
 }
