@@ -611,9 +611,9 @@ func TestRenamingAHostileStream(t *testing.T) {
 
 // TestWaitedRequestRoutedBySLOLeft: auto routes an admitted request by
 // what is left of its TTFT SLO. The endpoint that holds a long prompt's
-// prefix but owes a second of prefill is the pick for a request that has
+// prefix but owes 1.2 s of prefill is the pick for a request that has
 // its whole 10 s, and not for one that waited 9 s in the admission queue:
-// half of the second left is within reach only of the idle endpoint.
+// the second left is within reach only of the idle endpoint.
 func TestWaitedRequestRoutedBySLOLeft(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := &backend{promptTokens: 4000}, &backend{promptTokens: 4000}
@@ -660,7 +660,8 @@ func TestWaitedRequestRoutedBySLOLeft(t *testing.T) {
 		}
 		eps := r.snap.Load().pools["main"].Endpoints()
 		// Both cost 20 ms and 100 µs a prompt token; the holder owes
-		// 10,000 tokens of prefill: 1.02 s predicted, against 0.42 s at
+		// 12,000 tokens of prefill: 1.22 s predicted, past 1.2 × the
+		// second left to the waited request, against 0.42 s at
 		// the other, where a stream decodes that computing the prefix
 		// again would stall, which costs 1.6 s more.
 		setCosts := func() {
@@ -669,7 +670,7 @@ func TestWaitedRequestRoutedBySLOLeft(t *testing.T) {
 			}
 		}
 		mp := r.snap.Load().pools["main"]
-		mp.Send(holder, 10_000, false, false, time.Now())
+		mp.Send(holder, 12_000, false, false, time.Now())
 		stream := mp.Send(idle, 0, false, false, time.Now())
 		stream.FirstToken(time.Now())
 
@@ -698,7 +699,7 @@ func TestWaitedRequestRoutedBySLOLeft(t *testing.T) {
 			t.Fatalf("waited request: %d", c)
 		}
 		if got := hits(); got[idle]-before[idle] != 1 {
-			t.Errorf("a request with 1 s of its SLO left went to the prefix holder owing 1 s of prefill (hits %v → %v); want the idle endpoint %d", before, got, idle)
+			t.Errorf("a request with 1 s of its SLO left went to the prefix holder owing 1.2 s of prefill (hits %v → %v); want the idle endpoint %d", before, got, idle)
 		}
 		for _, tk := range held {
 			tk.End(0)

@@ -268,19 +268,27 @@ func TestAuto(t *testing.T) {
 		// Its hits mostly not confirmed, it keeps the prompt all the
 		// same: sending it there is what caches it there again.
 		{"a prefix the endpoint's answers do not confirm", 3000, minPrecision, 0, 0, reasonPrefix, false},
-		// 0.52 s is past a 0.5 s SLO, charged 2 × 0.5 s: 1.52 against
-		// the cold endpoint's 1.044.
-		{"past the SLO", 5000, 1, 500 * time.Millisecond, 1, reasonFastest, false},
-		{"within the SLO", 5000, 1, 600 * time.Millisecond, 0, reasonPrefix, false},
-		// 0.5 s of a 1 s SLO spent waiting for admission: 0.52 s is past
+		// The cold endpoint scores 1.249: 0.2248 s, 4 × 0.2048 for the
+		// prompt computed again, and 0.5 × 2 × 0.2048 for its two
+		// streams' stall. 0.62 s is past 1.2 × a 0.5 s SLO, charged all
+		// of 2 × 0.5 s: 1.62.
+		{"past the SLO", 6000, 1, 500 * time.Millisecond, 1, reasonFastest, false},
+		// Below 0.8 × a 0.8 s SLO: no charge.
+		{"within the SLO", 6000, 1, 800 * time.Millisecond, 0, reasonPrefix, false},
+		// 0.5 s of a 1 s SLO spent waiting for admission: 0.62 s is past
 		// what is left.
-		{"within the SLO, not what is left of it", 5000, 1, SLOLeft(time.Second, time.Unix(0, 0), time.Unix(0, 5e8)), 1, reasonFastest, false},
-		// 0.32 s is past a 0.3 s SLO, but 0.92 with the charge is less
-		// than the 1.044 computing the prompt again costs: a miss is not
-		// worth more than half its SLO of prefill.
+		{"within the SLO, not what is left of it", 6000, 1, SLOLeft(time.Second, time.Unix(0, 0), time.Unix(0, 5e8)), 1, reasonFastest, false},
+		// 0.52 s, just past a 0.5 s SLO: 0.6 of the charge makes 1.12,
+		// less than the cold endpoint's 1.249. The whole charge would
+		// make 1.52 and send it there.
+		{"just past the SLO, charged in part", 5000, 1, 500 * time.Millisecond, 0, reasonPrefix, false},
+		// 0.32 s is past a 0.3 s SLO, charged in full from 0.36 s: even
+		// then 0.92 would be less than the 1.249 computing the prompt
+		// again costs. A miss is not worth more than half its SLO of
+		// prefill.
 		{"past the SLO, where the prefill elsewhere costs more", 3000, 1, 300 * time.Millisecond, 0, reasonPrefix, false},
-		// Neither is within 0.1 s: both are charged, and the best score
-		// still wins.
+		// Neither is within 0.1 s: both are charged in full, and the
+		// best score still wins.
 		{"none within the SLO", 3000, 1, 100 * time.Millisecond, 0, reasonPrefix, false},
 	}
 	for _, tt := range tests {
