@@ -4,7 +4,7 @@ package pool
 // plus the prefill a prompt computed again costs those who wait behind
 // it, the prefixes it pushes out of a cache that evicts, the stall its
 // prefill gives the streams where it goes, and a charge where the first
-// token is predicted past the request's SLO.
+// token is predicted past the request's SLO, or near it.
 // Every prediction is of the endpoint's learned cost and decode models.
 // docs/ROUTING.md explains its constants.
 
@@ -82,12 +82,12 @@ const (
 // charges (scoreAuto): the prompt computed again past the prefix's
 // holder where others wait behind it, the prefixes it would push out of
 // a cache that evicts, the stall its prefill would give the streams
-// there, and a first token predicted past the request's SLO. A request
-// below critical passes over endpoints where critical streams decode when
-// its prefill would stall them past spareShare of critical's TPOT SLO and
-// another candidate qualifies. Near ties go by rendezvous hashing of the
-// prompt's place key. The chosen candidate's prediction is left in
-// rt.predicted, for hedging to wait by.
+// there, and a first token predicted past or near the request's SLO. A
+// request below critical passes over endpoints where critical streams
+// decode when its prefill would stall them past spareShare of critical's
+// TPOT SLO and another candidate qualifies. Near ties go by rendezvous
+// hashing of the prompt's place key. The chosen candidate's prediction is
+// left in rt.predicted, for hedging to wait by.
 func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
 	var pred, score [64]float64
 	fastest := p.scoreAuto(rt, c, now, &pred, &score)
@@ -131,8 +131,8 @@ func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
 // holder, weighted by cacheCredit where others wait behind it, plus the
 // charges for storing its prompt and for stalling the streams there
 // (charges), plus missCharge of rt's SLO where the prediction is past
-// what is left of it, in part near it (missShare). It returns the candidate with the least
-// prediction.
+// what is left of it, and a part of it near it (missShare). It returns
+// the candidate with the least prediction.
 func (p *Pool) scoreAuto(rt *Route, c uint64, now time.Time, pred, score *[64]float64) (fastest int) {
 	var uncached [64]int64
 	least := rt.prompt // the least any candidate owes: the prefix holder's
