@@ -225,7 +225,7 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 	case computedNothing && rt.Indexed() && len(rt.Hashes()) > int(matched):
 		// The blocks past the prefix it held are not there.
 		r.notePlaced(p, i, rt, rt.Hashes()[matched:], true)
-	case matched > 0 && o.Usage != nil && !o.Estimated && o.Usage.PromptTokensDetails != nil && rt.CachedShare(i) > 0:
+	case o.Usage != nil && !o.Estimated && o.Usage.PromptTokensDetails != nil:
 		predicted, confirmed := rt.Confirm(ep, i, o.Usage.PromptTokens, o.Usage.CachedTokens())
 		p.m.predicted.Add(float64(predicted))
 		p.m.confirmed.Add(float64(confirmed))

@@ -72,10 +72,11 @@ func (rt *Route) share(blocks int32) float64 {
 
 // Computed notes in the index that endpoint i has computed the prompt's
 // blocks: its first token came. Until then they are held there but not
-// checked against its answers (Confirm).
+// checked against its answers (Confirm). The blocks it had computed when
+// rt was prepared are passed over: this call promised none of them.
 func (rt *Route) Computed(i int) {
 	if rt.indexed {
-		rt.index.Settle(rt.hashes, i)
+		rt.index.Settle(rt.hashes[rt.computed[i]:], i)
 	}
 }
 
@@ -86,9 +87,13 @@ func (rt *Route) Computed(i int) {
 // computed when rt was prepared, to within one block of the index: a
 // prefix still being computed then was not evicted when the answer found
 // it missing, and a prefix's tokens are estimated from its bytes, where a
-// server caches only whole blocks of its own.
+// server caches only whole blocks of its own. An answer where nothing
+// was predicted cached confirms nothing.
 func (rt *Route) Confirm(e *Endpoint, i int, prompt, cached int64) (predicted, confirmed int64) {
 	predicted = int64(rt.share(rt.matched[i]) * float64(prompt))
+	if predicted <= 0 {
+		return 0, 0
+	}
 	if done := int64(rt.share(rt.computed[i]) * float64(prompt)); done > 0 {
 		slack := int64(rt.share(1) * float64(prompt))
 		e.Confirm(done, min(cached+slack, done))

@@ -280,9 +280,7 @@ func (c *call) token(a *sim.Answer, now time.Time) {
 	res.Last, res.Answered = now.Sub(c.start), true
 	c.pc.Done(0)
 	c.r.open--
-	if c.rt.CachedShare(c.i) > 0 {
-		c.rt.Confirm(c.r.p.Endpoints()[c.i], c.i, int64(a.PromptTokens), int64(a.CachedTokens))
-	}
+	c.rt.Confirm(c.r.p.Endpoints()[c.i], c.i, int64(a.PromptTokens), int64(a.CachedTokens))
 	var tpot time.Duration
 	if a.Tokens > 1 {
 		tpot = (res.Last - res.TTFT) / time.Duration(a.Tokens-1)
