@@ -83,7 +83,13 @@ func loadChart(t *testing.T) *chart.Chart {
 // would, the values checked against values.schema.json.
 func render(t *testing.T, c *chart.Chart, vals map[string]any) (map[string]string, error) {
 	t.Helper()
-	opts := common.ReleaseOptions{Name: release, Namespace: namespace, Revision: 1, IsInstall: true}
+	return renderRelease(t, c, vals, release)
+}
+
+// renderRelease is render for the release called name.
+func renderRelease(t *testing.T, c *chart.Chart, vals map[string]any, name string) (map[string]string, error) {
+	t.Helper()
+	opts := common.ReleaseOptions{Name: name, Namespace: namespace, Revision: 1, IsInstall: true}
 	rv, err := util.ToRenderValuesWithSchemaValidation(c, vals, opts, nil, false)
 	if err != nil {
 		return nil, err
@@ -95,7 +101,9 @@ func render(t *testing.T, c *chart.Chart, vals map[string]any) (map[string]strin
 type rendered struct {
 	deployment  *appsv1.Deployment
 	configMap   *corev1.ConfigMap
-	service     *corev1.Service
+	service     *corev1.Service   // the API's
+	admin       *corev1.Service   // the admin port's
+	services    []*corev1.Service // every Service, these two among them
 	secrets     []*corev1.Secret
 	account     *corev1.ServiceAccount
 	hpa         *autoscalingv2.HorizontalPodAutoscaler
@@ -163,8 +171,9 @@ func decodeAll(t *testing.T, files map[string]string) rendered {
 				r.configMap = new(corev1.ConfigMap)
 				obj = r.configMap
 			case "v1 Service":
-				r.service = new(corev1.Service)
-				obj = r.service
+				s := new(corev1.Service)
+				r.services = append(r.services, s)
+				obj = s
 			case "v1 Secret":
 				s := new(corev1.Secret)
 				r.secrets = append(r.secrets, s)
@@ -195,6 +204,14 @@ func decodeAll(t *testing.T, files map[string]string) rendered {
 			if err := decodeStrict(j, obj); err != nil {
 				t.Errorf("%s: %s %s does not decode strictly: %v", name, meta.APIVersion, meta.Kind, err)
 			}
+		}
+	}
+	for _, s := range r.services {
+		switch s.Labels["app.kubernetes.io/component"] {
+		case "api":
+			r.service = s
+		case "admin":
+			r.admin = s
 		}
 	}
 	return r
@@ -330,15 +347,20 @@ func TestChartObjects(t *testing.T) {
 			if ports["http"] != port(t, cfg.Server.Listen) || ports["admin"] != port(t, cfg.Server.AdminListen) {
 				t.Errorf("container ports %v; the config listens on %s and %s", ports, cfg.Server.Listen, cfg.Server.AdminListen)
 			}
-			if r.service == nil {
-				t.Fatal("no Service")
+			if r.service == nil || r.admin == nil {
+				t.Fatalf("the API's Service %v, the admin port's %v", r.service != nil, r.admin != nil)
 			}
-			var svcPorts []string
-			for _, p := range r.service.Spec.Ports {
-				svcPorts = append(svcPorts, p.Name+"->"+p.TargetPort.String())
-			}
-			if want := []string{"http->http", "admin->admin"}; !slices.Equal(svcPorts, want) {
-				t.Errorf("Service ports %v, want %v", svcPorts, want)
+			for _, s := range []struct {
+				svc  *corev1.Service
+				want []string
+			}{{r.service, []string{"http->http"}}, {r.admin, []string{"admin->admin"}}} {
+				var svcPorts []string
+				for _, p := range s.svc.Spec.Ports {
+					svcPorts = append(svcPorts, p.Name+"->"+p.TargetPort.String())
+				}
+				if !slices.Equal(svcPorts, s.want) {
+					t.Errorf("Service %s ports %v, want %v", s.svc.Name, svcPorts, s.want)
+				}
 			}
 			for _, pr := range []struct {
 				name string
@@ -457,10 +479,15 @@ func checkSecretEnv(t *testing.T, values string, env map[string]*corev1.EnvVarSo
 // checkOptional checks the objects only some value sets turn on.
 func checkOptional(t *testing.T, values string, r rendered, d *appsv1.Deployment) {
 	t.Helper()
+	if r.netpol == nil {
+		t.Error("no NetworkPolicy: every pod in the cluster reaches the admin port")
+	} else if !equalLabels(r.netpol.Spec.PodSelector.MatchLabels, d.Spec.Selector.MatchLabels) {
+		t.Errorf("the NetworkPolicy applies to %v, not the Deployment's pods", r.netpol.Spec.PodSelector.MatchLabels)
+	}
 	if values == "default" {
 		for kind, present := range map[string]bool{
 			"ServiceMonitor": r.unstructred["ServiceMonitor"] != nil, "PrometheusRule": r.unstructred["PrometheusRule"] != nil,
-			"NetworkPolicy": r.netpol != nil, "Ingress": r.ingress != nil, "HTTPRoute": r.unstructred["HTTPRoute"] != nil,
+			"Ingress": r.ingress != nil, "HTTPRoute": r.unstructred["HTTPRoute"] != nil,
 		} {
 			if present {
 				t.Errorf("the default values make a %s, which needs what a cluster may not have", kind)
@@ -486,16 +513,20 @@ func checkOptional(t *testing.T, values string, r rendered, d *appsv1.Deployment
 	}
 	sel, _ := smSpec["selector"].(map[string]any)
 	ml, _ := sel["matchLabels"].(map[string]any)
-	for k, v := range ml {
-		if r.service.Labels[k] != v {
-			t.Errorf("the ServiceMonitor selects %s=%v, which the Service's labels %v do not have", k, v, r.service.Labels)
+	for _, svc := range r.services {
+		selected := true
+		for k, v := range ml {
+			selected = selected && svc.Labels[k] == v
+		}
+		if selected != (svc == r.admin) {
+			t.Errorf("the ServiceMonitor's selector %v selects the Service %s: %v; it should select the admin port's alone", ml, svc.Name, selected)
 		}
 	}
 	checkRules(t, r.unstructred["PrometheusRule"])
 
 	if values == "everything" {
-		if r.netpol == nil || r.ingress == nil || r.unstructred["HTTPRoute"] == nil {
-			t.Fatalf("with everything on: NetworkPolicy %v, Ingress %v, HTTPRoute %v", r.netpol != nil, r.ingress != nil, r.unstructred["HTTPRoute"] != nil)
+		if r.ingress == nil || r.unstructred["HTTPRoute"] == nil {
+			t.Fatalf("with everything on: Ingress %v, HTTPRoute %v", r.ingress != nil, r.unstructred["HTTPRoute"] != nil)
 		}
 		route := r.unstructred["HTTPRoute"]
 		checkFields(t, "HTTPRoute", route, "apiVersion", "kind", "metadata", "spec")
@@ -503,9 +534,6 @@ func checkOptional(t *testing.T, values string, r rendered, d *appsv1.Deployment
 		checkFields(t, "HTTPRoute.spec", rs, "parentRefs", "hostnames", "rules")
 		if !strings.Contains(fmt.Sprint(rs["rules"]), fmt.Sprintf("name:%s port:%d", r.service.Name, r.service.Spec.Ports[0].Port)) {
 			t.Errorf("the HTTPRoute does not send to the Service's API port: %v", rs["rules"])
-		}
-		if !equalLabels(r.netpol.Spec.PodSelector.MatchLabels, d.Spec.Selector.MatchLabels) {
-			t.Errorf("the NetworkPolicy applies to %v, not the Deployment's pods", r.netpol.Spec.PodSelector.MatchLabels)
 		}
 	}
 }

@@ -7,6 +7,11 @@
 {{- end -}}
 {{- end -}}
 
+{{/* The admin port's Service: always ClusterIP. */}}
+{{- define "llmgw.adminServiceName" -}}
+{{- printf "%s-admin" (include "llmgw.fullname" . | trunc 57 | trimSuffix "-") -}}
+{{- end -}}
+
 {{/* The labels that select the release's pods; they never change for a release. */}}
 {{- define "llmgw.selectorLabels" -}}
 app.kubernetes.io/name: {{ .Chart.Name }}
