@@ -31,11 +31,12 @@ func (g *Gateway) openTelemetry(ctx context.Context, t config.Telemetry) (router
 		}
 		g.tracing = tr
 		o.Tracer, o.RecordContent = tr.Provider, t.RecordContent
+		o.ContinueClientTrace = t.ClientTrace == config.ClientTraceContinue
 		// What the SDK cannot do (a collector that does not answer) is
 		// logged as llmgw logs, not on the standard logger.
 		log := g.log
 		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("traces", "err", err) }))
-		g.log.Info("traces are exported over OTLP/HTTP", "endpoint", t.Endpoint, "record_content", t.RecordContent)
+		g.log.Info("traces are exported over OTLP/HTTP", "endpoint", t.Endpoint, "record_content", t.RecordContent, "client_trace", t.ClientTrace)
 	}
 	w, err := telemetry.OpenAccessLog(t.AccessLog)
 	if err != nil {

@@ -209,6 +209,6 @@ func Default() Config {
 		Store:  Store{URL: DefaultStoreURL},
 		Limits: Limits{OnRedisError: "open"},
 
-		Telemetry: Telemetry{AccessLog: AccessLogOff},
+		Telemetry: Telemetry{ClientTrace: ClientTraceLink, AccessLog: AccessLogOff},
 	}
 }

@@ -110,7 +110,7 @@ func TestFullExample(t *testing.T) {
 		Store:  Store{URL: "sqlite:/var/lib/llmgw/llmgw.db", SpoolDir: "/var/lib/llmgw/spool"},
 		Limits: Limits{Redis: "rediss://llmgw:change-me@redis.internal:6380/0", RedisCAFile: "/etc/llmgw/redis-ca.pem",
 			RedisCertFile: "/etc/llmgw/redis-client.pem", RedisKeyFile: "/etc/llmgw/redis-client.key", OnRedisError: "open"},
-		Telemetry: Telemetry{Traces: "otlp", Endpoint: "http://otel-collector:4318", AccessLog: "off"},
+		Telemetry: Telemetry{Traces: "otlp", Endpoint: "http://otel-collector:4318", ClientTrace: "link", AccessLog: "off"},
 		Tenants: []tenant.TenantLimits{
 			{Path: "acme", Limits: tenant.Limits{RPM: 6000, TPM: 2_000_000, BudgetUSD: 5000, Period: "month"}},
 			{Path: "acme/search", Limits: tenant.Limits{TPM: 500_000, BudgetTokens: 100_000_000, Period: "day"}},

@@ -24,6 +24,13 @@ type Telemetry struct {
 	// RecordContent puts each request's prompt messages on its span, as
 	// gen_ai.input.messages. Off, no message content is ever recorded.
 	RecordContent bool `yaml:"record_content"`
+	// ClientTrace is what a client's W3C traceparent does: link (the
+	// default) starts each request's trace afresh, linked to the client's
+	// span, sampled as llmgw's sampler decides, with none of the client's
+	// tracestate sent on; continue, for clients inside the operator's
+	// organisation, continues the client's trace, tracestate and sampling
+	// decision into llmgw's spans and its upstream calls.
+	ClientTrace string `yaml:"client_trace"`
 	// AccessLog is where one JSON line per request goes: stderr, stdout,
 	// a file's path (appended to), or off.
 	AccessLog string `yaml:"access_log"`
@@ -33,6 +40,12 @@ type Telemetry struct {
 const (
 	TracesOff  = "off"
 	TracesOTLP = "otlp"
+)
+
+// The values of telemetry.client_trace.
+const (
+	ClientTraceLink     = "link"
+	ClientTraceContinue = "continue"
 )
 
 // AccessLogOff is telemetry.access_log's value that writes none.
@@ -73,6 +86,11 @@ func (t *Telemetry) validate(ps *problems) {
 		case u.Host == "":
 			ps.add("telemetry.endpoint", "must name a host, such as http://collector:4318")
 		}
+	}
+	switch t.ClientTrace {
+	case ClientTraceLink, ClientTraceContinue:
+	default:
+		ps.add("telemetry.client_trace", "must be link or continue, got %q", t.ClientTrace)
 	}
 	if strings.TrimSpace(t.AccessLog) == "" {
 		ps.add("telemetry.access_log", "must be off, stderr, stdout or a file's path, got %q", t.AccessLog)

@@ -74,10 +74,18 @@ func BenchmarkNonStreamedRequest(b *testing.B) {
 
 // benchNonStreamed sends r benchPrompt, b.N times.
 func benchNonStreamed(b *testing.B, r *Router) {
+	benchNonStreamedWith(b, r, nil)
+}
+
+// benchNonStreamedWith is benchNonStreamed with header on every request.
+func benchNonStreamedWith(b *testing.B, r *Router, header http.Header) {
 	b.ReportAllocs()
 	for b.Loop() {
 		w := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(benchPrompt))
+		for k, v := range header {
+			req.Header[k] = v
+		}
 		r.ServeHTTP(w, req)
 		if w.Code != 200 {
 			b.Fatal(w.Code, w.Body)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // exemplarTraceIDs is the trace_id of every exemplar of the histogram
@@ -92,15 +93,9 @@ func TestExemplarsLinkLatencyToTheTrace(t *testing.T) {
 }
 
 func TestNoExemplarWhenNotSampled(t *testing.T) {
-	g, exp, _ := tracedGateway(t, false, nil, &upstream{tokens: 3})
-	req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/chat/completions", strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
-	req.Header.Set("traceparent", "00-"+clientTraceID+"-"+clientSpanID+"-00") // the caller does not sample
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	exp, tp, log := newTracedOptions(t, sdktrace.WithSampler(sdktrace.NeverSample()))
+	g := newTestGatewayWith(t, Options{Telemetry: TelemetryOptions{Tracer: tp, AccessLog: log}}, nil, &upstream{tokens: 3})
+	g.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	waitFor(t, "the request to be counted", func() bool {
 		mfs, _ := g.reg.Gather()
 		for _, mf := range mfs {

@@ -3,7 +3,12 @@ package router
 // Traces: one SERVER span per request, named and attributed after the
 // OpenTelemetry GenAI semantic conventions (v1.41), and one CLIENT span
 // per upstream call — each retry and each hedge its own — whose W3C
-// traceparent the call carries. A client's traceparent is continued.
+// traceparent the call carries. A client's traceparent is linked to,
+// not continued: the SERVER span starts a trace of llmgw's, sampled as
+// llmgw's sampler decides, with a link to the client's span, and nothing
+// the client sent in traceparent, tracestate or baggage reaches an
+// upstream. ContinueClientTrace, for clients the operator trusts,
+// continues the client's trace instead.
 // llmgw's own decisions (admission's, routing's, the tenant path) are
 // attributes under llmgw.*. Without a tracer provider none of this runs:
 // each step asks only whether the request has a span. The deprecated
@@ -41,6 +46,12 @@ type TelemetryOptions struct {
 	// RecordContent puts each request's prompt messages on its span as
 	// gen_ai.input.messages; off, no message content is recorded.
 	RecordContent bool
+	// ContinueClientTrace continues a client's traceparent: the request's
+	// spans join the client's trace, its tracestate goes on to the
+	// upstream, and a parent-based sampler follows its sampled flag.
+	// False, each request starts a trace of its own, linked to the
+	// client's span.
+	ContinueClientTrace bool
 	// AccessLog takes one JSON line per request, each in one Write; nil
 	// writes none (accesslog.go).
 	AccessLog io.Writer
@@ -48,8 +59,9 @@ type TelemetryOptions struct {
 
 // tracing is the router's tracer and what its spans record.
 type tracing struct {
-	tracer  trace.Tracer
-	content bool // whether prompt messages go on spans
+	tracer         trace.Tracer
+	content        bool // whether prompt messages go on spans
+	continueClient bool // whether a client's traceparent is continued
 }
 
 // tracerName is the instrumentation scope of llmgw's spans.
@@ -61,8 +73,9 @@ func newTracing(o TelemetryOptions) *tracing {
 		return nil
 	}
 	return &tracing{
-		tracer:  o.Tracer.Tracer(tracerName, trace.WithSchemaURL(semconv.SchemaURL)),
-		content: o.RecordContent,
+		tracer:         o.Tracer.Tracer(tracerName, trace.WithSchemaURL(semconv.SchemaURL)),
+		content:        o.RecordContent,
+		continueClient: o.ContinueClientTrace,
 	}
 }
 
@@ -118,11 +131,11 @@ func providerName(kind string) string {
 	return kind
 }
 
-// startSpan starts req's SERVER span, continuing the client's traceparent
-// if it sent one, and returns hr under the span's context. The span is
-// named for the operation until the model is known.
+// startSpan starts req's SERVER span and returns hr under the span's
+// context. The span starts a trace of its own, linked to the client's
+// span when its traceparent is valid, unless the client's trace is
+// continued. It is named for the operation until the model is known.
 func (r *Router) startSpan(hr *http.Request, req *parsedRequest) *http.Request {
-	ctx := traceContext.Extract(hr.Context(), propagation.HeaderCarrier(hr.Header))
 	op := operation(req.api)
 	attrs := []attribute.KeyValue{
 		semconv.GenAIOperationNameKey.String(op),
@@ -136,10 +149,31 @@ func (r *Router) startSpan(hr *http.Request, req *parsedRequest) *http.Request {
 			attrs = append(attrs, semconv.ServerPort(port))
 		}
 	}
-	ctx, req.span = r.tracing.tracer.Start(ctx, op, trace.WithSpanKind(trace.SpanKindServer),
+	opts := make([]trace.SpanStartOption, 0, 5) // room for a new root and a link
+	opts = append(opts, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithTimestamp(req.start), trace.WithAttributes(attrs...))
+	ctx, carrier := hr.Context(), propagation.HeaderCarrier(hr.Header)
+	if r.tracing.continueClient {
+		ctx = traceContext.Extract(ctx, carrier)
+	} else {
+		// A new root: a parent-based sampler, seeing no parent, decides
+		// as its root sampler does, whatever the client's flags say.
+		opts = append(opts, trace.WithNewRoot())
+		if sc := clientSpan(carrier); sc.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+		}
+	}
+	ctx, req.span = r.tracing.tracer.Start(ctx, op, opts...)
 	req.ctx = ctx
 	return hr.WithContext(ctx)
+}
+
+// clientSpan is the span a client's traceparent names, without its
+// tracestate, which is the client's vendors' and goes nowhere; invalid
+// when the client sent none, or one that does not parse.
+func clientSpan(carrier propagation.HeaderCarrier) trace.SpanContext {
+	sc := trace.SpanContextFromContext(traceContext.Extract(context.Background(), carrier))
+	return sc.WithTraceState(trace.TraceState{})
 }
 
 // endSpan ends req's SERVER span with what came of the request: rec, the

@@ -39,3 +39,10 @@ func BenchmarkTracedNonStreamedRequest(b *testing.B) {
 func BenchmarkTracedStreamedEvent(b *testing.B) {
 	benchStreamed(b, tracedBenchRouter)
 }
+
+// BenchmarkTracedClientTrace is BenchmarkTracedNonStreamedRequest with a
+// client's traceparent and tracestate on every request.
+func BenchmarkTracedClientTrace(b *testing.B) {
+	benchNonStreamedWith(b, tracedBenchRouter(b, benchAnswer),
+		http.Header{"Traceparent": {clientTraceparent}, "Tracestate": {clientTracestate}})
+}
