@@ -143,7 +143,7 @@ func (r *Router) startSpan(hr *http.Request, req *parsedRequest) *http.Request {
 		semconv.HTTPRequestMethodKey.String(hr.Method),
 		semconv.HTTPRoute(hr.URL.Path),
 	}
-	if host, port := splitHostPort(hr.Host); host != "" {
+	if host, port := splitHostPort(hr.Host); host != "" && len(host) <= maxHostName {
 		attrs = append(attrs, semconv.ServerAddress(host))
 		if port > 0 {
 			attrs = append(attrs, semconv.ServerPort(port))
@@ -168,6 +168,11 @@ func (r *Router) startSpan(hr *http.Request, req *parsedRequest) *http.Request {
 	return hr.WithContext(ctx)
 }
 
+// maxHostName is the longest Host whose name goes on a span as
+// server.address: a DNS name is at most 253 bytes, so a longer one names
+// no server, and only the header's limit would bound it.
+const maxHostName = 253
+
 // clientSpan is the span a client's traceparent names, without its
 // tracestate, which is the client's vendors' and goes nowhere; invalid
 // when the client sent none, or one that does not parse.
@@ -177,14 +182,20 @@ func clientSpan(carrier propagation.HeaderCarrier) trace.SpanContext {
 }
 
 // endSpan ends req's SERVER span with what came of the request: rec, the
-// usage record it made, and errType.
+// usage record it made, and errType. The span is named for the model
+// only when the catalog knows the name the client gave and the key may
+// use it.
 func (r *Router) endSpan(req *parsedRequest, res *dispatchResult, rec *usage.Record, errType string) {
 	span, o := req.span, &res.outcome
 	op := operation(req.api)
 	attrs := make([]attribute.KeyValue, 0, 20)
 	if openai.Shown(req.Model) && req.Model != "" {
-		span.SetName(op + " " + req.Model)
 		attrs = append(attrs, semconv.GenAIRequestModel(req.Model))
+		if req.model != nil {
+			// Only a name the catalog knows names the span: a client's
+			// made-up names, however many, leave the operation's alone.
+			span.SetName(op + " " + req.Model)
+		}
 	}
 	if req.api.generates {
 		attrs = append(attrs, semconv.GenAIRequestStream(req.Stream))

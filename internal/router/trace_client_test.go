@@ -3,7 +3,8 @@ package router
 // A client's trace context at the trust boundary, over real sockets: what
 // an upstream receives of the traceparent, tracestate and baggage a
 // client sends, and what is exported, with the client's trace linked (the
-// default) or continued, on gateways that sample everything or nothing.
+// default) or continued, on gateways that sample everything or nothing;
+// and the span names and attributes a client's own strings make.
 
 import (
 	"io"
@@ -178,5 +179,44 @@ func TestSamplingIsTheGateways(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUnknownModelsLeaveTheSpanName: the request's span is named for its
+// model only when the catalog knows the name, so that names a client
+// makes up do not each name spans.
+func TestUnknownModelsLeaveTheSpanName(t *testing.T) {
+	g, exp, _ := tracedGateway(t, false, nil, &upstream{tokens: 1})
+	resp, body := g.post(t, "/v1/chat/completions", `{"model":"made-up-1234","messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != 404 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	server, _ := serverSpan(t, exp)
+	if server.Name != "chat" {
+		t.Errorf("the span of a request for an unknown model is named %q, want chat", server.Name)
+	}
+	checkAttrs(t, server, map[string]string{"gen_ai.request.model": "made-up-1234"})
+}
+
+// TestLongHostLeavesNoServerAddress: a Host longer than any DNS name puts
+// no server.address on the request's span; one that is a name does.
+func TestLongHostLeavesNoServerAddress(t *testing.T) {
+	for _, host := range []string{"gateway.example:8080", strings.Repeat("h", 64<<10)} {
+		g, exp, _ := tracedGateway(t, false, nil, &upstream{tokens: 1})
+		req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/chat/completions", strings.NewReader(chatRequest(false)))
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		server, _ := serverSpan(t, exp)
+		got, set := attrs(server)["server.address"]
+		switch {
+		case len(host) > maxHostName && set:
+			t.Errorf("a Host of %d bytes is on the span as server.address (%d bytes)", len(host), len(got.AsString()))
+		case len(host) <= maxHostName && got.AsString() != "gateway.example":
+			t.Errorf("server.address = %q, want gateway.example", got.AsString())
+		}
 	}
 }
