@@ -83,11 +83,16 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 const checkAbout = `Loads the configuration FILE as serve would, then prints every problem in
-it, each naming its field, and exits 1; or prints a summary and exits 0.`
+it, each naming its field, and exits 1; or prints a summary and exits 0.
+With --against, the file the gateway runs with, it also names the changed
+fields a reload leaves for a restart (listeners, timeouts, the store,
+limits, routing options, profiles, telemetry); a reload applies pools,
+models, tenants and admin.token.`
 
 func checkCommand(_ context.Context, args []string, stdout, _ io.Writer) error {
-	fs := cli.NewFlagSet("check", "--config FILE", checkAbout, stdout)
+	fs := cli.NewFlagSet("check", "--config FILE [--against FILE]", checkAbout, stdout)
 	path := fs.String("config", "", "configuration `file` to check")
+	against := fs.String("against", "", "the configuration `file` in service: name the changes since it that need a restart")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -96,6 +101,9 @@ func checkCommand(_ context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	if *path == "" {
 		return fs.UsageErrorf("--config FILE is required")
+	}
+	if *against != "" {
+		return config.CheckAgainst(*path, *against, stdout)
 	}
 	return config.Check(*path, stdout)
 }

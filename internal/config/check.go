@@ -1,11 +1,14 @@
 // Checking a file from the command line (llmgw check --config FILE): every
-// problem one a line, or a one-line summary of what the file defines.
+// problem one a line, or a one-line summary of what the file defines; and,
+// against the file in service, which of its changes a reload leaves for a
+// restart.
 
 package config
 
 import (
 	"fmt"
 	"io"
+	"strings"
 )
 
 // Check loads the file at path and writes to w either every problem, one a
@@ -39,6 +42,33 @@ func Check(path string, w io.Writer) error {
 	_, err = fmt.Fprintf(w, "ok: %s, %s (%s), %s\n",
 		plural(len(c.Pools), "pool"), plural(len(c.Models), "model"),
 		plural(names, "name"), plural(endpoints, "endpoint"))
+	return err
+}
+
+// CheckAgainst checks the file at path as Check does and, when it is
+// valid, compares it with inService, the file the gateway runs with: it
+// writes the changed fields that take effect only at a restart, such as
+// "needs a restart: server.listen, store.url", or that a reload puts
+// every change in service. It returns an error when either file is not a
+// valid configuration or cannot be read.
+func CheckAgainst(path, inService string, w io.Writer) error {
+	if err := Check(path, w); err != nil {
+		return err
+	}
+	old, err := Load(inService)
+	if err != nil {
+		fmt.Fprintf(w, "%s, the configuration in service: %s\n", inService, strings.ReplaceAll(err.Error(), "\n", "; "))
+		return fmt.Errorf("check against %s: %w", inService, err)
+	}
+	next, err := Load(path)
+	if err != nil {
+		return err // Check has just loaded it
+	}
+	if fields := NeedRestart(old, next); len(fields) > 0 {
+		_, err = fmt.Fprintf(w, "needs a restart: %s; a reload applies the rest\n", strings.Join(fields, ", "))
+		return err
+	}
+	_, err = fmt.Fprintf(w, "a reload applies every change since %s\n", inService)
 	return err
 }
 

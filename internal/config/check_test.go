@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,5 +60,37 @@ func TestCheckMissingFile(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "nope.yaml") {
 		t.Errorf("Check output %q does not name the file", out.String())
+	}
+}
+
+// TestCheckAgainst: checked against the file in service, a file's changes
+// that a reload leaves for a restart are named; a file whose changes a
+// reload applies says so; a file in service that does not load fails.
+func TestCheckAgainst(t *testing.T) {
+	full, err := os.ReadFile("testdata/full.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := strings.NewReplacer(`listen: ":8080"`, `listen: ":9090"`, "url: sqlite:/var/lib/llmgw/llmgw.db", "url: sqlite:/srv/llmgw.db",
+		"tenant_label: team", "tenant_label: team\n  # a comment changes nothing").Replace(string(full))
+	path := filepath.Join(t.TempDir(), "next.yaml")
+	if err := os.WriteFile(path, []byte(next), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const ok = "ok: 5 pools, 3 models (5 names), 6 endpoints\n"
+	tests := []struct {
+		path, inService, want string
+		wantErr               bool
+	}{
+		{path, "testdata/full.good.yaml", ok + "needs a restart: server.listen, store.url; a reload applies the rest\n", false},
+		{"testdata/full.good.yaml", "testdata/full.good.yaml", ok + "a reload applies every change since testdata/full.good.yaml\n", false},
+		{"testdata/full.good.yaml", "testdata/same-listen.bad.yaml", ok + "testdata/same-listen.bad.yaml, the configuration in service: ", true},
+	}
+	for _, tt := range tests {
+		var out bytes.Buffer
+		err := CheckAgainst(tt.path, tt.inService, &out)
+		if (err != nil) != tt.wantErr || !strings.HasPrefix(out.String(), tt.want) {
+			t.Errorf("CheckAgainst(%s, %s) = %v, writing %q; want %q (error: %v)", tt.path, tt.inService, err, out.String(), tt.want, tt.wantErr)
+		}
 	}
 }

@@ -129,26 +129,36 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 	fields := make(map[string]reflect.Type, t.NumField())
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if !f.IsExported() && !f.Anonymous {
-			continue
-		}
-		tag := f.Tag.Get("yaml")
-		name, opts, _ := strings.Cut(tag, ",")
-		if name == "-" {
-			continue
-		}
-		if strings.Contains(","+opts+",", ",inline,") {
+		name, inline := yamlKey(f)
+		switch {
+		case inline:
 			for k, v := range yamlFields(f.Type) {
 				fields[k] = v
 			}
-			continue
+		case name != "":
+			fields[name] = f.Type
 		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
-		}
-		fields[name] = f.Type
 	}
 	return fields
+}
+
+// yamlKey is the YAML key of struct field f, as yaml.v3 reads its tag, or
+// "" for a field yaml skips; inline reports whether its fields are its
+// struct's own.
+func yamlKey(f reflect.StructField) (name string, inline bool) {
+	if !f.IsExported() && !f.Anonymous {
+		return "", false
+	}
+	name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	switch {
+	case name == "-":
+		return "", false
+	case strings.Contains(","+opts+",", ",inline,"):
+		return "", true
+	case name == "":
+		return strings.ToLower(f.Name), false
+	}
+	return name, false
 }
 
 // closest is the known field name nearest to key, within two edits, or "".
