@@ -15,7 +15,7 @@ import (
 // newConsole is the console over g's store, router and reloads.
 func (g *Gateway) newConsole() (*console.Console, error) {
 	return console.New(g.store, consoleView{g}, console.Options{
-		Token: g.adminToken, Keyring: g.keyring, ConfigTenants: g.cfg.Tenants, Logger: g.log,
+		Guard: g.guard, Keyring: g.keyring, ConfigTenants: g.cfg.Tenants, Logger: g.log,
 	})
 }
 

@@ -69,9 +69,10 @@ type Gateway struct {
 	tempSpool      string      // a spool directory to remove on close
 	unlockSpool    func()      // lets go of the spool directory; nil until it is taken
 
-	// adminToken is what the admin listener's guarded paths ask for:
-	// admin.token, else LLMGW_ADMIN_TOKEN; empty refuses them all.
-	adminToken string
+	// guard holds the admin token every path of the admin listener but
+	// the open ones asks for (admin.token, else LLMGW_ADMIN_TOKEN; none
+	// refuses them all), and the one throttle on guessing it.
+	guard *admin.Guard
 	// console is the web console at /ui; lastReload the last load of the
 	// configuration, which it shows (console.go).
 	console    http.Handler
@@ -171,10 +172,7 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	if g.adminLn, err = net.Listen("tcp", cfg.Server.AdminListen); err != nil {
 		return nil, fmt.Errorf("admin listener: %w", err)
 	}
-	g.adminToken = cfg.Admin.Token
-	if g.adminToken == "" {
-		g.adminToken = os.Getenv("LLMGW_ADMIN_TOKEN")
-	}
+	g.guard = admin.NewGuard(adminToken(cfg), admin.GuardOptions{Registerer: g.reg, Logger: log})
 	g.noteReload(time.Now(), nil)
 	if g.console, err = g.newConsole(); err != nil {
 		return nil, err
@@ -330,12 +328,25 @@ func (g *Gateway) newLimiter(ctx context.Context) (limits.Limiter, error) {
 	return l, nil
 }
 
+// envAdminToken is the environment variable the admin token is read from
+// when admin.token is empty.
+const envAdminToken = "LLMGW_ADMIN_TOKEN"
+
+// adminToken is the admin token cfg gives: admin.token, else
+// LLMGW_ADMIN_TOKEN; empty for none.
+func adminToken(cfg *config.Config) string {
+	if cfg.Admin.Token != "" {
+		return cfg.Admin.Token
+	}
+	return os.Getenv(envAdminToken)
+}
+
 // adminMux serves the admin listener. /metrics, /healthz, /livez and
-// /readyz answer anyone; every other path, the admin API and profiles among them,
-// is behind the admin token's guard.
+// /readyz answer anyone; every other path, the admin API, the console's
+// sign-in and profiles among them, is behind the one guard of the admin
+// token.
 func (g *Gateway) adminMux() http.Handler {
 	guarded := http.NewServeMux()
-	guarded.Handle("/admin/", admin.New(g.store, g.keyring, admin.Options{Token: g.adminToken, Logger: g.log}))
 	if g.cfg.Admin.PProf {
 		// Profiles, for finding where a gateway spends its CPU.
 		guarded.HandleFunc("GET /debug/pprof/", pprof.Index)
@@ -371,11 +382,13 @@ func (g *Gateway) adminMux() http.Handler {
 		}
 		w.Write([]byte("ready\n"))
 	})
-	// The console signs in with the admin token itself, and keeps a
-	// session in a cookie.
+	// The console signs in with the admin token itself, through the
+	// guard, and keeps a session in a cookie; the admin API puts itself
+	// behind the guard.
 	mux.Handle("/ui", g.console)
 	mux.Handle("/ui/", g.console)
-	mux.Handle("/", admin.NewGuard(g.adminToken).Wrap(guarded))
+	mux.Handle("/admin/", admin.New(g.store, g.keyring, admin.Options{Guard: g.guard, Logger: g.log}))
+	mux.Handle("/", g.guard.Wrap(guarded))
 	return mux
 }
 
@@ -384,7 +397,7 @@ func (g *Gateway) adminMux() http.Handler {
 // another when profiles are on with no token to open them.
 func (g *Gateway) warnAdminExposed() {
 	addr := g.adminLn.Addr().String()
-	tokenSet := admin.NewGuard(g.adminToken).Configured()
+	tokenSet := g.guard.Configured()
 	if g.cfg.Admin.PProf && !tokenSet {
 		g.log.Warn("admin.pprof is on but no admin token is configured: /debug/pprof/ is refused until LLMGW_ADMIN_TOKEN or admin.token is set")
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/admin"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
@@ -106,11 +107,11 @@ func benchConsole(b *testing.B, s store.Store) (http.Handler, *http.Cookie) {
 		}
 	}
 	tc := &fakeGateway{}
-	c, err := New(s, tc, Options{Token: testToken})
+	c, err := New(s, tc, Options{Guard: admin.NewGuard(testToken, admin.GuardOptions{})})
 	if err != nil {
 		b.Fatal(err)
 	}
-	ss := c.sessions.start(time.Now())
+	ss := c.sessions.start(time.Now(), c.guard.Version())
 	return c, &http.Cookie{Name: cookieName, Value: ss.id}
 }
 

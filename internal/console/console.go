@@ -45,9 +45,12 @@ type Reload struct {
 
 // Options configure the console.
 type Options struct {
-	// Token is the admin token that signs in; empty means the console
-	// explains how to set one and shows nothing else.
-	Token string
+	// Guard holds the admin token that signs in, and the throttle every
+	// sign-in takes a slot from before its form is read; the same guard
+	// serves the rest of the admin listener. A guard with no token, or
+	// nil, means the console explains how to set one and shows nothing
+	// else. A session ends when the guard's token changes.
+	Guard *admin.Guard
 	// Keyring, when not nil, is told of revocations so this replica
 	// refuses a revoked key at once.
 	Keyring *keys.Keyring
@@ -83,7 +86,6 @@ type Console struct {
 	opts     Options
 	guard    *admin.Guard
 	sessions *sessions
-	wrong    failedSignIns                 // wrong tokens this minute
 	pages    map[string]*template.Template // key: page name
 	now      func() time.Time
 	log      *slog.Logger
@@ -93,8 +95,11 @@ type Console struct {
 
 // New returns the console over st and gw, serving paths under /ui.
 func New(st store.Store, gw Gateway, opts Options) (*Console, error) {
-	c := &Console{st: st, gw: gw, opts: opts, guard: admin.NewGuard(opts.Token), now: opts.Now, log: opts.Logger,
+	c := &Console{st: st, gw: gw, opts: opts, guard: opts.Guard, now: opts.Now, log: opts.Logger,
 		csrf: http.NewCrossOriginProtection()}
+	if c.guard == nil {
+		c.guard = admin.NewGuard("", admin.GuardOptions{})
+	}
 	if c.now == nil {
 		c.now = time.Now
 	}

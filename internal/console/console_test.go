@@ -9,10 +9,12 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/admin"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
@@ -39,10 +41,11 @@ func (f *fakeGateway) setCatalog(c *catalog.Catalog) { f.cat = c }
 // testConsole serves a console over a memory store and a fake gateway,
 // its models, pools and endpoints named with markup.
 type testConsole struct {
-	srv *httptest.Server
-	st  *store.Memory
-	gw  *fakeGateway
-	now time.Time
+	srv   *httptest.Server
+	st    *store.Memory
+	gw    *fakeGateway
+	guard *admin.Guard
+	now   time.Time
 }
 
 func newTestConsole(t *testing.T, token string) *testConsole {
@@ -61,7 +64,9 @@ func newTestConsole(t *testing.T, token string) *testConsole {
 			Inflight: 4, Waiting: 2, KVUsage: 0.5, PrefixHits: 0.8, PredictedTTFT: 120 * time.Millisecond, MeasuredTTFT: 130 * time.Millisecond,
 			PerKiloToken: 200 * time.Millisecond, PerQueued: 120 * time.Millisecond, Step: 10 * time.Millisecond, PerStream: 80 * time.Microsecond}}}},
 	}
-	c, err := New(tc.st, tc.gw, Options{Token: token, Now: func() time.Time { return tc.now }})
+	clock := func() time.Time { return tc.now }
+	tc.guard = admin.NewGuard(token, admin.GuardOptions{Now: clock})
+	c, err := New(tc.st, tc.gw, Options{Guard: tc.guard, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,23 +219,56 @@ func mustURL(s string) *url.URL {
 	return u
 }
 
-// TestWrongTokensWaitAMinute: past maxFailedSignIns wrong tokens in a
-// minute, sign-ins, the right token's too, wait for the next minute.
-func TestWrongTokensWaitAMinute(t *testing.T) {
+// TestWrongTokensWait: past the guard's budget of wrong tokens from one
+// address, its sign-ins, the right token's too, are refused unread with
+// 429 until a slot comes back, when the right token signs in.
+func TestWrongTokensWait(t *testing.T) {
 	tc := newTestConsole(t, testToken)
 	c := tc.client(t)
-	for range maxFailedSignIns {
-		if resp, _ := tc.post(t, c, "/ui/login", tc.srv.URL, url.Values{"token": {"guess"}}); resp.StatusCode != http.StatusUnauthorized {
-			t.Fatalf("a wrong token: %d, want 401", resp.StatusCode)
+	refused := 0
+	for i := 0; refused == 0; i++ {
+		resp, _ := tc.post(t, c, "/ui/login", tc.srv.URL, url.Values{"token": {"guess"}})
+		switch {
+		case resp.StatusCode == http.StatusTooManyRequests:
+			refused++
+		case resp.StatusCode != http.StatusUnauthorized || i > 100:
+			t.Fatalf("wrong token %d: %d, want 401 until the throttle refuses it", i, resp.StatusCode)
 		}
 	}
-	resp, _ := tc.post(t, c, "/ui/login", tc.srv.URL, url.Values{"token": {testToken}})
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || len(resp.Cookies()) != 0 {
-		t.Errorf("the right token past the wrong ones: %d, Retry-After %q; want 429 and no session", resp.StatusCode, resp.Header.Get("Retry-After"))
+	resp, body := tc.post(t, c, "/ui/login", tc.srv.URL, url.Values{"token": {testToken}})
+	wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if resp.StatusCode != http.StatusTooManyRequests || wait < 1 || len(resp.Cookies()) != 0 || !strings.Contains(body, "try again in") {
+		t.Fatalf("the right token past the wrong ones: %d, Retry-After %q; want 429 and no session:\n%s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
-	tc.now = tc.now.Add(time.Minute)
+	tc.now = tc.now.Add(time.Duration(wait) * time.Second)
 	if resp, _ := tc.post(t, c, "/ui/login", tc.srv.URL, url.Values{"token": {testToken}}); resp.StatusCode != http.StatusSeeOther {
-		t.Errorf("the right token a minute later: %d, want 303", resp.StatusCode)
+		t.Errorf("the right token after Retry-After: %d, want 303", resp.StatusCode)
+	}
+}
+
+// TestSessionsEndWhenTheTokenChanges: a session signed in with one admin
+// token ends when another takes its place; the new token signs in.
+func TestSessionsEndWhenTheTokenChanges(t *testing.T) {
+	tc := newTestConsole(t, testToken)
+	c := tc.client(t)
+	tc.signIn(t, c)
+	if tc.guard.SetToken(" " + testToken + "\n") {
+		t.Error("the same token, padded, counts as a change")
+	}
+	if resp, _ := tc.get(t, c, "/ui/overview"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("after the same token is set again: %d, want the page", resp.StatusCode)
+	}
+	if !tc.guard.SetToken("the-next-" + testToken) {
+		t.Fatal("a new token does not count as a change")
+	}
+	if resp, _ := tc.get(t, c, "/ui/overview"); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("the old token's session after the change: %d, want the sign-in page", resp.StatusCode)
+	}
+	if resp, _ := tc.post(t, c, "/ui/login", tc.srv.URL, url.Values{"token": {testToken}}); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the old token after the change: %d, want 401", resp.StatusCode)
+	}
+	if resp, _ := tc.post(t, c, "/ui/login", tc.srv.URL, url.Values{"token": {"the-next-" + testToken}}); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("the new token: %d, want 303", resp.StatusCode)
 	}
 }
 

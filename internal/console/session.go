@@ -2,14 +2,17 @@ package console
 
 // Signing in: the admin token, asked once, buys a session: a random id
 // in an HttpOnly, SameSite=Strict cookie, held here with its expiry and
-// its CSRF token. The token itself is never stored or sent back. A write
-// needs the session, the CSRF token in its form, and a same-origin
-// request as the browser tells it (Sec-Fetch-Site, else Origin).
+// its CSRF token. The token itself is never stored or sent back, and a
+// session ends when the token changes. A write needs the session, the
+// CSRF token in its form, and a same-origin request as the browser tells
+// it (Sec-Fetch-Site, else Origin).
 
 import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -30,6 +33,7 @@ type session struct {
 	id      string
 	csrf    string // the token every form of the session carries
 	expires time.Time
+	version uint64 // the version of the admin token it signed in with
 }
 
 // sessions are the sign-ins held.
@@ -50,9 +54,10 @@ func randomID() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// start makes a session that ends ttl after now.
-func (s *sessions) start(now time.Time) *session {
-	ss := &session{id: randomID(), csrf: randomID(), expires: now.Add(s.ttl)}
+// start makes a session signed in with the token's version that ends
+// ttl after now.
+func (s *sessions) start(now time.Time, version uint64) *session {
+	ss := &session{id: randomID(), csrf: randomID(), expires: now.Add(s.ttl), version: version}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, x := range s.by {
@@ -73,15 +78,16 @@ func (s *sessions) start(now time.Time) *session {
 	return ss
 }
 
-// get is the live session with id at now, or nil.
-func (s *sessions) get(id string, now time.Time) *session {
+// get is the live session with id at now, signed in with the token's
+// version, or nil.
+func (s *sessions) get(id string, now time.Time, version uint64) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss := s.by[id]
 	if ss == nil {
 		return nil
 	}
-	if !now.Before(ss.expires) {
+	if !now.Before(ss.expires) || ss.version != version {
 		delete(s.by, id)
 		return nil
 	}
@@ -101,7 +107,7 @@ func (c *Console) session(r *http.Request) *session {
 	if err != nil {
 		return nil
 	}
-	return c.sessions.get(ck.Value, c.now())
+	return c.sessions.get(ck.Value, c.now(), c.guard.Version())
 }
 
 // setCookie sets, or with a nil session clears, the session cookie.
@@ -145,6 +151,9 @@ func (c *Console) write(h pageHandler) http.HandlerFunc {
 			c.render(w, r, http.StatusForbidden, "error", nil, errorPage{Message: "Your session has ended: sign in again."})
 			return
 		}
+		if !c.readForm(w, r, ss) {
+			return
+		}
 		if !c.sameOrigin(r) || !validCSRF(r, ss) {
 			c.render(w, r, http.StatusForbidden, "error", ss, errorPage{Message: "This form was not sent from this console's own page; nothing was changed."})
 			return
@@ -161,15 +170,41 @@ func (c *Console) sameOrigin(r *http.Request) bool {
 	return c.csrf.Check(r) == nil
 }
 
-// validCSRF reports whether r's form carries ss's CSRF token.
+// validCSRF reports whether r's form, read already, carries ss's CSRF
+// token.
 func validCSRF(r *http.Request, ss *session) bool {
-	r.Body = http.MaxBytesReader(nil, r.Body, maxFormBytes)
 	got := r.PostFormValue("csrf")
 	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(ss.csrf)) == 1
 }
 
 // maxFormBytes bounds a form: a key's spec is a few hundred bytes.
 const maxFormBytes = 64 << 10
+
+// readForm reads r's form, at most maxFormBytes of it, and reports
+// whether it could; if not it answers, 413 for a form too large, 408 for
+// one that did not arrive within the listener's body deadline, else 400,
+// and the connection closes after the answer.
+func (c *Console) readForm(w http.ResponseWriter, r *http.Request, ss *session) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	err := r.ParseForm()
+	if err == nil {
+		return true
+	}
+	status, msg := http.StatusBadRequest, "The form could not be read; nothing was changed."
+	var (
+		tooLarge *http.MaxBytesError
+		netErr   net.Error
+	)
+	switch {
+	case errors.As(err, &tooLarge):
+		status, msg = http.StatusRequestEntityTooLarge, "The form is larger than the console takes; nothing was changed."
+	case errors.As(err, &netErr) && netErr.Timeout():
+		status, msg = http.StatusRequestTimeout, "The form did not arrive in time; nothing was changed."
+	}
+	w.Header().Set("Connection", "close")
+	c.render(w, r, status, "error", ss, errorPage{Message: msg})
+	return false
+}
 
 // loginPage asks for the admin token.
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
@@ -180,57 +215,30 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "login", nil, loginPage{Next: r.URL.Query().Get("next")})
 }
 
-// maxFailedSignIns is how many wrong tokens the console takes in a
-// minute; past it every sign-in waits for the next minute, so that the
-// token cannot be guessed at the speed of the network. An operator
-// mistyping does not come near it.
-const maxFailedSignIns = 20
-
-// failedSignIns counts the wrong tokens of the current minute.
-type failedSignIns struct {
-	mu     sync.Mutex // protects minute and n
-	minute int64      // Unix minute n counts in
-	n      int
-}
-
-// blocked reports whether sign-ins wait for the next minute at now.
-func (f *failedSignIns) blocked(now time.Time) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.minute == now.Unix()/60 && f.n >= maxFailedSignIns
-}
-
-// fail counts a wrong token at now.
-func (f *failedSignIns) fail(now time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if m := now.Unix() / 60; m != f.minute {
-		f.minute, f.n = m, 0
-	}
-	f.n++
-}
-
-// login starts a session for the admin token.
+// login starts a session for the admin token. The sign-in takes its slot
+// in the guard's throttle before its form is read, so that sign-ins whose
+// forms arrive together are compared no more than the throttle allows.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if !c.sameOrigin(r) {
 		c.render(w, r, http.StatusForbidden, "error", nil, errorPage{Message: "Sign in from this console's own page."})
 		return
 	}
-	now := c.now()
-	if c.wrong.blocked(now) {
-		w.Header().Set("Retry-After", strconv.FormatInt(60-now.Unix()%60, 10))
-		c.render(w, r, http.StatusTooManyRequests, "error", nil, errorPage{Message: "Too many wrong admin tokens this minute: try again in a minute."})
+	try, refused := c.guard.Try(r)
+	if refused != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(refused.RetryAfterSeconds))
+		w.Header().Set("Connection", "close")
+		c.render(w, r, http.StatusTooManyRequests, "error", nil, errorPage{Message: refused.Message})
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if !c.readForm(w, r, nil) {
+		return
+	}
 	next := r.PostFormValue("next")
-	if !c.guard.Match(r.PostFormValue("token")) {
-		c.wrong.fail(now)
-		c.log.Warn("console: sign-in refused: wrong admin token", "remote", r.RemoteAddr)
+	if !try.Match(r.PostFormValue("token")) {
 		c.render(w, r, http.StatusUnauthorized, "login", nil, loginPage{Next: next, Failed: true})
 		return
 	}
-	ss := c.sessions.start(now)
+	ss := c.sessions.start(c.now(), try.Version())
 	c.setCookie(w, r, ss)
 	c.log.Info("console: signed in", "remote", r.RemoteAddr)
 	http.Redirect(w, r, nextPage(next), http.StatusSeeOther)

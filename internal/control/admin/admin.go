@@ -23,10 +23,11 @@ import (
 
 // Options configure the admin API.
 type Options struct {
-	// Token is the bearer token every admin route demands. Empty means
-	// every route is refused with 403 and noTokenMessage, reads as well as
-	// writes.
-	Token string
+	// Guard holds the admin token every route demands as a bearer token,
+	// and the throttle on guessing it. Nil refuses every route with 403
+	// and noTokenMessage, reads as well as writes, as a guard with no
+	// token does.
+	Guard *Guard
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger gets an audit line per change and the causes of failures;
@@ -46,7 +47,7 @@ type api struct {
 }
 
 // New returns the admin API's handler, serving paths under /admin/ behind
-// the guard of opts.Token. ring, when not nil, is told of each revocation
+// opts.Guard. ring, when not nil, is told of each revocation
 // and tenant change so this replica applies them at once; the others see
 // them within the ring's MaxAge.
 func New(st store.Store, ring *keys.Keyring, opts Options) http.Handler {
@@ -71,7 +72,11 @@ func New(st store.Store, ring *keys.Keyring, opts Options) http.Handler {
 		m.HandleFunc(p, methodNotAllowed)
 	}
 	m.HandleFunc("/", notFound)
-	return NewGuard(opts.Token).Wrap(m)
+	g := opts.Guard
+	if g == nil {
+		g = NewGuard("", GuardOptions{})
+	}
+	return g.Wrap(m)
 }
 
 func methodNotAllowed(w http.ResponseWriter, r *http.Request) {

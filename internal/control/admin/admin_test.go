@@ -59,7 +59,7 @@ func newFixture(t *testing.T, tok string) *fixture {
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	clock := func() time.Time { return now0 }
 	ring := keys.NewKeyring(st, keys.Options{Now: clock, Logger: log})
-	srv := httptest.NewServer(New(st, ring, Options{Token: tok, Now: clock, Logger: log}))
+	srv := httptest.NewServer(New(st, ring, Options{Guard: NewGuard(tok, GuardOptions{Now: clock}), Now: clock, Logger: log}))
 	t.Cleanup(srv.Close)
 	return &fixture{srv: srv, st: st, ring: ring, logs: logs}
 }

@@ -1,13 +1,22 @@
 package admin
 
-// The admin token: what the admin API, and every other guarded path of the
-// admin listener, asks for before it answers anything.
+// The admin token: what the admin API, the console's sign-in and every
+// other guarded path of the admin listener ask for before they answer
+// anything, behind one throttle on guessing it.
 
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
+	"log/slog"
+	"math"
 	"net/http"
+	"net/netip"
 	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 )
@@ -20,60 +29,230 @@ const noTokenMessage = "The admin API and profiles are disabled because no admin
 // or with another.
 const wrongTokenMessage = "This admin path needs the admin token: send Authorization: Bearer <token>."
 
-// Guard lets through only requests that carry the admin token as a bearer
-// token. With no token configured it lets nothing through: every request
-// gets 403 and noTokenMessage. A missing or wrong token gets 401 with
-// WWW-Authenticate: Bearer. A refusal says nothing of what the path holds,
-// nor whether it exists.
+// Guard lets through only requests that carry the admin token. With no
+// token configured it lets nothing through: every request gets 403 and
+// noTokenMessage. Every try at the token takes a slot from the throttle
+// before the token is compared, or read: past its source's budget, or
+// the budget all sources share, a try gets 429 with Retry-After and is
+// not compared. A missing or wrong token gets 401 with WWW-Authenticate:
+// Bearer and keeps its slot; the right one gives it back. A refusal says
+// nothing of what the path holds, nor whether it exists.
+//
+// One Guard serves /ui, /admin and /debug alike, so that all of them draw
+// on one budget; its token can be changed while it serves (SetToken).
 type Guard struct {
-	token [sha256.Size]byte // the configured token's hash
-	set   bool              // reports whether a token is configured
+	token    atomic.Pointer[guardToken] // the token in service
+	throttle *throttle
+	failures *prometheus.CounterVec // labels: path, reason
+	now      func() time.Time
+	log      *slog.Logger
 }
+
+// guardToken is one admin token in service.
+type guardToken struct {
+	sum     [sha256.Size]byte // the token's hash
+	set     bool              // reports whether a token is configured
+	version uint64            // how many times the token has changed before it
+}
+
+// GuardOptions configure a Guard.
+type GuardOptions struct {
+	// Registerer gets llmgw_admin_auth_failures_total; nil registers
+	// nothing.
+	Registerer prometheus.Registerer
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger gets a warning for a source's wrong tokens, at most one a
+	// source every logEvery; nil discards them.
+	Logger *slog.Logger
+}
+
+// surface is the part of the admin listener a try at the token came to,
+// as the failures metric labels it: ui (/ui), debug (/debug) or admin
+// (every other path).
+type surface string
+
+const (
+	surfaceUI    surface = "ui"
+	surfaceAdmin surface = "admin"
+	surfaceDebug surface = "debug"
+)
+
+// Why a try at the token failed, as the failures metric labels it.
+const (
+	reasonWrongToken = "wrong_token" // a token other than the admin token, or none
+	reasonThrottled  = "throttled"   // refused unchecked: no slot was free
+)
 
 // NewGuard is the guard of token. White space around it is ignored, as it
 // is around the token sent, so a token read from a file ending in a newline
 // still matches; a token of white space alone is no token.
-func NewGuard(token string) *Guard {
+func NewGuard(token string, opts GuardOptions) *Guard {
+	g := &Guard{throttle: newThrottle(), now: opts.Now, log: opts.Logger}
+	if g.now == nil {
+		g.now = time.Now
+	}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	g.failures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "llmgw_admin_auth_failures_total",
+		Help: "Tries at the admin token that failed, on the admin listener's path (ui, admin or debug), by reason: wrong_token (another token, or none), throttled (refused unchecked, its source or all sources together past their budget).",
+	}, []string{"path", "reason"})
+	for _, s := range []surface{surfaceUI, surfaceAdmin, surfaceDebug} {
+		for _, r := range []string{reasonWrongToken, reasonThrottled} {
+			g.failures.WithLabelValues(string(s), r)
+		}
+	}
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(g.failures)
+	}
+	g.token.Store(newGuardToken(token, 0))
+	return g
+}
+
+func newGuardToken(token string, version uint64) *guardToken {
 	token = strings.TrimSpace(token)
 	if token == "" {
-		return &Guard{}
+		return &guardToken{version: version}
 	}
-	return &Guard{token: sha256.Sum256([]byte(token)), set: true}
+	return &guardToken{sum: sha256.Sum256([]byte(token)), set: true, version: version}
 }
+
+// match reports whether token is t's, white space around it ignored;
+// never with no token configured. Both sides are hashed first so the
+// comparison takes the same time whatever the length of what was sent.
+func (t *guardToken) match(token string) bool {
+	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return t.set && subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1
+}
+
+// SetToken puts token in service in place of the one before, and reports
+// whether it differs from it; only a token that differs changes Version.
+func (g *Guard) SetToken(token string) bool {
+	old := g.token.Load()
+	next := newGuardToken(token, old.version+1)
+	if next.set == old.set && next.sum == old.sum {
+		return false
+	}
+	g.token.Store(next)
+	return true
+}
+
+// Version counts the changes of the token: what was opened with the token
+// of one version, a console session say, is closed at the next.
+func (g *Guard) Version() uint64 { return g.token.Load().version }
 
 // Configured reports whether a token is configured, and so whether any
 // request can get through.
-func (g *Guard) Configured() bool { return g.set }
+func (g *Guard) Configured() bool { return g.token.Load().set }
 
-// Wrap is h behind the guard.
+// Wrap is h behind the guard: the token is read from the Authorization
+// header as a bearer token (the scheme in any case).
 func (g *Guard) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case !g.set:
+		if !g.Configured() {
 			openai.WriteError(w, openai.Forbidden(noTokenMessage))
-		case !g.authorized(r):
+			return
+		}
+		a, err := g.Try(r)
+		if err != nil {
+			w.Header().Set("Connection", "close")
+			openai.WriteError(w, err)
+			return
+		}
+		if !a.Match(bearer(r)) {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			openai.WriteError(w, openai.Unauthorized(wrongTokenMessage))
-		default:
-			h.ServeHTTP(w, r)
+			return
 		}
+		h.ServeHTTP(w, r)
 	})
 }
 
-// Match reports whether token is the admin token, white space around it
-// ignored; never with no token configured. Both sides are hashed first so
-// the comparison takes the same time whatever the length of what was sent.
-func (g *Guard) Match(token string) bool {
-	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	return g.set && subtle.ConstantTimeCompare(sum[:], g.token[:]) == 1
-}
-
-// authorized reports whether r carries the admin token as a bearer token
-// (the scheme in any case).
-func (g *Guard) authorized(r *http.Request) bool {
+// bearer is r's bearer token, or "" when it sends none.
+func bearer(r *http.Request) string {
 	h := r.Header.Get("Authorization")
 	if len(h) < len("Bearer ") || !strings.EqualFold(h[:len("Bearer ")], "Bearer ") {
-		return false
+		return ""
 	}
-	return g.Match(h[len("Bearer "):])
+	return h[len("Bearer "):]
+}
+
+// Attempt is one try at the token, holding its slot in the throttle until
+// it is compared.
+type Attempt struct {
+	g       *Guard
+	src     netip.Prefix
+	surface surface
+	version uint64 // the version of the token compared; set by Match
+}
+
+// Try takes a slot for one try at the token from r's source (the
+// connection's address), before anything r sends is read: a try that
+// finds none free is refused with a 429 saying when to come back, counted
+// and logged. Its answer should close the connection, so that it goes out
+// at once, without the body being read first. Call Match on the Attempt
+// with the token r sends.
+func (g *Guard) Try(r *http.Request) (*Attempt, *openai.Error) {
+	a := &Attempt{g: g, src: sourceOf(r.RemoteAddr), surface: surfaceOf(r.URL.Path)}
+	wait, ok := g.throttle.take(a.src, g.now())
+	if ok {
+		return a, nil
+	}
+	a.fail(reasonThrottled)
+	secs := int(math.Ceil(wait.Seconds()))
+	return nil, openai.RateLimited("rate_limit_exceeded",
+		fmt.Sprintf("Too many tries at the admin token: try again in %d s.", secs), secs)
+}
+
+// Match reports whether token is the admin token, white space around it
+// ignored; never with no token configured. The right token gives the
+// attempt's slot back; a wrong one keeps it, and is counted and logged.
+func (a *Attempt) Match(token string) bool {
+	t := a.g.token.Load()
+	a.version = t.version
+	if t.match(token) {
+		a.g.throttle.giveBack(a.src, a.g.now())
+		return true
+	}
+	a.fail(reasonWrongToken)
+	return false
+}
+
+// Version is the version of the token Match compared against.
+func (a *Attempt) Version() uint64 { return a.version }
+
+// fail counts a failed try, and logs its source's failures when its time
+// has come: never the token sent.
+func (a *Attempt) fail(reason string) {
+	a.g.failures.WithLabelValues(string(a.surface), reason).Inc()
+	log, wrong, throttled := a.g.throttle.note(a.src, a.g.now(), reason == reasonThrottled)
+	if log {
+		a.g.log.Warn("admin token refused: wrong tokens, or tries past the throttle, from one source; logged at most once a minute a source",
+			"source", sourceString(a.src), "path", string(a.surface), "wrong_tokens", wrong, "throttled", throttled)
+	}
+}
+
+// surfaceOf is the surface of a request's path.
+func surfaceOf(path string) surface {
+	switch {
+	case path == "/ui" || strings.HasPrefix(path, "/ui/"):
+		return surfaceUI
+	case path == "/debug" || strings.HasPrefix(path, "/debug/"):
+		return surfaceDebug
+	}
+	return surfaceAdmin
+}
+
+// sourceString is a source as the log names it: an IPv4 address alone,
+// an IPv6 /64 as a prefix.
+func sourceString(p netip.Prefix) string {
+	switch {
+	case !p.IsValid():
+		return "unknown"
+	case p.Addr().Is4():
+		return p.Addr().String()
+	}
+	return p.String()
 }

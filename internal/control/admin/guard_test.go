@@ -24,7 +24,7 @@ func TestGuardConfiguredToken(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := httptest.NewServer(New(store.NewMemory(), nil, Options{Token: tt.configured}))
+			srv := httptest.NewServer(New(store.NewMemory(), nil, Options{Guard: NewGuard(tt.configured, GuardOptions{})}))
 			defer srv.Close()
 			req, _ := http.NewRequest("GET", srv.URL+"/admin/keys", nil)
 			req.Header.Set("Authorization", tt.sent)
