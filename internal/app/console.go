@@ -19,10 +19,10 @@ func (g *Gateway) newConsole() (*console.Console, error) {
 	})
 }
 
-// noteReload keeps the outcome of loading the configuration at at, for
-// the console's Config page.
-func (g *Gateway) noteReload(at time.Time, err error) {
-	r := &console.Reload{At: at, File: g.configPath}
+// noteReload keeps the outcome of loading the configuration at at, and
+// the changed fields left for a restart, for the console's Config page.
+func (g *Gateway) noteReload(at time.Time, err error, restart []string) {
+	r := &console.Reload{At: at, File: g.configPath, NeedRestart: restart}
 	if err != nil {
 		r.Err = err.Error()
 	}

@@ -29,6 +29,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/console"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/admin"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/ledger"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
@@ -73,6 +74,9 @@ type Gateway struct {
 	// the open ones asks for (admin.token, else LLMGW_ADMIN_TOKEN; none
 	// refuses them all), and the one throttle on guessing it.
 	guard *admin.Guard
+	// overrides are the values serve set over the file's, from the
+	// environment and flags, set again over each reload's; nil for none.
+	overrides func(*config.Config)
 	// console is the web console at /ui; lastReload the last load of the
 	// configuration, which it shows (console.go).
 	console    http.Handler
@@ -173,7 +177,7 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 		return nil, fmt.Errorf("admin listener: %w", err)
 	}
 	g.guard = admin.NewGuard(adminToken(cfg), admin.GuardOptions{Registerer: g.reg, Logger: log})
-	g.noteReload(time.Now(), nil)
+	g.noteReload(time.Now(), nil, nil)
 	if g.console, err = g.newConsole(); err != nil {
 		return nil, err
 	}
@@ -561,28 +565,64 @@ func (g *Gateway) close() {
 	}
 }
 
-// reload reads the configuration file again and swaps in its catalog. A
-// file that does not load is refused and the catalog in service stays.
-// Only the catalog and tenant limits change on reload; listeners, timeouts,
-// the store and limits take a restart.
+// reload reads the configuration file again, as serve read it at start,
+// and puts in service what a reload applies (config.Reloaded): the
+// catalog, the file's tenant limits and the admin token. A file that does
+// not load is refused and everything in service stays. A changed field
+// that takes effect only at start is named in a warning, its value in
+// service kept.
 func (g *Gateway) reload() error {
-	cfg, err := config.Load(g.configPath)
+	cfg, err := g.loadConfig()
+	var cat *catalog.Catalog
 	if err == nil {
-		var cat = g.router.Catalog()
-		if cat, err = cfg.Catalog(); err == nil {
-			g.router.SetCatalog(cat)
-			if g.keyring != nil {
-				g.keyring.SetConfigTenants(cfg.Tenants)
-			}
-		}
+		cat, err = cfg.Catalog()
 	}
 	g.router.ReloadFailed(err != nil)
-	g.noteReload(time.Now(), err)
 	if err != nil {
+		g.noteReload(time.Now(), err, nil)
 		g.log.Error("configuration reload refused; the previous catalog keeps serving",
 			"file", g.configPath, "err", strings.ReplaceAll(err.Error(), "\n", "; "))
 		return err
 	}
+	g.router.SetCatalog(cat)
+	if g.keyring != nil {
+		g.keyring.SetConfigTenants(cfg.Tenants)
+	}
+	g.reloadAdminToken(cfg)
+	restart := config.NeedRestart(g.cfg, cfg)
+	g.noteReload(time.Now(), nil, restart)
+	if len(restart) > 0 {
+		g.log.Warn("configuration reloaded, but changed fields that take effect only at a restart keep their values in service",
+			"file", g.configPath, "needs_restart", strings.Join(restart, ", "))
+	}
 	g.log.Info("configuration reloaded", "file", g.configPath)
 	return nil
+}
+
+// loadConfig reads the configuration file with serve's values from the
+// environment and flags over it, as at start.
+func (g *Gateway) loadConfig() (*config.Config, error) {
+	cfg, err := config.Load(g.configPath)
+	if err != nil || g.overrides == nil {
+		return cfg, err
+	}
+	g.overrides(cfg)
+	return cfg, cfg.Validate()
+}
+
+// reloadAdminToken puts the admin token cfg gives in service; console
+// sessions signed in with the one before end. A configuration that gives
+// none keeps the token in service, and says so: only a restart takes it
+// away.
+func (g *Gateway) reloadAdminToken(cfg *config.Config) {
+	token := adminToken(cfg)
+	if strings.TrimSpace(token) == "" {
+		if g.guard.Configured() {
+			g.log.Warn("the reloaded configuration gives no admin token (admin.token is empty and " + envAdminToken + " unset): the token in service is kept until a restart")
+		}
+		return
+	}
+	if g.guard.SetToken(token) {
+		g.log.Info("the admin token changed: the new one opens /admin, /debug and the console; console sessions signed in with the old one have ended")
+	}
 }

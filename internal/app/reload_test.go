@@ -3,8 +3,6 @@ package app
 import (
 	"fmt"
 	"io"
-	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/sim"
 )
 
@@ -50,27 +47,8 @@ func TestReload(t *testing.T) {
 	defer rep.Close()
 	path := filepath.Join(t.TempDir(), "llmgw.yaml")
 	writeReloadConfig(t, path, rep.URL(), `  - {name: a, pool: sim, slo: {tpot_p99: 50ms}}`)
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncWriter{w: new(strings.Builder)}
-	g, err := newGateway(ctx, cfg, path, slog.New(slog.NewTextHandler(logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-
-	models := func() string {
-		resp, err := http.Get(g.URL() + "/models")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
-	}
+	g, logs := startFile(t, path, nil)
+	models := func() string { return gatewayModels(t, g) }
 
 	// A file that does not validate is refused; the old catalog serves on.
 	writeReloadConfig(t, path, rep.URL(), `  - {name: a, pool: sim, slo: {tpot_p99: -1s}}`)

@@ -88,12 +88,17 @@ func ServeCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		cfg = demoConfig(urls)
 	}
-	cfg.ApplyEnv(os.Getenv)
-	for flagValue, field := range map[*string]*string{listen: &cfg.Server.Listen, adminListen: &cfg.Server.AdminListen, storeURL: &cfg.Store.URL, auth: &cfg.Router.Auth, httpImpl: &cfg.Server.HTTP} {
-		if *flagValue != "" {
-			*field = *flagValue
+	// The environment's and the flags' values over the file's, at start
+	// and at every reload.
+	override := func(c *config.Config) {
+		c.ApplyEnv(os.Getenv)
+		for flagValue, field := range map[*string]*string{listen: &c.Server.Listen, adminListen: &c.Server.AdminListen, storeURL: &c.Store.URL, auth: &c.Router.Auth, httpImpl: &c.Server.HTTP} {
+			if *flagValue != "" {
+				*field = *flagValue
+			}
 		}
 	}
+	override(cfg)
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -101,6 +106,7 @@ func ServeCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	g.overrides = override
 	fmt.Fprintf(stdout, "llmgw: OpenAI API on %s, metrics and admin on %s\n", g.URL(), g.AdminURL())
 	if demo {
 		fmt.Fprintf(stdout, "llmgw: demo model %q (alias %q) served by two simulated backends. Try:\n\n", demoModel, "default")

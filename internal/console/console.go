@@ -41,6 +41,10 @@ type Reload struct {
 	// File is the configuration file; empty when the configuration came
 	// from flags alone, which nothing reloads.
 	File string
+	// NeedRestart is the fields the reload found changed that take effect
+	// only at a restart, as the file writes them; their values in
+	// service are kept.
+	NeedRestart []string
 }
 
 // Options configure the console.

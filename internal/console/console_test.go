@@ -485,3 +485,16 @@ func TestRequestsFilter(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigPageNamesFieldsLeftForARestart: the Config page names the
+// fields the last reload found changed but kept until a restart.
+func TestConfigPageNamesFieldsLeftForARestart(t *testing.T) {
+	tc := newTestConsole(t, testToken)
+	tc.gw.reload = Reload{At: tc.now, File: "/etc/llmgw.yaml", NeedRestart: []string{"server.listen", "store.url"}}
+	c := tc.client(t)
+	tc.signIn(t, c)
+	_, body := tc.get(t, c, "/ui/config")
+	if !strings.Contains(body, "until a restart: <code>server.listen</code> <code>store.url</code>") {
+		t.Errorf("the Config page does not name the fields left for a restart:\n%s", body)
+	}
+}
