@@ -182,7 +182,7 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 		return nil, err
 	}
 	g.api = newAPIServer(cfg.Server, closeWhileDraining{g.router, &g.ready}, log)
-	g.admin = &http.Server{Handler: g.adminMux(), ReadHeaderTimeout: 10 * time.Second}
+	g.admin = h1.NewStdServer(g.adminMux(), adminDeadlines(cfg.Server))
 	g.warnAdminExposed()
 	return g, nil
 }
@@ -255,27 +255,35 @@ var (
 // The API listener's timeouts, the same on either server: a request's line
 // and headers must arrive within apiReadHeaderTimeout, and a kept-alive
 // connection sends its next request within apiIdleTimeout or is closed.
+// Its body has server.body_timeout.
 const (
 	apiReadHeaderTimeout = 10 * time.Second
 	apiIdleTimeout       = 2 * time.Minute
 )
 
+// maxAdminBodyTimeout bounds the admin listener's body deadline: its
+// bodies, a sign-in's or a key's form, a key's spec or a tenant's limits,
+// are at most 64 KiB, which arrive within it at 52 kbit/s.
+const maxAdminBodyTimeout = 10 * time.Second
+
+// adminDeadlines are the admin listener's: the API's for headers and
+// idle connections, and for bodies server.body_timeout up to
+// maxAdminBodyTimeout.
+func adminDeadlines(s config.Server) h1.Deadlines {
+	return h1.Deadlines{Header: apiReadHeaderTimeout, Body: min(s.BodyTimeout, maxAdminBodyTimeout), Idle: apiIdleTimeout}
+}
+
 // newAPIServer is the server that server.http names, serving h.
 func newAPIServer(s config.Server, h http.Handler, log *slog.Logger) apiServer {
+	d := h1.Deadlines{Header: apiReadHeaderTimeout, Body: s.BodyTimeout, Idle: apiIdleTimeout}
 	if s.HTTP == config.HTTPNetHTTP {
-		return &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: apiReadHeaderTimeout,
-			IdleTimeout:       apiIdleTimeout,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-		}
+		srv := h1.NewStdServer(h, d)
+		srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+		return srv
 	}
-	return &h1.Server{
-		Handler:           h,
-		ReadHeaderTimeout: apiReadHeaderTimeout,
-		IdleTimeout:       apiIdleTimeout,
-		Logger:            log,
-	}
+	srv := h1.NewServer(h, d)
+	srv.Logger = log
+	return srv
 }
 
 // closeWhileDraining serves next, and once the gateway drains asks each

@@ -10,7 +10,9 @@
 //
 // It speaks HTTP/1.1 and 1.0 over plain TCP: keep-alive, pipelining,
 // chunked bodies both ways, Expect: 100-continue. TLS and HTTP/2 belong to
-// the load balancer in front; the admin listener stays on net/http.
+// the load balancer in front; the admin listener stays on net/http. Every
+// listener llmgw opens is served by a server made in servers.go, this one
+// or net/http's, held to the same deadlines.
 package h1
 
 import (
@@ -39,6 +41,11 @@ type Server struct {
 	// connection. Zero means no limit.
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
+	// BodyTimeout bounds reading a request's body, from the end of its
+	// headers to its last byte, as a read deadline the handler may set
+	// again through http.ResponseController; it is lifted once the body
+	// is read. Zero means no limit.
+	BodyTimeout time.Duration
 
 	// MaxHeaderBytes bounds a request's line and headers; a longer one
 	// is answered 431. Zero means http.DefaultMaxHeaderBytes.
@@ -449,6 +456,9 @@ func (c *conn) handle(req *http.Request) (keepAlive bool) {
 	if req.ContentLength == 0 {
 		body.done = true // and the watch starts now
 		c.startWatch(cancel)
+	} else if d := c.srv.BodyTimeout; d > 0 {
+		c.rwc.SetReadDeadline(time.Now().Add(d))
+		body.deadline = true // lifted when the body is read
 	}
 
 	if !c.runHandler(w, req) {

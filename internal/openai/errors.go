@@ -95,6 +95,12 @@ func TooLarge(limit int64) *Error {
 	return &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large", Message: fmt.Sprintf("The request body is larger than the limit of %d bytes.", limit)}
 }
 
+// BodyTimedOut is the 408 for a request body that did not arrive within
+// its listener's deadline.
+func BodyTimedOut() *Error {
+	return &Error{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout", Message: "The request body did not arrive in time."}
+}
+
 // RateLimited is a 429 for a request or token limit; code is
 // rate_limit_exceeded or, for a spent budget, insufficient_quota.
 func RateLimited(code, msg string, retryAfterSeconds int) *Error {

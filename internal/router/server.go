@@ -320,8 +320,7 @@ func (r *Router) parse(ctx context.Context, w http.ResponseWriter, hr *http.Requ
 
 // errBodyTimeout answers a body that did not arrive within
 // server.body_timeout.
-var errBodyTimeout = &openai.Error{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
-	Message: "The request body did not arrive in time."}
+var errBodyTimeout = openai.BodyTimedOut()
 
 // bytesPerToken is how much request JSON one prompt token takes, roughly.
 const bytesPerToken = pool.BytesPerToken

@@ -13,11 +13,16 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/h1"
 )
 
-// readHeaderTimeout bounds how long a client may take to send its request
-// headers.
-const readHeaderTimeout = 10 * time.Second
+// replicaDeadlines bound what a client may take over its requests: their
+// headers and bodies, as the gateway's API listener does by default, and
+// the wait for the next request on a kept-alive connection, longer than
+// the 90 s after which the gateway closes an idle upstream connection
+// itself.
+var replicaDeadlines = h1.Deadlines{Header: 10 * time.Second, Body: 30 * time.Second, Idle: 2 * time.Minute}
 
 // Replica is a Server listening on an address.
 type Replica struct {
@@ -38,6 +43,11 @@ type Replica struct {
 // Start serves a new replica of cfg on addr ("127.0.0.1:0" picks a free
 // port) until ctx ends or Close is called.
 func Start(ctx context.Context, cfg Config, addr string) (*Replica, error) {
+	return startWithin(ctx, cfg, addr, replicaDeadlines)
+}
+
+// startWithin is Start with the server's deadlines d.
+func startWithin(ctx context.Context, cfg Config, addr string, d h1.Deadlines) (*Replica, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("sim: listen on %s: %w", addr, err)
@@ -47,7 +57,7 @@ func Start(ctx context.Context, cfg Config, addr string) (*Replica, error) {
 		addr: ln.Addr().String(),
 		done: make(chan struct{}),
 	}
-	r.hs = &http.Server{Handler: r.srv, ReadHeaderTimeout: readHeaderTimeout}
+	r.hs = h1.NewStdServer(r.srv, d)
 	if cfg.Logger != nil {
 		r.hs.ErrorLog = slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)
 	}

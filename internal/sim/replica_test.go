@@ -3,12 +3,17 @@ package sim
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/h1"
 )
 
 func TestStartReplicas(t *testing.T) {
@@ -109,5 +114,64 @@ func TestCommand(t *testing.T) {
 		if err := Command(t.Context(), args, io.Discard, io.Discard); err == nil {
 			t.Errorf("Command(%q) = nil, want an error", args)
 		}
+	}
+}
+
+// TestReplicaDeadlines: a replica's server cuts a body trickled in past
+// its deadline with 408, and closes headers that never end and a
+// kept-alive connection left idle, over real sockets.
+func TestReplicaDeadlines(t *testing.T) {
+	d := h1.Deadlines{Header: 200 * time.Millisecond, Body: 200 * time.Millisecond, Idle: 200 * time.Millisecond}
+	r, err := startWithin(t.Context(), fast, "127.0.0.1:0", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	dial := func(first string) (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", r.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, first)
+		return c, bufio.NewReader(c)
+	}
+	// ended reports whether the server closed the connection, an answer
+	// before it or not, before the test's own deadline.
+	ended := func(br *bufio.Reader) bool {
+		_, err := io.Copy(io.Discard, br)
+		return !errors.Is(err, os.ErrDeadlineExceeded)
+	}
+
+	c, br := dial("POST /v1/chat/completions HTTP/1.1\r\nHost: sim\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+	go func() { // a byte a while, never the whole body
+		for range 40 {
+			time.Sleep(50 * time.Millisecond)
+			if _, err := io.WriteString(c, " "); err != nil {
+				return
+			}
+		}
+	}()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer to a body that never arrives: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "did not arrive in time") {
+		t.Errorf("%d %s; want 408, the body did not arrive in time", resp.StatusCode, b)
+	}
+
+	if _, br := dial("GET /v1/models HTTP/1.1\r\nHost: sim\r\n"); !ended(br) {
+		t.Error("headers that never end kept their connection")
+	}
+	_, br = dial("GET /v1/models HTTP/1.1\r\nHost: sim\r\n\r\n")
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/models: %v", err)
+	} else {
+		io.Copy(io.Discard, resp.Body)
+	}
+	if !ended(br) {
+		t.Error("an idle connection was kept past its deadline")
 	}
 }

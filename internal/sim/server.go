@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -231,9 +232,15 @@ func (s *Server) post(h func(w http.ResponseWriter, r *http.Request, body []byte
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 		if err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
+			var (
+				tooBig *http.MaxBytesError
+				netErr net.Error
+			)
+			switch {
+			case errors.As(err, &tooBig):
 				openai.WriteError(w, openai.TooLarge(maxBodyBytes))
+			case errors.As(err, &netErr) && netErr.Timeout():
+				openai.WriteError(w, openai.BodyTimedOut())
 			}
 			return // otherwise the client went away
 		}

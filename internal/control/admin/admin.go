@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -98,7 +99,8 @@ func (a *api) internal(w http.ResponseWriter, what string, err error) {
 
 // decode reads a JSON body into v strictly: unknown fields, a second value
 // or more than maxBodyBytes are 400s, naming the field where one is at
-// fault.
+// fault; a body that does not arrive within the listener's deadline is a
+// 408.
 func decode(w http.ResponseWriter, r *http.Request, v any) *openai.Error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	dec.DisallowUnknownFields()
@@ -112,10 +114,14 @@ func decode(w http.ResponseWriter, r *http.Request, v any) *openai.Error {
 	var (
 		typeErr *json.UnmarshalTypeError
 		tooBig  *http.MaxBytesError
+		netErr  net.Error
 	)
 	switch {
 	case errors.As(err, &tooBig):
 		return openai.TooLarge(maxBodyBytes)
+	case errors.As(err, &netErr) && netErr.Timeout():
+		w.Header().Set("Connection", "close")
+		return openai.BodyTimedOut()
 	case errors.As(err, &typeErr) && typeErr.Field != "":
 		return openai.BadRequest(typeErr.Field, "%s: must be a JSON %s.", typeErr.Field, jsonKind(typeErr.Type.Kind().String()))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
