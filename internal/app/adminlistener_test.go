@@ -61,7 +61,14 @@ func startAdminGateway(t *testing.T, fileToken, envToken string, pprof bool) (*G
 // Authorization header, or none when it is empty.
 func adminGet(t *testing.T, g *Gateway, path, auth string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, g.AdminURL()+path, nil)
+	return get(t, g.AdminURL()+path, auth)
+}
+
+// get sends GET url with the given Authorization header, or none when it
+// is empty, and reads the answer.
+func get(t *testing.T, url, auth string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

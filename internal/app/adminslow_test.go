@@ -6,9 +6,6 @@ package app
 // and every other path.
 
 import (
-	"bufio"
-	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -40,32 +37,7 @@ func TestAdminListenerCutsSlowBodies(t *testing.T) {
 			http.StatusNotFound, "Unknown admin listener URL"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := net.Dial("tcp", g.adminLn.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			io.WriteString(c, tt.request+"Host: "+g.adminLn.Addr().String()+"\r\nContent-Length: 1000\r\n\r\n{")
-			stop := make(chan struct{})
-			defer close(stop)
-			go func() { // a byte a while, never the whole body
-				for range 40 {
-					select {
-					case <-stop:
-						return
-					case <-time.After(100 * time.Millisecond):
-					}
-					if _, err := io.WriteString(c, " "); err != nil {
-						return
-					}
-				}
-			}()
-			c.SetReadDeadline(time.Now().Add(3 * time.Second))
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				t.Fatalf("no answer to a body that never arrives: %v", err)
-			}
-			b, _ := io.ReadAll(resp.Body)
+			resp, b := trickledBody(t, g.adminLn.Addr().String(), tt.request+"Host: "+g.adminLn.Addr().String()+"\r\n")
 			if resp.StatusCode != tt.want || !strings.Contains(string(b), tt.says) || !resp.Close {
 				t.Errorf("%d %.200s, close %v; want %d saying %q, and the connection closed", resp.StatusCode, b, resp.Close, tt.want, tt.says)
 			}

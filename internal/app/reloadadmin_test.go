@@ -6,7 +6,6 @@ package app
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -181,14 +180,6 @@ func TestReloadKeepsServeOverrides(t *testing.T) {
 // gatewayModels is g's /v1/models answer.
 func gatewayModels(t *testing.T, g *Gateway) string {
 	t.Helper()
-	resp, err := http.Get(g.URL() + "/models")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, b := get(t, g.URL()+"/models", "")
 	return string(b)
 }

@@ -196,32 +196,49 @@ func TestSlowBodyTimesOut(t *testing.T) {
 			t.Run(impl+path, func(t *testing.T) {
 				t.Parallel()
 				g := echoGateway(t, impl, func(s *config.Server) { s.BodyTimeout = 300 * time.Millisecond })
-				c, err := net.Dial("tcp", g.apiLn.Addr().String())
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
-				io.WriteString(c, "POST "+path+" HTTP/1.1\r\nHost: llmgw\r\nContent-Type: application/json\r\nAnthropic-Version: 2023-06-01\r\nContent-Length: 1000\r\n\r\n{")
-				go func() { // a byte a while, never the whole body
-					for range 40 {
-						time.Sleep(100 * time.Millisecond)
-						if _, err := io.WriteString(c, " "); err != nil {
-							return
-						}
-					}
-				}()
-				c.SetReadDeadline(time.Now().Add(3 * time.Second))
-				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-				if err != nil {
-					t.Fatalf("no answer to a body that never arrives: %v", err)
-				}
-				b, _ := io.ReadAll(resp.Body)
+				resp, b := trickledBody(t, g.apiLn.Addr().String(), "POST "+path+" HTTP/1.1\r\nHost: llmgw\r\nContent-Type: application/json\r\nAnthropic-Version: 2023-06-01\r\n")
 				if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "did not arrive in time") {
 					t.Errorf("%d %s; want 408, the body did not arrive in time", resp.StatusCode, b)
 				}
 			})
 		}
 	}
+}
+
+// trickledBody sends head, a request's line and headers, to addr with a
+// body said to be 1000 bytes long, then sends that body a byte every
+// 100 ms, never all of it, and returns the answer, read within 3 s.
+func trickledBody(t *testing.T, addr, head string) (*http.Response, []byte) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	io.WriteString(c, head+"Content-Length: 1000\r\n\r\n{")
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for range 40 {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if _, err := io.WriteString(c, " "); err != nil {
+				return
+			}
+		}
+	}()
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer to a body that never arrives: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
 }
 
 // TestClientThatStopsReadingFreesTheBackend: a streaming client that stops
