@@ -6,7 +6,10 @@
 # pages are not yet resident, so a claimed length allocated at once shows
 # in the heap first), and what became of the connections once
 # server.body_timeout had passed. No keys: the body is read, as for any
-# request that passes authentication.
+# request that passes authentication. Then as many connections send
+# sign-ins to the admin listener's console the same way, claiming a 64 KiB
+# form; the last column counts those answered once its deadline (10 s) had
+# passed: 408 for those the throttle let in, 429 at once for the rest.
 #
 #   scripts/slowbodies.sh [N] [BINARY...]     (default: 100, this tree's build)
 #
@@ -28,9 +31,9 @@ heap_kb() { curl -sf 127.0.0.1:19381/metrics | awk '/^go_memstats_heap_inuse_byt
 
 "${bins[0]}" sim --listen 127.0.0.1:19300 --model m --ttft 0 --tpot 0 >"$work/sim.log" 2>&1 &
 
-printf '| binary | connections | heap KB before | heap KB held | heap KB per connection | RSS KB before | RSS KB held | answered after body_timeout |\n|---|---|---|---|---|---|---|---|\n'
+printf '| binary | connections | heap KB before | heap KB held | heap KB per connection | RSS KB before | RSS KB held | answered after body_timeout | sign-ins answered |\n|---|---|---|---|---|---|---|---|---|\n'
 for bin in "${bins[@]}"; do
-	"$bin" serve --upstream http://127.0.0.1:19300/v1 --model m --listen 127.0.0.1:19380 \
+	LLMGW_ADMIN_TOKEN=slowbodies-admin-token "$bin" serve --upstream http://127.0.0.1:19300/v1 --model m --listen 127.0.0.1:19380 \
 		--admin-listen 127.0.0.1:19381 --log-level warn >"$work/gw.log" 2>&1 &
 	gw=$!
 	for _ in $(seq 50); do curl -sf 127.0.0.1:19381/readyz >/dev/null && break; sleep 0.1; done
@@ -42,7 +45,7 @@ def rss():
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmRSS"):
             return int(line.split()[1])
-conns = []
+conns, signins = [], []
 for _ in range(n):
     s = socket.create_connection(("127.0.0.1", 19380))
     s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: llmgw\r\nContent-Type: application/json\r\n"
@@ -52,17 +55,25 @@ time.sleep(2)
 held = rss()
 open(out + ".ready", "w").close()
 time.sleep(1)
+# The sign-ins come after the heap is measured, which is the API's alone.
+for _ in range(n):
+    s = socket.create_connection(("127.0.0.1", 19381))
+    s.sendall(b"POST /ui/login HTTP/1.1\r\nHost: 127.0.0.1:19381\r\nOrigin: http://127.0.0.1:19381\r\n"
+              b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 65536\r\n\r\nt")
+    signins.append(s)
 # Wait past the default body_timeout (30 s) and count the answers.
 time.sleep(31)
-answered = 0
-for s in conns:
-    s.settimeout(0.5)
-    try:
-        if s.recv(64).startswith(b"HTTP/1.1 408"):
-            answered += 1
-    except OSError:
-        pass
-open(out, "w").write(f"{held} {answered}\n")
+def answered(conns, *statuses):
+    count = 0
+    for s in conns:
+        s.settimeout(0.5)
+        try:
+            if s.recv(64).startswith(statuses):
+                count += 1
+        except OSError:
+            pass
+    return count
+open(out, "w").write(f"{held} {answered(conns, b'HTTP/1.1 408')} {answered(signins, b'HTTP/1.1 408', b'HTTP/1.1 429')}\n")
 PY
 	) &
 	py=$!
@@ -70,9 +81,9 @@ PY
 	hheld=$(heap_kb)
 	wait $py
 	rm -f "$work/held.ready"
-	read -r held answered <"$work/held"
-	awk -v b="$(basename "$bin")" -v n="$n" -v before="$before" -v held="$held" -v hb="$hbefore" -v hh="$hheld" -v a="$answered" \
-		'BEGIN { printf "| %s | %d | %d | %d | %.1f | %d | %d | %d of %d |\n", b, n, hb, hh, (hh - hb) / n, before, held, a, n }'
+	read -r held answered signins <"$work/held"
+	awk -v b="$(basename "$bin")" -v n="$n" -v before="$before" -v held="$held" -v hb="$hbefore" -v hh="$hheld" -v a="$answered" -v s="$signins" \
+		'BEGIN { printf "| %s | %d | %d | %d | %.1f | %d | %d | %d of %d | %d of %d |\n", b, n, hb, hh, (hh - hb) / n, before, held, a, n, s, n }'
 	kill $gw
 	wait $gw 2>/dev/null || true
 done
