@@ -252,6 +252,7 @@ func TestSessionsEndWhenTheTokenChanges(t *testing.T) {
 	tc := newTestConsole(t, testToken)
 	c := tc.client(t)
 	tc.signIn(t, c)
+	tc.signIn(t, tc.client(t)) // a session never used again
 	if tc.guard.SetToken(" " + testToken + "\n") {
 		t.Error("the same token, padded, counts as a change")
 	}
@@ -269,6 +270,12 @@ func TestSessionsEndWhenTheTokenChanges(t *testing.T) {
 	}
 	if resp, _ := tc.post(t, c, "/ui/login", tc.srv.URL, url.Values{"token": {"the-next-" + testToken}}); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("the new token: %d, want 303", resp.StatusCode)
+	}
+	ss := tc.srv.Config.Handler.(*Console).sessions
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if n := len(ss.by); n != 1 {
+		t.Errorf("%d sessions held after signing in with the new token, want 1: the old token's are let go", n)
 	}
 }
 

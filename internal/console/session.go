@@ -55,13 +55,14 @@ func randomID() string {
 }
 
 // start makes a session signed in with the token's version that ends
-// ttl after now.
+// ttl after now; sessions that have ended, or were signed in with a token
+// of another version, are let go.
 func (s *sessions) start(now time.Time, version uint64) *session {
 	ss := &session{id: randomID(), csrf: randomID(), expires: now.Add(s.ttl), version: version}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, x := range s.by {
-		if !now.Before(x.expires) {
+		if !now.Before(x.expires) || x.version != version {
 			delete(s.by, id)
 		}
 	}
