@@ -65,6 +65,7 @@ var reloadTable = []fieldReload{
 	{"telemetry.traces", false},
 	{"telemetry.endpoint", false},
 	{"telemetry.record_content", false},
+	{"telemetry.client_trace", false},
 	{"telemetry.access_log", false},
 }
 
