@@ -39,6 +39,13 @@ type Request struct {
 	// requests it wants served from one cache (a conversation, say), and
 	// which routing places them by; empty when it sent none.
 	PromptCacheKey string
+	// Billed are the fields the body gives that change what a provider
+	// bills or runs beyond a request's tokens, at a value that may
+	// (billed.go); a Rewrite can drop them.
+	Billed BilledFields
+	// ServiceTier is the body's service_tier, decoded; empty when it
+	// gives none, or null.
+	ServiceTier string
 
 	model         span // the model value, quotes included
 	streamOptions span // the stream_options value, null included; zero when absent
@@ -51,6 +58,13 @@ type Request struct {
 	templateKwargs span
 	effort         bool // whether the body names reasoning_effort
 	end            int  // offset of the object's closing brace
+	// lists are what prompt, prompt_embeds and input list, by field
+	// from fieldPrompt (prompts.go).
+	lists [3]PromptList
+	// present are the billed fields the body gives, at any value, and
+	// billed where each lies, by BilledField.
+	present BilledFields
+	billed  [numBilled]member
 }
 
 // Prompt is the body's messages or prompt value as sent: what a backend's
@@ -93,14 +107,25 @@ const (
 	fieldBestOf
 	fieldCacheSalt
 	fieldPromptCacheKey
-	fieldIncludeUsage
+	fieldPrompt
+	fieldPromptEmbeds
+	fieldInput
+	fieldBilled       // the first of the billed fields, in BilledField's order
+	fieldIncludeUsage = fieldBilled + int(numBilled)
 )
 
 // fieldNames are the keys of the fields Parse reads, by the constants
 // above; fieldParams name them in errors.
 var (
-	fieldNames  = [...]string{"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "user", "n", "best_of", "cache_salt", "prompt_cache_key", "include_usage"}
-	fieldParams = [...]string{"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "user", "n", "best_of", "cache_salt", "prompt_cache_key", "stream_options.include_usage"}
+	fieldNames = [...]string{"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "user", "n", "best_of", "cache_salt", "prompt_cache_key",
+		"prompt", "prompt_embeds", "input",
+		"service_tier", "store", "web_search_options", "modalities", "audio", "prediction", "prompt_cache_retention", "inference_geo", "speed", "container", "fallbacks", "context_management",
+		"include_usage"}
+	fieldParams = func() (p [len(fieldNames)]string) {
+		p = fieldNames
+		p[fieldIncludeUsage] = "stream_options.include_usage"
+		return p
+	}()
 )
 
 // ParseRequest reads routing's fields from a JSON body. It fails with a 400
@@ -144,34 +169,47 @@ func (r *Request) parse(body []byte) error {
 		}
 		return errNotJSON()
 	}
-	var seen uint16 // bit f set when field f has been given
+	var seen uint32 // bit f set when field f has been given
 	c := givenCounts{maxTokens: -1, maxCompletionTokens: -1, n: -1, bestOf: -1}
+	prev := i + 1 // where the member before the next ends: past the brace at first
 	i = skipSpace(body, i+1)
 	if i < len(body) && body[i] == '}' {
 		r.end = i
 	} else {
+		follows := BilledField(numBilled) // the billed field of the member before, if any
 		for {
+			k := i
+			if follows < numBilled {
+				r.billed[follows].next, follows = k, numBilled
+			}
 			kEnd, next, err := scanMember(body, i)
 			if err != nil {
 				return errNotJSON()
 			}
 			key := body[i+1 : kEnd-1]
-			f, exact := keyField(key, fieldModel, fieldPromptCacheKey)
+			f, exact := keyField(key, fieldModel, fieldIncludeUsage-1)
 			i = skipSpace(body, next)
 			vEnd, err := scanValue(body, i)
 			if err != nil {
 				return errNotJSON()
 			}
-			if f < 0 {
-				r.noteMember(key, i, vEnd)
-			} else {
+			if f >= 0 {
 				if err := checkKey(f, exact, &seen); err != nil {
 					return err
 				}
+			}
+			switch {
+			case f < 0:
+				r.noteMember(key, i, vEnd)
+			case f >= fieldBilled:
+				follows = BilledField(f - fieldBilled)
+				r.noteBilled(follows, body[i:vEnd], member{start: k, end: vEnd, prev: prev})
+			default:
 				if err := r.readField(f, body, i, vEnd, &c); err != nil {
 					return err
 				}
 			}
+			prev = vEnd
 			i = skipSpace(body, vEnd)
 			if i < len(body) && body[i] == '}' {
 				r.end = i
@@ -194,10 +232,10 @@ type givenCounts struct{ maxTokens, maxCompletionTokens, n, bestOf int64 }
 
 // noteMember notes where the value body[start:end] of a member that is
 // not a routing field lies, when a rewrite or routing reads it: the
-// prompt, chat_template_kwargs, reasoning_effort.
+// messages, chat_template_kwargs, reasoning_effort.
 func (r *Request) noteMember(key []byte, start, end int) {
 	switch {
-	case keyIs(key, "messages") || keyIs(key, "prompt"):
+	case keyIs(key, "messages"):
 		r.prompt = span{start, end}
 	case keyIs(key, "chat_template_kwargs"):
 		r.templateKwargs = span{start, end}
@@ -240,6 +278,11 @@ func (r *Request) readField(f int, body []byte, start, end int, c *givenCounts) 
 		}
 	case fieldPromptCacheKey:
 		r.PromptCacheKey, err = decodeOptionalString(f, v)
+	case fieldPrompt, fieldPromptEmbeds, fieldInput:
+		r.lists[f-fieldPrompt] = readList(v)
+		if f == fieldPrompt {
+			r.prompt = span{start, end}
+		}
 	}
 	return err
 }
@@ -267,7 +310,7 @@ func errNotJSON() error { return BadRequest("", "The request body is not valid J
 
 // checkKey refuses field f's key when it is a case-folded spelling or
 // the field has been seen before, and notes it in seen.
-func checkKey(f int, exact bool, seen *uint16) error {
+func checkKey(f int, exact bool, seen *uint32) error {
 	if !exact {
 		return BadRequest(fieldParams[f], "The request body has a key that differs from '%s' only in case, which backends read differently; spell it '%s'.", fieldNames[f], fieldNames[f])
 	}
@@ -288,7 +331,7 @@ func (r *Request) parseStreamOptions(body []byte, start, end int) error {
 	if body[start] != '{' {
 		return invalidType(fieldStreamOptions, "an object or null", body[start:end])
 	}
-	var seen uint16
+	var seen uint32
 	i := skipSpace(body, start+1)
 	if body[i] == '}' {
 		return nil
@@ -446,13 +489,16 @@ type Edits struct {
 	// ReasoningEffort, when set, is sent as reasoning_effort, unless the
 	// body names one.
 	ReasoningEffort string
+	// Drop are billed fields whose members are taken out of the body,
+	// when it gives them.
+	Drop BilledFields
 }
 
 // Rewrite returns body with e's edits made: the model renamed, include_usage
 // forced on, cache_salt set, max_tokens set, thinking switched, a
-// reasoning effort added. It returns body itself when nothing changes, and
-// otherwise changes only those values: the rest of the body reaches the
-// backend byte for byte.
+// reasoning effort added, billed fields dropped. It returns body itself
+// when nothing changes, and otherwise changes only those values: the rest
+// of the body reaches the backend byte for byte.
 func (r *Request) Rewrite(body []byte, e Edits) []byte {
 	renamed := e.Model != r.Model
 	usage := e.IncludeUsage && !r.IncludeUsage
@@ -461,16 +507,18 @@ func (r *Request) Rewrite(body []byte, e Edits) []byte {
 	bounded := e.MaxTokens > 0 && !(r.maxTokens.ok() && string(body[r.maxTokens.start:r.maxTokens.end]) == string(strconv.AppendInt(bound[:0], e.MaxTokens, 10)))
 	thinking := e.EnableThinking != nil && r.takesThinking(body)
 	effort := e.ReasoningEffort != "" && !r.effort
-	if !renamed && !usage && !salted && !bounded && !thinking && !effort {
+	drop := e.Drop & r.present
+	if !renamed && !usage && !salted && !bounded && !thinking && !effort && drop == 0 {
 		return body
 	}
 	out := make([]byte, 0, len(body)+len(e.Model)+len(e.CacheSalt)+len(e.ReasoningEffort)+len(addedOptions)+len(addedSalt)+
 		len(addedMaxTokens)+len(bound)+len(addedKwargs)+len(`{"enable_thinking":false}`)+len(addedEffort)+12)
 	// At most six edits: the model's value, where include_usage is set or
 	// added, cache_salt's value or where it is added, and the same for
-	// max_tokens, enable_thinking and reasoning_effort. A body always has
-	// a model, so what is added at its end follows a comma.
-	var edits [6]edit
+	// max_tokens, enable_thinking and reasoning_effort; then one for each
+	// billed field dropped. A body always has a model, so what is added at
+	// its end follows a comma.
+	var edits [6 + numBilled]edit
 	n := 0
 	if renamed {
 		edits[n] = edit{at: r.model, with: e.Model, quoted: true}
@@ -505,7 +553,7 @@ func (r *Request) Rewrite(body []byte, e Edits) []byte {
 		edits[n] = edit{at: span{r.end, r.end}, with: e.ReasoningEffort, quoted: true, before: addedEffort}
 		n++
 	}
-	return splice(out, body, edits[:n])
+	return splice(out, body, r.dropEdits(edits[:n], drop))
 }
 
 // What Rewrite adds at a body's end, ahead of a value.
@@ -597,23 +645,7 @@ func (r *Request) takesThinking(body []byte) bool {
 	case body[kw.start] != '{':
 		return false
 	}
-	i := skipSpace(body, kw.start+1)
-	if body[i] == '}' {
-		return true
-	}
-	for { // body[kw.start:kw.end] is a valid object, so the scans cannot fail
-		kEnd, next, _ := scanMember(body, i)
-		if keyIs(body[i+1:kEnd-1], "enable_thinking") {
-			return false
-		}
-		i = skipSpace(body, next)
-		vEnd, _ := scanValue(body, i)
-		i = skipSpace(body, vEnd)
-		if body[i] == '}' {
-			return true
-		}
-		i = skipSpace(body, i+1) // past the comma
-	}
+	return eachMember(body[kw.start:kw.end], func(key, _ []byte) bool { return !keyIs(key, "enable_thinking") })
 }
 
 // appendJSONString appends s to dst as a JSON string.

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,6 +36,25 @@ type goRequest struct {
 	User                string `json:"user"`
 	CacheSalt           string `json:"cache_salt"`
 	PromptCacheKey      string `json:"prompt_cache_key"`
+
+	ServiceTier          json.RawMessage `json:"service_tier"`
+	Store                json.RawMessage `json:"store"`
+	WebSearchOptions     json.RawMessage `json:"web_search_options"`
+	Modalities           json.RawMessage `json:"modalities"`
+	Audio                json.RawMessage `json:"audio"`
+	Prediction           json.RawMessage `json:"prediction"`
+	PromptCacheRetention json.RawMessage `json:"prompt_cache_retention"`
+	InferenceGeo         json.RawMessage `json:"inference_geo"`
+	Speed                json.RawMessage `json:"speed"`
+	Container            json.RawMessage `json:"container"`
+	Fallbacks            json.RawMessage `json:"fallbacks"`
+	ContextManagement    json.RawMessage `json:"context_management"`
+}
+
+// billed is g's billed fields, in BilledField's order.
+func (g *goRequest) billed() [numBilled]json.RawMessage {
+	return [...]json.RawMessage{g.ServiceTier, g.Store, g.WebSearchOptions, g.Modalities, g.Audio, g.Prediction,
+		g.PromptCacheRetention, g.InferenceGeo, g.Speed, g.Container, g.Fallbacks, g.ContextManagement}
 }
 
 // choices is how many answers a backend generates for n and best_of, nil
@@ -91,7 +111,116 @@ func decodedByMap(t *testing.T, body []byte) Request {
 	r.User = str(m["user"])
 	r.CacheSalt = str(m["cache_salt"])
 	r.PromptCacheKey = str(m["prompt_cache_key"])
+	var billed [numBilled]json.RawMessage
+	for f := range numBilled {
+		billed[f] = m[f.String()]
+	}
+	r.Billed, r.ServiceTier = billedByJSON(t, billed)
 	return r
+}
+
+// billedByJSON is the billed fields of a body, by BilledField, as
+// encoding/json reads them (nil for those absent): those given at a value
+// that is not harmless, and the service tier asked.
+func billedByJSON(t *testing.T, raw [numBilled]json.RawMessage) (BilledFields, string) {
+	t.Helper()
+	var billed BilledFields
+	for f, v := range raw {
+		if v != nil && !harmlessByJSON(t, BilledField(f), v) {
+			billed |= Of(BilledField(f))
+		}
+	}
+	var tier string
+	json.Unmarshal(raw[ServiceTier], &tier)
+	return billed, tier
+}
+
+// harmlessByJSON is whether raw, the value of billed field f, asks
+// nothing a provider bills more for, read with encoding/json.
+func harmlessByJSON(t *testing.T, f BilledField, raw json.RawMessage) bool {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("%s: %s: %v", f, raw, err)
+	}
+	if v == nil {
+		return true
+	}
+	oneOf := func(names ...string) bool {
+		s, ok := v.(string)
+		return ok && slices.Contains(names, s)
+	}
+	switch f {
+	case ServiceTier:
+		return oneOf("auto", "default", "standard_only")
+	case Store:
+		return v == false
+	case Modalities:
+		a, ok := v.([]any)
+		return ok && !slices.ContainsFunc(a, func(e any) bool { return e != "text" })
+	case PromptCacheRetention:
+		return oneOf("in_memory", "in-memory")
+	case Speed:
+		return oneOf("standard")
+	case ContextManagement:
+		return clearsOnlyByJSON(t, raw)
+	}
+	return false
+}
+
+// clearsOnlyByJSON is whether a context_management value only clears
+// context, read with encoding/json's tokenizer: an object with the one
+// member edits, an array of objects each with one member whose key folds
+// to type, spelled type, a string beginning clear_.
+func clearsOnlyByJSON(t *testing.T, raw json.RawMessage) bool {
+	keys, values := objectMembers(t, raw)
+	if raw[0] != '{' || len(keys) > 1 || len(keys) == 1 && (keys[0] != "edits" || values[0][0] != '[') {
+		return false
+	}
+	if len(keys) == 0 {
+		return true
+	}
+	var edits []json.RawMessage
+	json.Unmarshal(values[0], &edits)
+	for _, e := range edits {
+		keys, values := objectMembers(t, e)
+		types := 0
+		for i, k := range keys {
+			if !strings.EqualFold(k, "type") {
+				continue
+			}
+			var s string
+			if types++; k != "type" || json.Unmarshal(values[i], &s) != nil || !strings.HasPrefix(s, "clear_") {
+				return false
+			}
+		}
+		if e[0] != '{' || types != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// objectMembers is the keys and values of the JSON object obj, in order,
+// read with encoding/json's tokenizer; none when obj is not an object.
+func objectMembers(t *testing.T, obj []byte) (keys []string, values []json.RawMessage) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, nil
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		var v json.RawMessage
+		if err == nil {
+			err = dec.Decode(&v)
+		}
+		if err != nil {
+			t.Fatalf("decoding %q: %v", obj, err)
+		}
+		keys, values = append(keys, k.(string)), append(values, v)
+	}
+	return keys, values
 }
 
 // bound is the output bound a backend heeds, whichever of max_tokens and
@@ -121,6 +250,7 @@ func decodedByStruct(t *testing.T, body []byte) Request {
 	}
 	r.MaxTokens = bound(g.MaxTokens, g.MaxCompletionTokens)
 	r.Choices = choices(g.N, g.BestOf)
+	r.Billed, r.ServiceTier = billedByJSON(t, g.billed())
 	return r
 }
 
@@ -144,29 +274,11 @@ func checkDecoders(t *testing.T, body []byte, want Request) {
 // should be accepted; param is "" when body is not an object.
 func refusal(t *testing.T, body []byte) (param string, ok bool) {
 	t.Helper()
-	members := func(obj []byte) (keys []string, values []json.RawMessage) {
-		dec := json.NewDecoder(bytes.NewReader(obj))
-		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-			return nil, nil
-		}
-		for dec.More() {
-			k, err := dec.Token()
-			var v json.RawMessage
-			if err == nil {
-				err = dec.Decode(&v)
-			}
-			if err != nil {
-				t.Fatalf("decoding %q: %v", obj, err)
-			}
-			keys, values = append(keys, k.(string)), append(values, v)
-		}
-		return keys, values
-	}
 	// check is the param at fault among one object's members, of which
 	// names are the routing fields.
 	check := func(obj []byte, names []string, prefix string, value func(name string, v json.RawMessage) (string, bool)) (string, bool) {
 		seen := map[string]bool{}
-		keys, values := members(obj)
+		keys, values := objectMembers(t, obj)
 		for i, k := range keys {
 			for _, name := range names {
 				if !strings.EqualFold(k, name) {
@@ -213,7 +325,7 @@ func refusal(t *testing.T, body []byte) (param string, ok bool) {
 			return check(v, []string{"include_usage"}, "stream_options.", func(name string, v json.RawMessage) (string, bool) {
 				return "stream_options." + name, v[0] != 't' && v[0] != 'f' && v[0] != 'n'
 			})
-		default: // max_tokens, max_completion_tokens
+		case "max_tokens", "max_completion_tokens":
 			if c == 'n' {
 				return "", false
 			}
@@ -221,6 +333,7 @@ func refusal(t *testing.T, body []byte) (param string, ok bool) {
 			bounds[name] = n
 			return name, err != nil || n < 0 || n > MaxTokensLimit
 		}
+		return "", false // prompt lists and billed fields, any value
 	})
 	if bad {
 		return p, true
@@ -292,6 +405,25 @@ func FuzzRequestMatchesEncodingJSON(f *testing.F) {
 		`{"model":"m","chat_template_kwargs":null,"reasoning_effort":"low"}`, `{"model":"m","chat_template_kwargs":{"x":1},"max_tokens":5}`,
 		`{"chat_template_kwargs":{"enable_thinking":true},"model":"m","chat_template_kwargs":{"a":[1]}}`, `{"model":"m","chat_template_kwargs":"x"}`,
 		`{"model":"m","chat_template_kwargs":{"enable\u005fthinking":true}}`, `{"model":"m","max_tokens":null,"reasoning_effort":null}`,
+		// Prompt lists.
+		`{"model":"m","prompt":["a","b","c"],"max_tokens":10}`, `{"model":"m","prompt":[[1,2],[3]],"n":2}`, `{"model":"m","prompt":[1,2,3]}`,
+		`{"model":"m","prompt":"a"}`, `{"model":"m","prompt":[]}`, `{"model":"m","prompt":["a",1]}`, `{"model":"m","prompt":[[1,"a"]]}`,
+		`{"model":"m","prompt":[[]]}`, `{"model":"m","prompt":{}}`, `{"model":"m","prompt":null}`, `{"model":"m","prompt":"a","prompt":["b","c"]}`,
+		`{"model":"m","Prompt":["a"]}`, `{"model":"m","input":["a","b"]}`, `{"model":"m","input":[[1],[2,3]]}`, `{"model":"m","Input":"a"}`,
+		`{"model":"m","prompt":["a"],"prompt_embeds":["AAAA","BBBB"]}`, `{"model":"m","prompt_embeds":"AAAA"}`, `{"model":"m","input":[-1, 2.5]}`,
+		// Billed fields.
+		`{"model":"m","service_tier":"priority"}`, `{"service_tier":"auto","model":"m"}`, `{"model":"m","service_tier":"default","store":true}`,
+		`{"model":"m","service_tier":"\u0070riority"}`, `{"model":"m","Service_Tier":"priority"}`, `{"model":"m","service_tier":"flex","service_tier":"auto"}`,
+		`{"model":"m","store":false,"modalities":["text"],"speed":"standard","prompt_cache_retention":"in_memory"}`,
+		`{"model":"m","modalities":["text","audio"],"audio":{"voice":"alloy","format":"wav"}}`, `{"model":"m","web_search_options":{}}`,
+		`{"store":true,"service_tier":"priority","model":"m","prediction":{"type":"content","content":"x"}}`,
+		`{"model":"m","inference_geo":"us","speed":"fast","container":"c1","fallbacks":[{"model":"x"}]}`,
+		`{"model":"m","context_management":{"edits":[{"type":"clear_thinking_20251015","keep":"all"}]}}`,
+		`{"model":"m","context_management":{"edits":[{"type":"compact_20260112"}]}}`, `{"model":"m","context_management":{"edits":[{"type":"clear_x","TYPE":"compact"}]}}`,
+		`{"model":"m","context_management":{"edits":[{"type":"clear_x","type":"compact"}]}}`, `{"model":"m","context_management":{"Edits":[]}}`,
+		`{"model":"m","context_management":{}}`, `{"model":"m","context_management":{"edits":[]},"x":1}`,
+		` { "store" : true , "model" : "m" , "speed" : "fast" } `, `{"model":"m", "audio":null ,"store":true}`,
+		`{"model":"m","stream":true,"service_tier":"scale","stream_options":{}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -327,6 +459,7 @@ func FuzzRequestMatchesEncodingJSON(f *testing.F) {
 			t.Fatalf("Parse(%q) read Choices %d", body, r.Choices)
 		}
 		checkPrompt(t, body, r.Prompt(body))
+		checkLists(t, body, &r)
 
 		on, off := true, false
 		edits := []Edits{
@@ -343,6 +476,11 @@ func FuzzRequestMatchesEncodingJSON(f *testing.F) {
 			// A bound set where max_completion_tokens gives none.
 			edits = append(edits, Edits{Model: r.Model, MaxTokens: 77}, Edits{Model: "other-name", IncludeUsage: true, MaxTokens: max(r.MaxTokens, 1), EnableThinking: &on})
 		}
+		// Billed fields dropped: all, those billed, every other one,
+		// with and without the other edits.
+		all := BilledFields(1<<numBilled - 1)
+		edits = append(edits, Edits{Model: r.Model, Drop: all}, Edits{Model: "other-name", IncludeUsage: true, CacheSalt: "s", Drop: r.Billed},
+			Edits{Model: r.Model, EnableThinking: &off, ReasoningEffort: "low", Drop: 0x555}, Edits{Model: r.Model, Drop: 0xaaa})
 		for _, e := range edits {
 			out := r.Rewrite(body, e)
 			if !json.Valid(out) {
@@ -357,6 +495,10 @@ func FuzzRequestMatchesEncodingJSON(f *testing.F) {
 			if e.MaxTokens > 0 {
 				want.MaxTokens = e.MaxTokens
 			}
+			want.Billed &^= e.Drop
+			if e.Drop.Has(ServiceTier) {
+				want.ServiceTier = ""
+			}
 			checkReasoningEdits(t, body, out, e)
 			var got Request
 			if err := got.Parse(out); err != nil {
@@ -366,7 +508,7 @@ func FuzzRequestMatchesEncodingJSON(f *testing.F) {
 				t.Fatalf("Rewrite of %q to %q reads back as (-want +got):\n%s", body, out, diff)
 			}
 			checkDecoders(t, out, want)
-			checkRestKept(t, body, out)
+			checkRestKept(t, body, out, e.Drop)
 		}
 	})
 }
@@ -398,9 +540,17 @@ func checkPrompt(t *testing.T, body, prompt []byte) {
 
 // checkRestKept checks that out, a rewrite of body, holds body's members
 // byte for byte except model, stream_options and cache_salt, and
-// stream_options' members except include_usage.
-func checkRestKept(t *testing.T, body, out []byte) {
+// stream_options' members except include_usage, and none of the billed
+// fields of drop.
+func checkRestKept(t *testing.T, body, out []byte, drop BilledFields) {
 	t.Helper()
+	var after map[string]json.RawMessage
+	json.Unmarshal(out, &after)
+	for f := range numBilled {
+		if _, kept := after[f.String()]; kept && drop.Has(f) {
+			t.Fatalf("Rewrite of %q to %q kept %s, which it drops", body, out, f)
+		}
+	}
 	rest := func(b []byte) (top, options map[string]json.RawMessage) {
 		if err := json.Unmarshal(b, &top); err != nil {
 			t.Fatalf("%q: %v", b, err)
@@ -418,6 +568,11 @@ func checkRestKept(t *testing.T, body, out []byte) {
 		return top, options
 	}
 	top, options := rest(body)
+	for f := range numBilled {
+		if drop.Has(f) {
+			delete(top, f.String())
+		}
+	}
 	outTop, outOptions := rest(out)
 	if diff := cmp.Diff(top, outTop, cmpopts.EquateEmpty()); diff != "" {
 		t.Fatalf("Rewrite of %q to %q changed other members (-before +after):\n%s", body, out, diff)
@@ -472,4 +627,86 @@ func checkReasoningEdits(t *testing.T, body, out []byte, e Edits) {
 	if diff := cmp.Diff(members, got, cmpopts.EquateEmpty()); diff != "" {
 		t.Fatalf("Rewrite of %q to %q changed chat_template_kwargs (-before +after):\n%s", body, out, diff)
 	}
+}
+
+// checkLists checks the prompt lists r read from body against
+// encoding/json's reading: prompt's and prompt_embeds' together, and
+// input's, each refused naming the field that lists no prompt.
+func checkLists(t *testing.T, body []byte, r *Request) {
+	t.Helper()
+	var m map[string]json.RawMessage
+	json.Unmarshal(body, &m)
+	for field, names := range map[string][]string{"prompt": {"prompt", "prompt_embeds"}, "input": {"input"}} {
+		var want PromptList
+		bad := ""
+		for _, name := range names {
+			one, ok := listByJSON(t, m[name])
+			if !ok && bad == "" {
+				bad = name
+			}
+			want.Count, want.Tokens, want.TokenBytes = want.Count+one.Count, want.Tokens+one.Tokens, want.TokenBytes+one.TokenBytes
+		}
+		got, err := r.Prompts(field)
+		if bad != "" {
+			if e, ok := err.(*Error); !ok || e.Status != http.StatusBadRequest || e.Param != bad {
+				t.Fatalf("%q: Prompts(%s) = %+v, %v; want a 400 naming %s", body, field, got, err, bad)
+			}
+			continue
+		}
+		if err != nil || got != want {
+			t.Fatalf("%q: Prompts(%s) = %+v, %v; want %+v", body, field, got, err, want)
+		}
+	}
+}
+
+// listByJSON is the prompt list raw holds, read with encoding/json: false
+// when it is none (not a string or an array, an empty array, one of
+// mixed elements or of arrays holding other than numbers).
+func listByJSON(t *testing.T, raw json.RawMessage) (PromptList, bool) {
+	var v any
+	if raw != nil {
+		if err := json.Unmarshal(raw, &v); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+	}
+	switch v := v.(type) {
+	case nil:
+		return PromptList{}, true
+	case string:
+		return PromptList{Count: 1}, true
+	case []any:
+		if len(v) == 0 {
+			return PromptList{}, false
+		}
+		var l PromptList
+		for _, e := range v {
+			switch e := e.(type) {
+			case string:
+				l.Count++
+			case float64:
+				l.Tokens++
+			case []any:
+				l.Count++
+				for _, id := range e {
+					if _, ok := id.(float64); !ok {
+						return PromptList{}, false
+					}
+					l.Tokens++
+				}
+			default:
+				return PromptList{}, false
+			}
+			if reflect.TypeOf(e) != reflect.TypeOf(v[0]) {
+				return PromptList{}, false
+			}
+		}
+		if _, ids := v[0].(float64); ids {
+			l.Count = 1
+		}
+		if _, text := v[0].(string); !text {
+			l.TokenBytes = int64(len(raw))
+		}
+		return l, true
+	}
+	return PromptList{}, false
 }

@@ -223,13 +223,10 @@ func skipDigits(b []byte, i int) int {
 // when neither. Only keys with escapes are decoded, into a buffer on the
 // stack.
 func keyField(raw []byte, first, last int) (int, bool) {
-	key := raw
 	var buf [maxKeyBytes]byte
-	if bytes.IndexByte(raw, '\\') >= 0 {
-		var ok bool
-		if key, ok = unescapeKey(buf[:0], raw); !ok {
-			return -1, false
-		}
+	key, ok := decodeKey(buf[:0], raw)
+	if !ok {
+		return -1, false
 	}
 	for f := first; f <= last; f++ {
 		if foldEqual(key, fieldNames[f]) {
@@ -242,18 +239,34 @@ func keyField(raw []byte, first, last int) (int, bool) {
 // keyIs reports whether raw, a key as written (quotes stripped), decodes
 // to name exactly.
 func keyIs(raw []byte, name string) bool {
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw) == name
-	}
 	var buf [maxKeyBytes]byte
-	key, ok := unescapeKey(buf[:0], raw)
+	key, ok := decodeKey(buf[:0], raw)
 	return ok && string(key) == name
 }
 
+// keyFolds reports whether raw, a key as written (quotes stripped), names
+// name as Go's encoding/json matches keys, case folded (match), and
+// whether it decodes to name exactly (exact).
+func keyFolds(raw []byte, name string) (match, exact bool) {
+	var buf [maxKeyBytes]byte
+	key, ok := decodeKey(buf[:0], raw)
+	return ok && foldEqual(key, name), ok && string(key) == name
+}
+
+// decodeKey is raw, a key as written (quotes stripped), decoded: raw
+// itself when it holds no escape, else decoded into buf; false when it
+// could name no field (unescapeKey).
+func decodeKey(buf, raw []byte) ([]byte, bool) {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw, true
+	}
+	return unescapeKey(buf, raw)
+}
+
 // maxKeyBytes bounds a decoded key that may still name a field: the
-// longest name has 21 letters, and a letter's case-folded spelling takes
-// at most 3 bytes (the Kelvin sign, for k).
-const maxKeyBytes = 64
+// longest name (prompt_cache_retention) has 22 letters, and a letter's
+// case-folded spelling takes at most 3 bytes (the Kelvin sign, for k).
+const maxKeyBytes = 3 * 22
 
 // unescapeKey appends the decoded JSON string s (quotes stripped) to dst,
 // reporting false when the key could not name a field: it outgrows dst's
@@ -344,4 +357,49 @@ func foldEqual(key []byte, name string) bool {
 		i += n
 	}
 	return j == len(name)
+}
+
+// eachMember calls f with each member of the valid JSON object obj, its
+// key as written (quotes stripped) and its value, in order, until f
+// returns false; it reports whether f returned true for every member.
+func eachMember(obj []byte, f func(key, value []byte) bool) bool {
+	i := skipSpace(obj, 1)
+	if obj[i] == '}' {
+		return true
+	}
+	for { // obj is a valid object, so the scans cannot fail
+		kEnd, next, _ := scanMember(obj, i)
+		key := obj[i+1 : kEnd-1]
+		i = skipSpace(obj, next)
+		vEnd, _ := scanValue(obj, i)
+		if !f(key, obj[i:vEnd]) {
+			return false
+		}
+		i = skipSpace(obj, vEnd)
+		if obj[i] == '}' {
+			return true
+		}
+		i = skipSpace(obj, i+1) // past the comma
+	}
+}
+
+// eachElement calls f with each element of the valid JSON array a, in
+// order, until f returns false; it reports whether f returned true for
+// every element.
+func eachElement(a []byte, f func(e []byte) bool) bool {
+	i := skipSpace(a, 1)
+	if a[i] == ']' {
+		return true
+	}
+	for { // a is a valid array, so the scans cannot fail
+		end, _ := scanValue(a, i)
+		if !f(a[i:end]) {
+			return false
+		}
+		i = skipSpace(a, end)
+		if a[i] == ']' {
+			return true
+		}
+		i = skipSpace(a, i+1) // past the comma
+	}
 }
