@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
 )
 
 // boundProvider is an upstream that answers at once and notes the output
@@ -42,7 +43,10 @@ func (p *boundProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if body.N != nil {
 		got[1] = *body.N
 	}
-	p.asked <- got
+	select {
+	case p.asked <- got:
+	default: // one the test did not wait for, which it counts in calls
+	}
 	w.Header().Set("Content-Type", "application/json")
 	if p.anthropic {
 		io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":1}}`)
@@ -51,15 +55,13 @@ func (p *boundProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, `{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`)
 }
 
-// What a request reserves against its key's token limit, and the output
-// bound the backend is asked for, are the same on every pool kind and
-// every API: the request's own bound, or router.default_max_tokens when it
-// names none, times every answer it may generate. Bounds that disagree
-// are refused, and a request whose answers would overrun the limit is
-// refused before any backend is called.
-func TestReservedIsWhatIsAsked(t *testing.T) {
-	gpu := &boundProvider{asked: make(chan [2]int64, 1)}
-	claude := &boundProvider{anthropic: true, asked: make(chan [2]int64, 1)}
+// startBounds starts a gateway with keys in front of two boundProviders:
+// gpu, an OpenAI-compatible pool serving the model chat, and claude, an
+// anthropic pool serving sonnet; router.default_max_tokens is 300.
+func startBounds(t *testing.T) (kg *keyedGateway, gpu, claude *boundProvider) {
+	t.Helper()
+	gpu = &boundProvider{asked: make(chan [2]int64, 1)}
+	claude = &boundProvider{anthropic: true, asked: make(chan [2]int64, 1)}
 	var urls []string
 	for _, p := range []*boundProvider{gpu, claude} {
 		s := httptest.NewServer(p)
@@ -76,7 +78,18 @@ models:
   - {name: chat, pool: gpu}
   - {name: sonnet, pool: claude}
 `, "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), urls[0], urls[1]))
-	kg := &keyedGateway{Gateway: g}
+	return &keyedGateway{Gateway: g}, gpu, claude
+}
+
+// What a request reserves against its key's token limit, and the output
+// bound the backend is asked for, are the same on every pool kind and
+// every API: the request's own bound, or router.default_max_tokens when it
+// names none, times every answer it may generate. Bounds that disagree
+// are refused, and a request whose answers would overrun the limit is
+// refused before any backend is called.
+func TestReservedIsWhatIsAsked(t *testing.T) {
+	kg, gpu, claude := startBounds(t)
+	g := kg.Gateway
 
 	const tpm = 100000
 	tests := []struct {
@@ -163,5 +176,123 @@ models:
 	}
 	if n := gpu.calls.Load() - before; n != 0 {
 		t.Errorf("refused requests reached the backend %d times", n)
+	}
+}
+
+// Every prompt a request lists is answered on its own, so every one is
+// reserved: a completion's prompt (strings or token-id arrays) times its
+// answers (n or best_of) times its output bound, and every prompt's
+// estimate, a token id counting as a token; an embedding's input
+// likewise, on the prompt side. A request past the key's limit is a 429
+// before any backend is called; a list of no prompts, or of mixed
+// elements, a 400 naming its field before anything is reserved.
+func TestEveryPromptIsReserved(t *testing.T) {
+	kg, gpu, _ := startBounds(t)
+	g := kg.Gateway
+	const tpm = 100000
+	fortyPrompts := `["` + strings.Repeat(`a","`, 39) + `a"]`
+	arrays := make([]string, 25)
+	for i := range arrays {
+		arrays[i] = "[1,2]"
+	}
+	tokenArrays := "[" + strings.Join(arrays, ",") + "]"
+	manyIDs := "[[" + strings.TrimSuffix(strings.Repeat("7,", 300), ",") + "]]"
+	tests := []struct {
+		name, path, body string
+		answers          int64 // output tokens reserved
+		tokens, idBytes  int64 // the token ids the body gives, and the bytes they take
+	}{
+		{"a list of prompts", "/completions", `{"model":"chat","max_tokens":10,"prompt":["a","b","c"]}`, 30, 0, 0},
+		{"forty prompts", "/completions", `{"model":"chat","max_tokens":10,"prompt":` + fortyPrompts + `}`, 400, 0, 0},
+		{"every prompt n times", "/completions", `{"model":"chat","max_tokens":10,"n":2,"prompt":["a","b","c"]}`, 60, 0, 0},
+		{"every prompt best_of times", "/completions", `{"model":"chat","max_tokens":10,"n":2,"best_of":3,"prompt":["a","b","c"]}`, 90, 0, 0},
+		{"token-id arrays", "/completions", `{"model":"chat","max_tokens":10,"prompt":` + tokenArrays + `}`, 250, 50, int64(len(tokenArrays))},
+		{"one token-id array", "/completions", `{"model":"chat","max_tokens":10,"prompt":[1,2,3,4,5,6,7,8]}`, 10, 8, 17},
+		{"prompts and their embeddings", "/completions", `{"model":"chat","max_tokens":10,"prompt":["a"],"prompt_embeds":["AAAA","BBBB"]}`, 30, 0, 0},
+		{"no bound, every prompt", "/completions", `{"model":"chat","prompt":["a","b"]}`, 600, 0, 0},
+		{"embeddings, every input", "/embeddings", `{"model":"chat","input":["a","b","c"]}`, 0, 0, 0},
+		{"embeddings, token ids", "/embeddings", `{"model":"chat","input":` + manyIDs + `}`, 0, 300, int64(len(manyIDs))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key, _ := kg.newKey(t, keys.Spec{Tenant: "acme", TPM: tpm})
+			h := http.Header{"Authorization": {"Bearer " + key}, "Content-Type": {"application/json"}}
+			req, _ := http.NewRequest(http.MethodPost, g.URL()+tt.path, strings.NewReader(tt.body))
+			req.Header = h
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			answer, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, answer)
+			}
+			<-gpu.asked
+			remaining, err := strconv.ParseInt(resp.Header.Get("x-ratelimit-remaining-tokens"), 10, 64)
+			if err != nil {
+				t.Fatalf("x-ratelimit-remaining-tokens: %v", err)
+			}
+			prompt := (int64(len(tt.body))-tt.idBytes+3)/4 + tt.tokens
+			if reserved := tpm - remaining; reserved != prompt+tt.answers {
+				t.Errorf("reserved %d tokens, want %d for the prompts and %d for the answers", reserved, prompt, tt.answers)
+			}
+		})
+	}
+
+	small, _ := kg.newKey(t, keys.Spec{Tenant: "acme", TPM: 200})
+	h := http.Header{"Authorization": {"Bearer " + small}, "Content-Type": {"application/json"}}
+	before := gpu.calls.Load()
+	for _, tt := range []struct{ path, body string }{
+		{"/completions", `{"model":"chat","max_tokens":10,"prompt":` + fortyPrompts + `}`},
+		{"/completions", `{"model":"chat","max_tokens":10,"prompt":` + tokenArrays + `}`},
+		{"/completions", `{"model":"chat","max_tokens":10,"n":4,"prompt":["a","b","c","d","e"]}`},
+		{"/embeddings", `{"model":"chat","input":` + manyIDs + `}`},
+	} {
+		if status, answer := send(t, http.MethodPost, g.URL()+tt.path, h, tt.body); status != http.StatusTooManyRequests {
+			t.Errorf("%s past a 200-token limit: %d %s", tt.body, status, answer)
+		}
+	}
+	for _, tt := range []struct{ path, body, param string }{
+		{"/completions", `{"model":"chat","max_tokens":10,"prompt":[]}`, "prompt"},
+		{"/completions", `{"model":"chat","max_tokens":10,"prompt":["a",[1]]}`, "prompt"},
+		{"/completions", `{"model":"chat","max_tokens":10,"prompt":"a","prompt":["b","c"]}`, "prompt"},
+		{"/embeddings", `{"model":"chat","input":[]}`, "input"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, g.URL()+tt.path, strings.NewReader(tt.body))
+		req.Header = h
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct{ Error struct{ Param string } }
+		json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || e.Error.Param != tt.param || resp.Header.Get("x-ratelimit-remaining-tokens") != "" {
+			t.Errorf("%s: %d naming %q, reserved %q; want a 400 naming %s, nothing reserved", tt.body, resp.StatusCode, e.Error.Param, resp.Header.Get("x-ratelimit-remaining-tokens"), tt.param)
+		}
+	}
+	if n := gpu.calls.Load() - before; n != 0 {
+		t.Errorf("refused requests reached the backend %d times", n)
+	}
+
+	// Under the limit, forty prompts pass, and what they reserved is
+	// settled at the backend's count: a second fits only once it is.
+	fits, id := kg.newKey(t, keys.Spec{Tenant: "acme", TPM: 500})
+	h = http.Header{"Authorization": {"Bearer " + fits}, "Content-Type": {"application/json"}}
+	body := `{"model":"chat","max_tokens":10,"prompt":` + fortyPrompts + `}`
+	for i := range 2 {
+		if status, answer := send(t, http.MethodPost, g.URL()+"/completions", h, body); status != 200 {
+			t.Fatalf("request %d of forty prompts within a 500-token limit: %d %s", i, status, answer)
+		}
+		<-gpu.asked
+		waitUntil(t, "the ledger to hold the answer", func() bool {
+			rows, err := kg.store.Usage(t.Context(), usage.Query{KeyID: id})
+			return err == nil && len(rows) == 1 && rows[0].Requests == int64(i+1)
+		})
+	}
+	rows, _ := kg.store.Usage(t.Context(), usage.Query{KeyID: id})
+	if rows[0].PromptTokens != 10 || rows[0].CompletionTokens != 2 {
+		t.Errorf("the ledger holds %+v, want the backend's counts", rows[0])
 	}
 }

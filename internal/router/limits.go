@@ -2,9 +2,10 @@ package router
 
 // Rate limits: a request takes its share of every limit on its path — its
 // key's and each tenant level's — or is refused with 429 before any
-// upstream sees it. Tokens are reserved here for the prompt, as estimated,
-// and every answer the request may generate at its output bound (n or
-// best_of of them), and settled at the real figure once the answer is done.
+// upstream sees it. Tokens are reserved here for its prompts, as
+// estimated, and every answer the request may generate at its output
+// bound (n or best_of of them for each prompt it lists), and settled at
+// the real figure once the answer is done.
 
 import (
 	"context"
@@ -40,7 +41,8 @@ func (r *Router) reserveLimits(ctx context.Context, w http.ResponseWriter, req *
 	if len(scopes) == 0 {
 		return nil
 	}
-	tokens := addTokens(req.estimate, mulTokens(req.outputBound(r.opts.Router.DefaultMaxTokens), req.Choices))
+	answers := mulTokens(req.Choices, req.prompts)
+	tokens := addTokens(req.estimate, mulTokens(req.outputBound(r.opts.Router.DefaultMaxTokens), answers))
 	if req.api.counts {
 		tokens = 0 // a count runs no model: it takes a request, and no tokens
 	}

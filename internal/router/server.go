@@ -40,12 +40,16 @@ type api struct {
 	// it is read, resolved and admitted as any request, taking a request
 	// and no tokens from its limits, and never dispatched.
 	counts bool
+	// lists names the field whose list of prompts a backend answers, or
+	// embeds, one by one (openai.Request.Prompts); empty where a request
+	// is one prompt.
+	lists string
 }
 
 var apis = map[string]api{
 	"/v1/chat/completions":      {upstreamPath: "/chat/completions", generates: true},
-	"/v1/completions":           {upstreamPath: "/completions", generates: true},
-	"/v1/embeddings":            {upstreamPath: "/embeddings"},
+	"/v1/completions":           {upstreamPath: "/completions", generates: true, lists: "prompt"},
+	"/v1/embeddings":            {upstreamPath: "/embeddings", lists: "input"},
 	"/v1/messages":              {upstreamPath: "/chat/completions", generates: true, dialect: anthropicMessages},
 	"/v1/messages/count_tokens": {dialect: anthropicCount, counts: true},
 	"/v1/responses":             {upstreamPath: "/chat/completions", generates: true, dialect: openaiResponses},
@@ -61,6 +65,7 @@ type parsedRequest struct {
 	model    *catalog.Model // the catalog entry the name resolved to
 	key      *tenant.Key    // nil without authentication
 	estimate int64          // prompt tokens, estimated from the body
+	prompts  int64          // how many prompts it lists, each answered on its own; at least 1
 	reserve  limits.Reservation
 	reserved bool              // whether reserve holds a reservation to settle
 	class    admission.Class   // its priority class
@@ -314,7 +319,12 @@ func (r *Router) parse(ctx context.Context, w http.ResponseWriter, hr *http.Requ
 	if err := req.Request.Parse(body); err != nil {
 		return err
 	}
-	req.estimate = estimatePrompt(body)
+	list, err := req.Prompts(req.api.lists)
+	if err != nil {
+		return err
+	}
+	req.prompts = max(list.Count, 1)
+	req.estimate = estimatePrompt(body, list)
 	return nil
 }
 
@@ -325,11 +335,13 @@ var errBodyTimeout = openai.BodyTimedOut()
 // bytesPerToken is how much request JSON one prompt token takes, roughly.
 const bytesPerToken = pool.BytesPerToken
 
-// estimatePrompt is a prompt's size in tokens, estimated from its body
-// without decoding it: what token limits reserve, and what is billed when
-// a backend reports no usage.
-func estimatePrompt(body []byte) int64 {
-	return int64(len(body)+bytesPerToken-1) / bytesPerToken
+// estimatePrompt is the size in tokens of the prompts a body holds, which
+// lists those of list, estimated without decoding it: a token for every
+// bytesPerToken bytes of the body, but for those of its token ids, each
+// one token. It is what token limits reserve, and what is billed when a
+// backend reports no usage.
+func estimatePrompt(body []byte, list openai.PromptList) int64 {
+	return (int64(len(body))-list.TokenBytes+bytesPerToken-1)/bytesPerToken + list.Tokens
 }
 
 // answerCount answers a count with its prompt's size in tokens,
