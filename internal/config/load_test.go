@@ -162,7 +162,9 @@ func TestFullExample(t *testing.T) {
 				Price:     catalog.Price{InputPerMillion: 0.20, OutputPerMillion: 0.40},
 				Fallbacks: []string{"llama-70b"},
 			},
-			{Name: "gpt-4o-mini", Pool: "openai", Price: catalog.Price{InputPerMillion: 0.15, OutputPerMillion: 0.60}},
+			{Name: "gpt-4o-mini", Pool: "openai", Price: catalog.Price{InputPerMillion: 0.15, OutputPerMillion: 0.60,
+				ServiceTiers: map[string]catalog.TierPrice{"priority": {InputPerMillion: 0.25, OutputPerMillion: 1.00}}},
+				BilledFields: catalog.BilledFields{Allow: []string{"service_tier", "store"}, Others: "drop"}},
 		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -529,6 +529,7 @@ func validateModels(ps *problems, models []catalog.Model, pools []catalog.Pool) 
 		}
 		money(ps, at+".price.input_per_million", m.Price.InputPerMillion)
 		money(ps, at+".price.output_per_million", m.Price.OutputPerMillion)
+		validateBilledFields(ps, at, m)
 		if m.FirstTokenTimeout < 0 {
 			ps.add(at+".first_token_timeout", "must be positive, got %s", m.FirstTokenTimeout)
 		}
@@ -558,6 +559,33 @@ func validateModels(ps *problems, models []catalog.Model, pools []catalog.Pool) 
 				}
 			}
 		}
+	}
+}
+
+// validateBilledFields checks a model's billed_fields, and the service
+// tiers its price lists: a field allowed must be one the ledger prices,
+// and service_tier is allowed only with the tiers it prices.
+func validateBilledFields(ps *problems, at string, m *catalog.Model) {
+	b := m.BilledFields
+	if b.Others != "" && b.Others != catalog.BilledFieldsDrop && b.Others != catalog.BilledFieldsRefuse {
+		ps.add(at+".billed_fields.others", "must be %s or %s, got %q", catalog.BilledFieldsDrop, catalog.BilledFieldsRefuse, b.Others)
+	}
+	for k, f := range b.Allow {
+		if !slices.Contains(catalog.AllowableFields, f) {
+			ps.add(fmt.Sprintf("%s.billed_fields.allow[%d]", at, k), "must be one of %s, whose cost the ledger prices, got %q",
+				strings.Join(catalog.AllowableFields, ", "), f)
+		}
+	}
+	if slices.Contains(b.Allow, catalog.FieldServiceTier) && len(m.Price.ServiceTiers) == 0 {
+		ps.add(at+".billed_fields.allow", "service_tier needs price.service_tiers, the tiers it lets through and their prices")
+	}
+	for _, tier := range slices.Sorted(maps.Keys(m.Price.ServiceTiers)) {
+		p := m.Price.ServiceTiers[tier]
+		if tier == "" {
+			ps.add(at+".price.service_tiers", "a tier's name must not be empty")
+		}
+		money(ps, at+".price.service_tiers."+tier+".input_per_million", p.InputPerMillion)
+		money(ps, at+".price.service_tiers."+tier+".output_per_million", p.OutputPerMillion)
 	}
 }
 

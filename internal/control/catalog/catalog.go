@@ -7,6 +7,7 @@ package catalog
 import (
 	"fmt"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -36,6 +37,11 @@ type Model struct {
 	// alone, and X-Llmgw-Dropped-Tools names the rest) or refuse (a 400
 	// naming the first).
 	HostedTools string `yaml:"hosted_tools,omitempty"`
+	// BilledFields is what becomes of the fields a request names that
+	// change what the model's provider bills or runs beyond its tokens:
+	// service_tier, store, web_search_options and the others
+	// docs/SECURITY.md lists.
+	BilledFields BilledFields `yaml:"billed_fields,omitempty"`
 }
 
 // The values of a model's hosted_tools.
@@ -43,6 +49,53 @@ const (
 	HostedToolsDrop   = "drop"
 	HostedToolsRefuse = "refuse"
 )
+
+// BilledFields is what a model's requests may send of the fields that
+// change what its provider bills or runs: those Allow names are sent as
+// asked, and priced, and the rest are dropped from the body or refused,
+// as Others says.
+type BilledFields struct {
+	// Allow names the fields sent as asked, each one of AllowableFields;
+	// service_tier only at the tiers the model's price lists.
+	Allow []string `yaml:"allow,omitempty"`
+	// Others is what a request naming any other gets: drop (the default:
+	// the field is taken out of what the provider is sent) or refuse (a
+	// 400 naming it).
+	Others string `yaml:"others,omitempty"`
+}
+
+// The values of a model's billed_fields.others.
+const (
+	BilledFieldsDrop   = "drop"
+	BilledFieldsRefuse = "refuse"
+)
+
+// FieldServiceTier is the field that asks a provider for a service tier,
+// which a model's price may list (Price.ServiceTiers).
+const FieldServiceTier = "service_tier"
+
+// AllowableFields are the billed fields a model may allow, those whose
+// cost the ledger prices: service_tier at the tier's own price; store and
+// prompt_cache_retention, for which providers charge nothing; prediction,
+// whose rejected tokens providers bill and report as completion tokens.
+// The others (web searches, audio, a fast mode, another region's
+// inference, a container, another model, compaction) cost what no usage
+// record holds.
+var AllowableFields = []string{FieldServiceTier, "store", "prompt_cache_retention", "prediction"}
+
+// Allows reports whether a request for m may send field, one of those
+// that change what a provider bills, as asked: billed_fields.allow names
+// it, and for service_tier, the model's price lists tier, the tier asked.
+func (m *Model) Allows(field, tier string) bool {
+	if !slices.Contains(m.BilledFields.Allow, field) {
+		return false
+	}
+	if field == FieldServiceTier {
+		_, priced := m.Price.ServiceTiers[tier]
+		return priced
+	}
+	return true
+}
 
 // Admission is a model's SLO-aware admission: a bounded queue in front of
 // its pool, served by priority class, earliest deadline and tenant share.
@@ -105,6 +158,34 @@ type SLO struct {
 type Price struct {
 	InputPerMillion  float64 `yaml:"input_per_million,omitempty"`
 	OutputPerMillion float64 `yaml:"output_per_million,omitempty"`
+	// ServiceTiers are what its tokens cost at the service tiers a
+	// request may ask of its provider, by the tier as service_tier names
+	// it (priority, flex...).
+	ServiceTiers map[string]TierPrice `yaml:"service_tiers,omitempty"`
+}
+
+// TierPrice is what a model's tokens cost at one service tier, in US
+// dollars per million tokens; a figure not set (zero) is the model's.
+type TierPrice struct {
+	InputPerMillion  float64 `yaml:"input_per_million,omitempty"`
+	OutputPerMillion float64 `yaml:"output_per_million,omitempty"`
+}
+
+// At is the price of tokens served at service tier tier: the tier's own
+// figures when p lists it, else p's. An empty tier is none.
+func (p Price) At(tier string) Price {
+	t, ok := p.ServiceTiers[tier]
+	if !ok || tier == "" {
+		return p
+	}
+	at := Price{InputPerMillion: p.InputPerMillion, OutputPerMillion: p.OutputPerMillion}
+	if t.InputPerMillion != 0 {
+		at.InputPerMillion = t.InputPerMillion
+	}
+	if t.OutputPerMillion != 0 {
+		at.OutputPerMillion = t.OutputPerMillion
+	}
+	return at
 }
 
 // Cost is the price of a request's tokens in US dollars.

@@ -27,6 +27,38 @@ func TestPriceCost(t *testing.T) {
 	}
 }
 
+// A service tier's price replaces the figures it sets; a tier it does
+// not list, or none, costs the model's own.
+func TestPriceAt(t *testing.T) {
+	p := Price{InputPerMillion: 2, OutputPerMillion: 8, ServiceTiers: map[string]TierPrice{
+		"priority": {InputPerMillion: 4, OutputPerMillion: 16},
+		"flex":     {InputPerMillion: 1},
+	}}
+	for _, tt := range []struct {
+		tier    string
+		in, out float64
+	}{{"priority", 4, 16}, {"flex", 1, 8}, {"scale", 2, 8}, {"", 2, 8}} {
+		if got := p.At(tt.tier); got.InputPerMillion != tt.in || got.OutputPerMillion != tt.out {
+			t.Errorf("At(%q) = %+v, want %v in, %v out", tt.tier, got, tt.in, tt.out)
+		}
+	}
+}
+
+// A model allows a billed field billed_fields.allow names, and
+// service_tier only at a tier its price lists.
+func TestAllows(t *testing.T) {
+	m := Model{BilledFields: BilledFields{Allow: []string{"service_tier", "store"}},
+		Price: Price{ServiceTiers: map[string]TierPrice{"priority": {InputPerMillion: 4}}}}
+	for _, tt := range []struct {
+		field, tier string
+		want        bool
+	}{{"store", "", true}, {"service_tier", "priority", true}, {"service_tier", "flex", false}, {"prediction", "", false}} {
+		if got := m.Allows(tt.field, tt.tier); got != tt.want {
+			t.Errorf("Allows(%q, %q) = %v", tt.field, tt.tier, got)
+		}
+	}
+}
+
 // TestResolve finds models by name and alias, and nothing by a pool's or
 // an upstream's name.
 func TestResolve(t *testing.T) {
