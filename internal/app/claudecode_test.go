@@ -98,7 +98,7 @@ type recorded struct {
 
 func (u *recordingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	if !strings.HasSuffix(r.URL.Path, "/messages") && !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+	if !strings.HasSuffix(r.URL.Path, "/messages") && !strings.HasSuffix(r.URL.Path, "/completions") && !strings.HasSuffix(r.URL.Path, "/embeddings") {
 		return // health checks and scrapes
 	}
 	u.mu.Lock()
@@ -131,6 +131,13 @@ const anthropicTextStream = "event: message_start\ndata: {\"type\":\"message_sta
 	"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
 	"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":2}}\n\n" +
 	"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+
+// calls is how many requests u has read.
+func (u *recordingUpstream) calls() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.seen)
+}
 
 // last is the latest request u read.
 func (u *recordingUpstream) last(t *testing.T) *recorded {

@@ -4,7 +4,7 @@ package openai
 // operator's account, beyond the tokens a request's usage reports: a
 // premium service tier, web searches, audio output, stored completions,
 // a day-long prompt cache, a substitute model, a container, server-side
-// compaction. Parse reads them as it reads routing fields (given twice or
+// compaction, MCP servers. Parse reads them as it reads routing fields (given twice or
 // in another case, a 400), notes which the body gives at a value that
 // may raise the bill, and Rewrite can splice them out of the bytes, so a
 // backend never sees them. Which a model allows is the catalog's to say.
@@ -29,7 +29,8 @@ type BilledField uint8
 // inference_geo (US-only inference at 1.1 times), speed (fast mode at
 // six times), container (a code execution container's hours), fallbacks
 // (another model, at its price), context_management (compaction, whose
-// summarising pass the answer's usage leaves out).
+// summarising pass the answer's usage leaves out), mcp_servers (tools run
+// by MCP servers the provider calls).
 const (
 	ServiceTier BilledField = iota
 	Store
@@ -43,6 +44,7 @@ const (
 	Container
 	Fallbacks
 	ContextManagement
+	MCPServers
 	numBilled
 )
 

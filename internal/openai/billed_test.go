@@ -16,8 +16,9 @@ func TestParseRequestBilled(t *testing.T) {
 		{`{"model":"m","service_tier":"\u0070riority"}`, "service_tier", "priority"},
 		{`{"model":"m","service_tier":"flex","store":true,"web_search_options":{},"modalities":["text","audio"],"audio":{"voice":"alloy"},"prediction":{"type":"content","content":"x"},"prompt_cache_retention":"24h"}`,
 			"service_tier, store, web_search_options, modalities, audio, prediction, prompt_cache_retention", "flex"},
-		{`{"model":"m","inference_geo":"us","speed":"fast","container":"c1","fallbacks":[{"model":"x"}],"context_management":{"edits":[{"type":"compact_20260112"}]}}`,
-			"inference_geo, speed, container, fallbacks, context_management", ""},
+		{`{"model":"m","inference_geo":"us","speed":"fast","container":"c1","fallbacks":[{"model":"x"}],"context_management":{"edits":[{"type":"compact_20260112"}]},"mcp_servers":[]}`,
+			"inference_geo, speed, container, fallbacks, context_management, mcp_servers", ""},
+		{`{"model":"m","mcp_servers":[{"type":"url","url":"https://example.com/sse","name":"x"}]}`, "mcp_servers", ""},
 		// Harmless values: the field's default, or one that bills no more.
 		{`{"model":"m","service_tier":"auto","store":false,"modalities":["text"],"prompt_cache_retention":"in_memory","speed":"standard"}`, "", "auto"},
 		{`{"model":"m","service_tier":"default"}`, "", "default"},

@@ -119,7 +119,7 @@ const (
 var (
 	fieldNames = [...]string{"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "user", "n", "best_of", "cache_salt", "prompt_cache_key",
 		"prompt", "prompt_embeds", "input",
-		"service_tier", "store", "web_search_options", "modalities", "audio", "prediction", "prompt_cache_retention", "inference_geo", "speed", "container", "fallbacks", "context_management",
+		"service_tier", "store", "web_search_options", "modalities", "audio", "prediction", "prompt_cache_retention", "inference_geo", "speed", "container", "fallbacks", "context_management", "mcp_servers",
 		"include_usage"}
 	fieldParams = func() (p [len(fieldNames)]string) {
 		p = fieldNames

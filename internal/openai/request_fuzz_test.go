@@ -49,12 +49,13 @@ type goRequest struct {
 	Container            json.RawMessage `json:"container"`
 	Fallbacks            json.RawMessage `json:"fallbacks"`
 	ContextManagement    json.RawMessage `json:"context_management"`
+	MCPServers           json.RawMessage `json:"mcp_servers"`
 }
 
 // billed is g's billed fields, in BilledField's order.
 func (g *goRequest) billed() [numBilled]json.RawMessage {
 	return [...]json.RawMessage{g.ServiceTier, g.Store, g.WebSearchOptions, g.Modalities, g.Audio, g.Prediction,
-		g.PromptCacheRetention, g.InferenceGeo, g.Speed, g.Container, g.Fallbacks, g.ContextManagement}
+		g.PromptCacheRetention, g.InferenceGeo, g.Speed, g.Container, g.Fallbacks, g.ContextManagement, g.MCPServers}
 }
 
 // choices is how many answers a backend generates for n and best_of, nil
@@ -423,7 +424,7 @@ func FuzzRequestMatchesEncodingJSON(f *testing.F) {
 		`{"model":"m","context_management":{"edits":[{"type":"clear_x","type":"compact"}]}}`, `{"model":"m","context_management":{"Edits":[]}}`,
 		`{"model":"m","context_management":{}}`, `{"model":"m","context_management":{"edits":[]},"x":1}`,
 		` { "store" : true , "model" : "m" , "speed" : "fast" } `, `{"model":"m", "audio":null ,"store":true}`,
-		`{"model":"m","stream":true,"service_tier":"scale","stream_options":{}}`,
+		`{"model":"m","stream":true,"service_tier":"scale","stream_options":{}}`, `{"model":"m","mcp\u005fservers":[{"type":"url","url":"u"}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -480,7 +481,7 @@ func FuzzRequestMatchesEncodingJSON(f *testing.F) {
 		// with and without the other edits.
 		all := BilledFields(1<<numBilled - 1)
 		edits = append(edits, Edits{Model: r.Model, Drop: all}, Edits{Model: "other-name", IncludeUsage: true, CacheSalt: "s", Drop: r.Billed},
-			Edits{Model: r.Model, EnableThinking: &off, ReasoningEffort: "low", Drop: 0x555}, Edits{Model: r.Model, Drop: 0xaaa})
+			Edits{Model: r.Model, EnableThinking: &off, ReasoningEffort: "low", Drop: 0x1555}, Edits{Model: r.Model, Drop: 0xaaa})
 		for _, e := range edits {
 			out := r.Rewrite(body, e)
 			if !json.Valid(out) {

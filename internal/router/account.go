@@ -112,7 +112,7 @@ func usageRecord(req *parsedRequest, res *dispatchResult, took time.Duration) us
 	}
 	if served != nil {
 		rec.Model = served.Name
-		rec.CostUSD = served.Price.Cost(rec.PromptTokens, rec.CompletionTokens)
+		rec.CostUSD = served.Price.At(res.tier).Cost(rec.PromptTokens, rec.CompletionTokens)
 	}
 	if req.key != nil {
 		rec.KeyID, rec.Tenant = req.key.ID, req.key.Tenant

@@ -28,6 +28,7 @@ type dispatchResult struct {
 	pool     string         // the pool that answered last; empty if none was tried
 	endpoint string         // the endpoint's name
 	model    *catalog.Model // the model that answered: the request's or a fallback
+	tier     string         // the service tier its call asked for, which prices it; empty for none
 }
 
 // errNoEndpoint is the cause of a 503 when a pool has no endpoint left.
@@ -100,7 +101,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 					o = r.send(ctx, w, req, p, i, &rt, &call, nil)
 					r.settle(req, p, ep, o)
 				}
-				res = dispatchResult{outcome: o, pool: p.name, endpoint: ep.Name(), model: m}
+				res = dispatchResult{outcome: o, pool: p.name, endpoint: ep.Name(), model: m, tier: req.tier(p.kind, m)}
 				if !o.Retryable() {
 					return res
 				}
@@ -127,7 +128,7 @@ func (r *Router) newCall(ctx context.Context, req *parsedRequest, p *servedPool,
 	if m.FirstTokenTimeout > 0 {
 		firstByte = m.FirstTokenTimeout
 	}
-	edits := openai.Edits{Model: m.UpstreamName(), IncludeUsage: req.Stream, CacheSalt: p.salt(req)}
+	edits := openai.Edits{Model: m.UpstreamName(), IncludeUsage: req.Stream, CacheSalt: p.salt(req), Drop: dropped(&req.Request, m)}
 	p.reason(req.reasoning, &edits)
 	call := proxy.Call{
 		Header:         p.header(req.Stream),
@@ -144,7 +145,7 @@ func (r *Router) newCall(ctx context.Context, req *parsedRequest, p *servedPool,
 		Model:          m.Name,
 		Translate:      req.translator,
 	}
-	err := p.prepare(ctx, &call, req, m.UpstreamName(), r.opts.Router.DefaultMaxTokens)
+	err := p.prepare(ctx, &call, req, m, r.opts.Router.DefaultMaxTokens)
 	return call, err
 }
 

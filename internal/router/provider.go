@@ -7,7 +7,6 @@ package router
 // OpenAI-compatible. And what each kind is told of a request's reasoning.
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/url"
@@ -127,32 +126,36 @@ func (p *servedPool) reason(r translate.Reasoning, e *openai.Edits) {
 // reachesAnthropic reports whether a request for m may be sent to an
 // anthropic pool: m's own pool, or a fallback's.
 func (s *snapshot) reachesAnthropic(m *catalog.Model) bool {
-	anthropic := func(m *catalog.Model) bool {
-		p := s.pools[m.Pool]
-		return p != nil && p.kind == catalog.KindAnthropic
-	}
-	if anthropic(m) {
+	if s.kindOf(m) == catalog.KindAnthropic {
 		return true
 	}
 	for _, name := range m.Fallbacks {
-		if f, ok := s.cat.Resolve(name); ok && anthropic(f) {
+		if f, ok := s.cat.Resolve(name); ok && s.kindOf(f) == catalog.KindAnthropic {
 			return true
 		}
 	}
 	return false
 }
 
-// prepare makes c, a call for req with a chat body, the call p's
-// provider takes. For anthropic:
+// kindOf is the kind of m's pool; empty when the pool is not served.
+func (s *snapshot) kindOf(m *catalog.Model) string {
+	if p := s.pools[m.Pool]; p != nil {
+		return p.kind
+	}
+	return ""
+}
+
+// prepare makes c, a call for req to model m with a chat body, the call
+// p's provider takes. For anthropic:
 //
-//   - a Messages request's own body, its model renamed to model (the
-//     pool's name for it) and max_tokens the bound reserved: the fields
-//     the client sent reach the provider, thinking, cache_control and
+//   - a Messages request's own body, its model renamed to the pool's
+//     name for m and max_tokens the bound reserved: the fields the client
+//     sent reach the provider, thinking, cache_control and
 //     context_management among them, but for its server tools, dropped
-//     as on every pool, and its MCP servers, which would run on the
-//     pool's account; it is refused (400) when it gives model or
-//     max_tokens twice or in another case, as a provider could read it
-//     otherwise than the gateway;
+//     as on every pool, and the billed fields m does not allow, its MCP
+//     servers among them (billed.go); it is refused (400) when it gives
+//     model or max_tokens twice or in another case, as a provider could
+//     read it otherwise than the gateway;
 //   - any other request's chat body as a Messages API body asking for
 //     req's max tokens (defaultMaxTokens when it names none);
 //   - the version an Anthropic client asked for unless the pool sets one,
@@ -161,7 +164,7 @@ func (s *snapshot) reachesAnthropic(m *catalog.Model) bool {
 //
 // An API the provider has no counterpart of is a 400. The translation
 // stops when ctx ends or c's deadline passes.
-func (p *servedPool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequest, model string, defaultMaxTokens int64) error {
+func (p *servedPool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequest, m *catalog.Model, defaultMaxTokens int64) error {
 	if p.provider == nil || p.provider.kind != catalog.KindAnthropic {
 		return nil
 	}
@@ -173,15 +176,14 @@ func (p *servedPool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequ
 	}
 	bound := req.outputBound(defaultMaxTokens)
 	if req.messages != nil {
-		var own openai.Request
-		if err := own.Parse(req.messages); err != nil {
-			return err
+		if req.ownErr != nil {
+			return req.ownErr
 		}
+		own, drop := req.own, dropped(&req.own, m)
 		body := req.messages
-		if len(req.hosted) > 0 || bytes.Contains(body, []byte(`"mcp_servers"`)) {
+		if len(req.hosted) > 0 {
 			// Server tools, dropped (hosted_tools: drop), leave the body
-			// too, and so do MCP servers: both run, and are billed, on
-			// the pool's account.
+			// too: they run, and are billed, on the pool's account.
 			var err error
 			if body, err = translate.WithoutServerTools(body); err != nil {
 				return err
@@ -190,7 +192,7 @@ func (p *servedPool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequ
 				return err
 			}
 		}
-		c.Body = own.Rewrite(body, openai.Edits{Model: model, MaxTokens: bound})
+		c.Body = own.Rewrite(body, openai.Edits{Model: m.UpstreamName(), MaxTokens: bound, Drop: drop})
 	} else {
 		ctx, cancel := workContext(ctx, c.Deadline)
 		defer cancel()

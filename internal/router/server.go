@@ -92,8 +92,12 @@ type parsedRequest struct {
 	// messages is a Messages request's body as the client sent it, which
 	// an anthropic pool is sent in place of the chat body (provider.go);
 	// nil for other APIs, and once the model is known to have no
-	// anthropic pool.
+	// anthropic pool. own is it as the request scanner reads it, and
+	// ownErr why the scanner refused it, once the model is known to have
+	// one.
 	messages []byte
+	own      openai.Request
+	ownErr   error
 
 	// span is the request's SERVER span, and ctx the request's context
 	// holding it; both nil when tracing is off (trace.go).
@@ -276,10 +280,21 @@ func (r *Router) findModel(w http.ResponseWriter, req *parsedRequest) (*snapshot
 	if req.messages != nil && !snap.reachesAnthropic(m) {
 		req.messages = nil // held no longer than it may be sent
 	}
+	if req.messages != nil {
+		// Read as chat bodies are, before anything is reserved: refused
+		// here when the model's own pool is sent it, and by the call
+		// when a fallback's is.
+		if req.ownErr = req.own.Parse(req.messages); req.ownErr != nil && snap.kindOf(m) == catalog.KindAnthropic {
+			return nil, req.ownErr
+		}
+	}
 	if req.answer != nil {
 		req.translator = req.answer(m.Name)
 	}
 	if err := r.hostedTools(w, req); err != nil {
+		return nil, err
+	}
+	if err := r.billedFields(w, req); err != nil {
 		return nil, err
 	}
 	return snap, nil

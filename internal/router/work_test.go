@@ -262,7 +262,7 @@ func TestPrepareForAnthropic(t *testing.T) {
 				t.Fatal(err)
 			}
 			call := &proxy.Call{Body: []byte(c.chat), Deadline: c.deadline}
-			err := p.prepare(c.ctx, call, req, "m", 1024)
+			err := p.prepare(c.ctx, call, req, &catalog.Model{Name: "m"}, 1024)
 			if got := openai.AsError(err); err != nil && got.Status != c.status || err == nil && c.status != 0 {
 				t.Fatalf("error %v; want status %d", err, c.status)
 			}

@@ -1,0 +1,83 @@
+package router
+
+// Fields that change what a provider bills or runs beyond a request's
+// tokens (openai.BilledFields: a service tier, web searches, audio,
+// stored completions...). A request's model allows some
+// (billed_fields.allow), which are sent as asked and priced, a service
+// tier at its own price; the rest are taken out of what each call sends
+// or, as the model says, refused before anything is reserved. Only a
+// body that goes upstream as its client wrote it can carry one: the chat,
+// completions and embeddings bodies, and a Messages request's to an
+// anthropic pool; a translation carries none.
+
+import (
+	"net/http"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+)
+
+// droppedFieldsHeader names, comma-separated, the billed fields a request
+// named that its model does not allow, which were taken out of what its
+// provider was sent.
+const droppedFieldsHeader = "X-Llmgw-Dropped-Fields"
+
+// billedFields settles the billed fields req names, once its model is
+// known: a 400 naming the first the model does not allow when it refuses
+// them (billed_fields.others: refuse); else those are dropped from every
+// call, and the answer's header and the debug log say which.
+func (r *Router) billedFields(w http.ResponseWriter, req *parsedRequest) error {
+	body := &req.Request
+	if req.messages != nil {
+		body = &req.own
+	}
+	drop := dropped(body, req.model)
+	if drop == 0 {
+		return nil
+	}
+	if req.model.BilledFields.Others == catalog.BilledFieldsRefuse {
+		f, _ := drop.First()
+		return openai.BilledFieldRefused(f)
+	}
+	w.Header().Set(droppedFieldsHeader, drop.String())
+	r.log.Debug("billed fields dropped", "id", req.id, "model", req.model.Name, "fields", drop.String())
+	return nil
+}
+
+// dropped is which of the billed fields body names a call for model m
+// leaves out: those m does not allow at the service tier body asks.
+func dropped(body *openai.Request, m *catalog.Model) openai.BilledFields {
+	drop := body.Billed
+	for _, name := range m.BilledFields.Allow {
+		if f, ok := openai.BilledFieldNamed(name); ok && m.Allows(name, body.ServiceTier) {
+			drop &^= openai.Of(f)
+		}
+	}
+	return drop
+}
+
+// sentBody is the parsed body a call to a pool of kind sends as its
+// client wrote it, but for what the call drops: a Messages request's
+// own to an anthropic pool, the chat body to any other; nil for the chat
+// body an anthropic pool is sent translated, which carries no billed
+// field.
+func (req *parsedRequest) sentBody(kind string) *openai.Request {
+	switch {
+	case kind != catalog.KindAnthropic:
+		return &req.Request
+	case req.messages != nil:
+		return &req.own
+	}
+	return nil
+}
+
+// tier is the service tier a call to a pool of kind, for model m, asks
+// of its provider: the body's, unless the call drops it; empty for none.
+// The call's answer is priced at it (catalog.Price.At).
+func (req *parsedRequest) tier(kind string, m *catalog.Model) string {
+	body := req.sentBody(kind)
+	if body == nil || dropped(body, m).Has(openai.ServiceTier) {
+		return ""
+	}
+	return body.ServiceTier
+}
