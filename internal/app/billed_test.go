@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"path/filepath"
@@ -50,18 +49,13 @@ pools:
 models:
   - {name: gpt, pool: oa, price: {input_per_million: 1, output_per_million: 2}}
   - {name: gpt-refuse, pool: oa, billed_fields: {others: refuse}}
-  - name: gpt-tier
-    pool: oa
-    price: {input_per_million: 1, output_per_million: 2, service_tiers: {priority: {input_per_million: 3, output_per_million: 6}}}
-    billed_fields: {allow: [service_tier]}
+  - {name: gpt-tier, pool: oa, price: %[4]s, billed_fields: {allow: [service_tier]}}
   - {name: gpt-allow, pool: oa, billed_fields: {allow: [store, prompt_cache_retention, prediction], others: refuse}}
   - {name: claude, pool: an, price: {input_per_million: 1, output_per_million: 2}}
   - {name: claude-refuse, pool: an, billed_fields: {others: refuse}}
-  - name: claude-tier
-    pool: an
-    price: {input_per_million: 1, output_per_million: 2, service_tiers: {priority: {input_per_million: 3, output_per_million: 6}}}
-    billed_fields: {allow: [service_tier]}
-`, "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), newServer(t, up)+"/v1", newServer(t, claude)+"/v1"))
+  - {name: claude-tier, pool: an, price: %[4]s, billed_fields: {allow: [service_tier]}}
+`, "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), newServer(t, up)+"/v1", newServer(t, claude)+"/v1",
+		"{input_per_million: 1, output_per_million: 2, service_tiers: {priority: {input_per_million: 3, output_per_million: 6}}}"))
 	return &keyedGateway{Gateway: g}
 }
 
@@ -85,23 +79,6 @@ func billedBody(path, model, field, value string) string {
 		b += fmt.Sprintf(`,%q:%s`, field, value)
 	}
 	return b + "}"
-}
-
-// exchange posts body to url with h, and returns the answer and its body.
-func exchange(t *testing.T, url string, h http.Header, body string) (*http.Response, string) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header = h
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
 }
 
 // TestBilledFieldsNeverReachTheProvider: a field that changes what a
@@ -132,7 +109,7 @@ func TestBilledFieldsNeverReachTheProvider(t *testing.T) {
 	for _, rt := range routes {
 		for _, bv := range billedValues {
 			t.Run(rt.path+" to "+rt.model+", "+bv.field, func(t *testing.T) {
-				resp, answer := exchange(t, g.URL()+rt.path, h, billedBody(rt.path, rt.model, bv.field, bv.value))
+				resp, answer := exchange(t, http.MethodPost, g.URL()+rt.path, h, billedBody(rt.path, rt.model, bv.field, bv.value))
 				if resp.StatusCode != 200 {
 					t.Fatalf("%d %s", resp.StatusCode, answer)
 				}
@@ -146,7 +123,7 @@ func TestBilledFieldsNeverReachTheProvider(t *testing.T) {
 					return
 				}
 				before := rt.to.calls()
-				resp, answer = exchange(t, g.URL()+rt.path, h, billedBody(rt.path, rt.refusing, bv.field, bv.value))
+				resp, answer = exchange(t, http.MethodPost, g.URL()+rt.path, h, billedBody(rt.path, rt.refusing, bv.field, bv.value))
 				var e struct {
 					Error struct{ Param, Message string }
 				}
@@ -169,7 +146,7 @@ func TestBilledFieldsNeverReachTheProvider(t *testing.T) {
 			body = billedBody(rt.path, rt.refusing, "speed", `"standard"`)
 		}
 		body = strings.Replace(body, `"model"`, `"service_tier":"auto","model"`, 1)
-		if resp, answer := exchange(t, g.URL()+rt.path, h, body); resp.StatusCode != 200 || resp.Header.Get("X-Llmgw-Dropped-Fields") != "" {
+		if resp, answer := exchange(t, http.MethodPost, g.URL()+rt.path, h, body); resp.StatusCode != 200 || resp.Header.Get("X-Llmgw-Dropped-Fields") != "" {
 			t.Errorf("%s %s: %d %s", rt.path, body, resp.StatusCode, answer)
 		}
 		if sent := rt.to.last(t).body; !bytes.Contains(sent, []byte(`"service_tier":"auto"`)) {
@@ -200,7 +177,7 @@ func TestAllowedBilledFieldsArePriced(t *testing.T) {
 		{"/chat/completions", "gpt-allow", "prompt_cache_retention", `"24h"`, up, true},
 		{"/completions", "gpt-allow", "prediction", `{"type":"content","content":"x"}`, up, true},
 	} {
-		resp, answer := exchange(t, g.URL()+tt.path, h, billedBody(tt.path, tt.model, tt.field, tt.value))
+		resp, answer := exchange(t, http.MethodPost, g.URL()+tt.path, h, billedBody(tt.path, tt.model, tt.field, tt.value))
 		if resp.StatusCode != 200 {
 			t.Fatalf("%s %s: %d %s", tt.model, tt.field, resp.StatusCode, answer)
 		}

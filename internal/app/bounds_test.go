@@ -217,14 +217,7 @@ func TestEveryPromptIsReserved(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			key, _ := kg.newKey(t, keys.Spec{Tenant: "acme", TPM: tpm})
 			h := http.Header{"Authorization": {"Bearer " + key}, "Content-Type": {"application/json"}}
-			req, _ := http.NewRequest(http.MethodPost, g.URL()+tt.path, strings.NewReader(tt.body))
-			req.Header = h
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			answer, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, answer := exchange(t, http.MethodPost, g.URL()+tt.path, h, tt.body)
 			if resp.StatusCode != 200 {
 				t.Fatalf("status %d: %s", resp.StatusCode, answer)
 			}
@@ -259,15 +252,9 @@ func TestEveryPromptIsReserved(t *testing.T) {
 		{"/completions", `{"model":"chat","max_tokens":10,"prompt":"a","prompt":["b","c"]}`, "prompt"},
 		{"/embeddings", `{"model":"chat","input":[]}`, "input"},
 	} {
-		req, _ := http.NewRequest(http.MethodPost, g.URL()+tt.path, strings.NewReader(tt.body))
-		req.Header = h
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp, answer := exchange(t, http.MethodPost, g.URL()+tt.path, h, tt.body)
 		var e struct{ Error struct{ Param string } }
-		json.NewDecoder(resp.Body).Decode(&e)
-		resp.Body.Close()
+		json.Unmarshal([]byte(answer), &e)
 		if resp.StatusCode != 400 || e.Error.Param != tt.param || resp.Header.Get("x-ratelimit-remaining-tokens") != "" {
 			t.Errorf("%s: %d naming %q, reserved %q; want a 400 naming %s, nothing reserved", tt.body, resp.StatusCode, e.Error.Param, resp.Header.Get("x-ratelimit-remaining-tokens"), tt.param)
 		}

@@ -114,6 +114,13 @@ models:
 // send makes one request and returns its status and body.
 func send(t *testing.T, method, url string, h http.Header, body string) (int, string) {
 	t.Helper()
+	resp, b := exchange(t, method, url, h, body)
+	return resp.StatusCode, b
+}
+
+// exchange makes one request and returns the answer and its body.
+func exchange(t *testing.T, method, url string, h http.Header, body string) (*http.Response, string) {
+	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -125,5 +132,5 @@ func send(t *testing.T, method, url string, h http.Header, body string) (int, st
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp, string(b)
 }
