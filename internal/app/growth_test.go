@@ -84,6 +84,17 @@ var growthPaths = []struct {
 	{"embeddings", "/embeddings", func(n int) string {
 		return `{"model":"m","input":[` + repeat(n, func(i int) string { return fmt.Sprintf(`"input %d of the batch"`, i) }) + `]}`
 	}},
+	{"completions of token ids", "/completions", func(n int) string {
+		return `{"model":"m","max_tokens":1,"prompt":[` + repeat(n, func(i int) string { return fmt.Sprintf(`[%d,17,4242,9]`, i) }) + `]}`
+	}},
+	{"embeddings of token ids", "/embeddings", func(n int) string {
+		return `{"model":"m","input":[[` + repeat(n, func(i int) string { return fmt.Sprint(i) }) + `]]}`
+	}},
+	{"chat with billed fields to drop", "/chat/completions", func(n int) string {
+		return `{"model":"m","service_tier":"priority","modalities":[` + repeat(n, func(int) string { return `"text"` }) + `,"audio"],` +
+			`"context_management":{"edits":[` + repeat(n, func(i int) string { return fmt.Sprintf(`{"type":"clear_%d","keep":"all"}`, i) }) + `,{"type":"compact"}]},` +
+			`"messages":[{"role":"user","content":"hi"}]}`
+	}},
 	{"messages", "/messages", func(n int) string {
 		return `{"model":"m","max_tokens":16,"messages":[` + repeat(n, func(i int) string {
 			return fmt.Sprintf(`{"role":%q,"content":"turn %d of the conversation"}`, [2]string{"user", "assistant"}[i%2], i)
