@@ -3,6 +3,10 @@
 // time or the bytes allocated grow far more than eightfold. It is for the
 // work a client's body drives (parsing, translating, counting), where a
 // quadratic step turns a large body into minutes of a gateway's CPU.
+// Work that writes (a translation) is held to its output too: at most a
+// constant times its input, at both sizes and in what the added items
+// add, where output that copies a shared field into every item grows with
+// the items times the field.
 //
 // A shared machine is noisy, so each figure is the least of several runs
 // and the bound is loose: linear work gives about 8, quadratic about 64.
@@ -50,11 +54,45 @@ const (
 // measured.
 type Work func(t testing.TB, n int) (run func())
 
+// Writes makes the input of n items and returns its size in bytes and
+// the run to measure on it, which returns the bytes it wrote and fails t
+// itself if the work goes wrong.
+type Writes func(t testing.TB, n int) (in int, run func() (out int))
+
 // Linear fails t when work on Factor×n items takes more than maxTimeRatio
 // times the CPU time, or allocates more than maxBytesRatio times the
 // bytes, of work on n items, n being n0 doubled until a run takes
 // targetRun. It logs the figures either way.
 func Linear(t testing.TB, n0 int, work Work) {
+	t.Helper()
+	linear(t, n0, func(t testing.TB, n int) (int, func() int) {
+		run := work(t, n)
+		return 0, func() int { run(); return 0 }
+	})
+}
+
+// LinearOutput is Linear for work that writes, and fails t too when the
+// work on Factor×n items writes more than k times its input's bytes, or
+// when the items added to the input add more than k times their bytes to
+// the output.
+func LinearOutput(t testing.TB, n0 int, k float64, work Writes) {
+	t.Helper()
+	small, large := linear(t, n0, work)
+	ratio := float64(large.out) / float64(max(large.in, 1))
+	added := float64(large.out-small.out) / float64(max(large.in-small.in, 1))
+	t.Logf("%d bytes in, %d out (x%.2f); then %d in, %d out (x%.2f); the added items x%.2f",
+		small.in, small.out, float64(small.out)/float64(max(small.in, 1)), large.in, large.out, ratio, added)
+	if ratio > k {
+		t.Errorf("%d bytes in wrote %d, %.1f times as many; at most %g times may be written", large.in, large.out, ratio, k)
+	}
+	if added > k {
+		t.Errorf("%d more bytes in wrote %d more, %.1f times as many; at most %g times may be written", large.in-small.in, large.out-small.out, added, k)
+	}
+}
+
+// linear is Linear for work that writes, and returns what it cost and
+// wrote on n items and on Factor×n.
+func linear(t testing.TB, n0 int, work Writes) (small, large figures) {
 	t.Helper()
 	n := max(n0, 1)
 	for {
@@ -64,19 +102,22 @@ func Linear(t testing.TB, n0 int, work Work) {
 		}
 		n *= 2
 	}
-	run := [2]func(){work(t, n), work(t, Factor*n)}
 	var least [2]figures
+	var run [2]func() int
+	for j, items := range []int{n, Factor * n} {
+		least[j].in, run[j] = work(t, items)
+	}
 	for i := range runs {
 		// Interleaved, so that a slow spell of the machine slows both.
 		for j, r := range run {
-			m := measure(r)
+			m := measure(least[j].in, r)
 			if i == 0 {
 				least[j] = m
 			}
 			least[j] = least[j].min(m)
 		}
 	}
-	small, large := least[0], least[1]
+	small, large = least[0], least[1]
 	timeRatio := float64(large.cpu) / float64(max(small.cpu, 1))
 	bytesRatio := float64(large.bytes) / float64(max(small.bytes, 1))
 	t.Logf("n=%d: %v CPU (%v wall), %d bytes; n=%d: %v CPU (%v wall), %d bytes; x%.1f CPU time, x%.1f bytes",
@@ -89,27 +130,31 @@ func Linear(t testing.TB, n0 int, work Work) {
 		t.Errorf("%d times the items allocated %.1f times the bytes (%d, then %d); linear work allocates about %d times",
 			Factor, bytesRatio, small.bytes, large.bytes, Factor)
 	}
+	return small, large
 }
 
-// figures are what one run cost.
+// figures are what one run cost, and the bytes it read and wrote.
 type figures struct {
 	cpu, wall time.Duration
 	bytes     uint64
+	in, out   int
 }
 
-// min is the least of each of f's and g's figures.
+// min is the least of each of f's and g's costs, with f's bytes read and
+// written: the same at every run.
 func (f figures) min(g figures) figures {
-	return figures{min(f.cpu, g.cpu), min(f.wall, g.wall), min(f.bytes, g.bytes)}
+	return figures{min(f.cpu, g.cpu), min(f.wall, g.wall), min(f.bytes, g.bytes), f.in, f.out}
 }
 
-// measure is what run costs: the CPU time and wall time it takes, and
-// the bytes the process allocates meanwhile. The collector is kept out of
-// the times: a small run's garbage fits in the heap's headroom and a large
-// one's does not, so collections would fall on the large run alone; the
-// bytes allocated stand for them. It still runs once the process holds
-// spareBytes more than before, so that quadratic work, allocating
-// gigabytes, cannot take the machine's memory.
-func measure(run func()) figures {
+// measure is what run, on in bytes, costs: the CPU time and wall time it
+// takes, and the bytes the process allocates meanwhile; and what it
+// writes. The collector is kept out of the times: a small run's garbage
+// fits in the heap's headroom and a large one's does not, so collections
+// would fall on the large run alone; the bytes allocated stand for them.
+// It still runs once the process holds spareBytes more than before, so
+// that quadratic work, allocating gigabytes, cannot take the machine's
+// memory.
+func measure(in int, run func() int) figures {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -120,8 +165,8 @@ func measure(run func()) figures {
 		debug.SetGCPercent(gc)
 	}()
 	start, cpu := time.Now(), cpuTime()
-	run()
-	f := figures{cpu: cpuTime() - cpu, wall: time.Since(start)}
+	out := run()
+	f := figures{cpu: cpuTime() - cpu, wall: time.Since(start), in: in, out: out}
 	runtime.ReadMemStats(&after)
 	f.bytes = after.TotalAlloc - before.TotalAlloc
 	return f
