@@ -47,7 +47,9 @@ var toolsRequest = `{"model":"m","input":"hi","tool_choice":{"type":"custom","na
 // Functions stay as they are; custom tools become functions of one
 // string, input, described by their grammar; a namespace's tools become
 // functions named namespace__name, or a name of their own when that is
-// taken or too long; hosted tools are left out, and said to be.
+// taken or too long, the first described by the namespace's description
+// and its own, the others naming the first; hosted tools are left out,
+// and said to be.
 func TestResponsesToolsToChat(t *testing.T) {
 	r, c := toChat(t, toolsRequest)
 	type fn struct{ Name, Description, Parameters string }
@@ -64,8 +66,8 @@ func TestResponsesToolsToChat(t *testing.T) {
 		{"exec_command", "Run.", `{"type":"object"}`},
 		{"apply_patch", "Patch files.", input("The tool's input: text that the lark grammar below matches, and nothing else.\n\nstart: <patch>")},
 		{"multi_agent_v1__spawn_agent", "Sub-agents.\n\nSpawn one.", `{"type":"object","properties":{}}`},
-		{"multi_agent_v1__send_input", "Sub-agents.", input("The tool's input, as free-form text.")},
-		{long, "Sub-agents.", `{}`},
+		{"multi_agent_v1__send_input", "Part of the namespace described under multi_agent_v1__spawn_agent.", input("The tool's input, as free-form text.")},
+		{long, "Part of the namespace described under multi_agent_v1__spawn_agent.", `{}`},
 		{"crm__lookup", "", `{}`},
 		{crm, "Find a customer.", ""},
 	}
@@ -185,6 +187,8 @@ func TestResponsesRefused(t *testing.T) {
 		{`{"model":"m","input":"hi","tools":[{"type":"function"}]}`, "tools[0].name"},
 		{`{"model":"m","input":"hi","tools":[{"type":"namespace","name":"n","tools":[{"type":"web_search"}]}]}`, "tools[0].tools[0].type"},
 		{`{"model":"m","input":"hi","tools":[{"type":"namespace","name":"n","tools":[{"type":"function","name":"f"},{"type":"custom","name":"f"}]}]}`, "tools[0].tools[1].name"},
+		{`{"model":"m","input":"hi","tools":[{"type":"namespace","name":"` + strings.Repeat("n", maxToolName+1) + `","tools":[]}]}`, "tools[0].name"},
+		{`{"model":"m","input":"hi","tools":[{"type":"namespace","name":"n","tools":[{"type":"function","name":"` + strings.Repeat("f", maxToolName+1) + `"}]}]}`, "tools[0].tools[0].name"},
 		{`{"model":"m","input":"hi","tools":[{"type":"custom","name":"f","format":{"type":"regex"}}]}`, "tools[0].format.type"},
 		{`{"model":"m","input":[{"type":"custom_tool_call","call_id":"c","name":"f","input":{}}]}`, "input[0].input"},
 		{`{"model":"m","input":[{"type":"item_reference","id":"msg_1"}]}`, "input[0].type"},

@@ -5,12 +5,14 @@ package translate
 // takes free-form text (of a grammar, perhaps), is offered as a function
 // of one string parameter, input, whose description carries the grammar.
 // A namespace's functions and custom tools are offered each as a function
-// of its own, named namespace__name. The answer names each call as the
-// client named its tool: a function_call or custom_tool_call item with
-// the tool's own name and, for one in a namespace, the namespace's in its
-// namespace field, as openai-go's ResponseFunctionToolCall and
-// ResponseCustomToolCall carry them ("The name of the function to run",
-// "The namespace of the function to run").
+// of its own, named namespace__name; the namespace's description is
+// written once, before the first one's own, and the others name that one.
+// The answer names each call as the client named its tool: a
+// function_call or custom_tool_call item with the tool's own name and,
+// for one in a namespace, the namespace's in its namespace field, as
+// openai-go's ResponseFunctionToolCall and ResponseCustomToolCall carry
+// them ("The name of the function to run", "The namespace of the
+// function to run").
 
 import (
 	"bytes"
@@ -24,6 +26,12 @@ import (
 // maxFunctionName is the longest function name OpenAI's chat API takes,
 // a bound vLLM's and others' tool parsers are written for.
 const maxFunctionName = 64
+
+// maxToolName is the longest name of a namespace, or of a tool in one,
+// taken, in bytes: four times the longest function name. The answer
+// names each call of such a tool with both, so an answer's events grow
+// by at most twice this for each call, whatever the model's output.
+const maxToolName = 4 * maxFunctionName
 
 // toolRef is the client's tool a chat function stands for.
 type toolRef struct {
@@ -152,40 +160,72 @@ func offerTools(p *progress, tools []ResponsesTool) ([]ChatTool, toolNames, erro
 			}
 			out = append(out, ct)
 		case "namespace":
-			if t.Name == "" {
-				return nil, names, openai.BadRequest(path+".name", "%s.name: field required", path)
-			}
-			for j, m := range t.Tools {
-				if err := p.step(); err != nil {
-					return nil, names, err
-				}
-				mpath := at(path+".tools", j)
-				if m.Type != "function" && m.Type != "custom" {
-					return nil, names, unsupported(mpath+".type", "a namespace holds function and custom tools, not %q", m.Type)
-				}
-				if m.Name == "" {
-					return nil, names, openai.BadRequest(mpath+".name", "%s.name: field required", mpath)
-				}
-				if _, dup := names.byTool[toolKey{t.Name, m.Name}]; dup {
-					return nil, names, openai.BadRequest(mpath+".name", "%s.name: %q is already a tool of namespace %q", mpath, m.Name, t.Name)
-				}
-				name := flatName(t.Name, m.Name, taken)
-				if name == "" {
-					return nil, names, unsupported(mpath+".name", "no function name is free for this tool among the request's others")
-				}
-				taken[name] = true
-				ct, err := chatTool(m, mpath, name, t.Description)
-				if err != nil {
-					return nil, names, err
-				}
-				names.add(name, toolRef{namespace: t.Name, name: m.Name, custom: m.Type == "custom"})
-				out = append(out, ct)
+			var err error
+			if out, err = offerNamespace(p, t, path, out, &names, taken); err != nil {
+				return nil, names, err
 			}
 		case "":
 			return nil, names, openai.BadRequest(path+".type", "%s.type: field required", path)
 		}
 	}
 	return out, names, nil
+}
+
+// offerNamespace appends to out the chat functions namespace ns, at
+// path, is offered as, and adds what each stands for to names; taken
+// holds the function names given so far. Its description is written once,
+// into the first function's: each of the others says which function that
+// is, in a note of at most maxFunctionName bytes and a few words, so that
+// the body grows with the namespace's size and never with its tools times
+// its description.
+func offerNamespace(p *progress, ns ResponsesTool, path string, out []ChatTool, names *toolNames, taken map[string]bool) ([]ChatTool, error) {
+	if err := toolName(ns.Name, path+".name"); err != nil {
+		return nil, err
+	}
+	context, first := ns.Description, ""
+	for j, m := range ns.Tools {
+		if err := p.step(); err != nil {
+			return nil, err
+		}
+		mpath := at(path+".tools", j)
+		if m.Type != "function" && m.Type != "custom" {
+			return nil, unsupported(mpath+".type", "a namespace holds function and custom tools, not %q", m.Type)
+		}
+		if err := toolName(m.Name, mpath+".name"); err != nil {
+			return nil, err
+		}
+		if _, dup := names.byTool[toolKey{ns.Name, m.Name}]; dup {
+			return nil, openai.BadRequest(mpath+".name", "%s.name: %q is already a tool of namespace %q", mpath, m.Name, ns.Name)
+		}
+		name := flatName(ns.Name, m.Name, taken)
+		if name == "" {
+			return nil, unsupported(mpath+".name", "no function name is free for this tool among the request's others")
+		}
+		taken[name] = true
+		ct, err := chatTool(m, mpath, name, context)
+		if err != nil {
+			return nil, err
+		}
+		if first == "" && ns.Description != "" {
+			first = name
+			context = "Part of the namespace described under " + first + "."
+		}
+		names.add(name, toolRef{namespace: ns.Name, name: m.Name, custom: m.Type == "custom"})
+		out = append(out, ct)
+	}
+	return out, nil
+}
+
+// toolName is the 400 for the name of a namespace or of a tool in one, at
+// path, that is empty or longer than maxToolName; nil for one taken.
+func toolName(name, path string) error {
+	switch {
+	case name == "":
+		return openai.BadRequest(path, "%s: field required", path)
+	case len(name) > maxToolName:
+		return openai.BadRequest(path, "%s: must be at most %d bytes long, got %d", path, maxToolName, len(name))
+	}
+	return nil
 }
 
 // chatTool is the function or custom tool t, at path, as the chat
