@@ -184,11 +184,17 @@ func (AnthropicUpstream) Error(status int, body []byte) []byte {
 // Stream begins reading a streamed message.
 func (AnthropicUpstream) Stream() openai.EventDecoder { return &anthropicDecoder{} }
 
+// maxStreamID is the longest message id or model name, in bytes, a
+// streamed message's chunks are written with: each is written into every
+// chunk, so a longer one, which no provider sends, is written as empty,
+// and a chunk stays a constant larger than its event.
+const maxStreamID = 256
+
 // anthropicDecoder turns a streamed message's events into chat chunks.
 type anthropicDecoder struct {
-	id, model string
-	tools     int  // tool_use blocks so far: the next one's chat index
-	inTool    bool // the open block is a tool_use
+	id, model string // the message's, each empty when past maxStreamID
+	tools     int    // tool_use blocks so far: the next one's chat index
+	inTool    bool   // the open block is a tool_use
 	usage     AnthropicUsage
 	out       [][]byte // the chunks of the current event
 }
@@ -220,6 +226,14 @@ type streamEvent struct {
 	Error *anthropicErrorFields `json:"error"`
 }
 
+// short is s when it is at most maxStreamID bytes long, else empty.
+func short(s string) string {
+	if len(s) > maxStreamID {
+		return ""
+	}
+	return s
+}
+
 func (d *anthropicDecoder) chunk(delta map[string]any, finish, stop any) []byte {
 	return mustJSON(map[string]any{"id": d.id, "object": "chat.completion.chunk", "created": 0, "model": d.model,
 		"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish, "stop_reason": stop}}})
@@ -232,8 +246,8 @@ func (d *anthropicDecoder) Event(kind, data []byte, chunks [][]byte) [][]byte {
 	}
 	switch ev.Type {
 	case "message_start":
-		if ev.Message != nil {
-			d.id, d.model, d.usage = ev.Message.ID, ev.Message.Model, ev.Message.Usage
+		if m := ev.Message; m != nil {
+			d.id, d.model, d.usage = short(m.ID), short(m.Model), m.Usage
 		}
 		return append(chunks, d.chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil))
 	case "content_block_start":
