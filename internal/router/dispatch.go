@@ -145,7 +145,7 @@ func (r *Router) newCall(ctx context.Context, req *parsedRequest, p *servedPool,
 		Model:          m.Name,
 		Translate:      req.translator,
 	}
-	err := p.prepare(ctx, &call, req, m, r.opts.Router.DefaultMaxTokens)
+	err := p.prepare(ctx, &call, req, m, r.opts.Router.DefaultMaxTokens, r.opts.Server.MaxBodyBytes)
 	return call, err
 }
 

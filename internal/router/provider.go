@@ -157,14 +157,15 @@ func (s *snapshot) kindOf(m *catalog.Model) string {
 //     model or max_tokens twice or in another case, as a provider could
 //     read it otherwise than the gateway;
 //   - any other request's chat body as a Messages API body asking for
-//     req's max tokens (defaultMaxTokens when it names none);
+//     req's max tokens (defaultMaxTokens when it names none), refused
+//     with a 413 as it is written once it passes limit bytes;
 //   - the version an Anthropic client asked for unless the pool sets one,
 //     and its anthropic-beta;
 //   - a Provider that reads the answer back as chat.
 //
 // An API the provider has no counterpart of is a 400. The translation
 // stops when ctx ends or c's deadline passes.
-func (p *servedPool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequest, m *catalog.Model, defaultMaxTokens int64) error {
+func (p *servedPool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequest, m *catalog.Model, defaultMaxTokens, limit int64) error {
 	if p.provider == nil || p.provider.kind != catalog.KindAnthropic {
 		return nil
 	}
@@ -196,7 +197,7 @@ func (p *servedPool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequ
 	} else {
 		ctx, cancel := workContext(ctx, c.Deadline)
 		defer cancel()
-		body, err := translate.ChatToAnthropicBody(ctx, c.Body, bound)
+		body, err := translate.ChatToAnthropicBody(ctx, c.Body, bound, limit)
 		if err != nil {
 			return stopped(ctx, err)
 		}

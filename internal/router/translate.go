@@ -27,9 +27,10 @@ type dialect struct {
 	header func(h http.Header) error
 	// translate turns the client's body into the chat completions body it
 	// asks for, setting what req needs to answer it: the answer's
-	// translator, or a count's answer. It stops with ctx's error when ctx
+	// translator, or a count's answer. A chat body past limit bytes is a
+	// 413, refused as it is written. It stops with ctx's error when ctx
 	// ends.
-	translate func(ctx context.Context, body []byte, req *parsedRequest) (chat []byte, err error)
+	translate func(ctx context.Context, body []byte, limit int64, req *parsedRequest) (chat []byte, err error)
 	// writeError answers with an error in the API's own shape.
 	writeError func(w http.ResponseWriter, err error)
 }
@@ -46,7 +47,7 @@ func (a api) writeError(w http.ResponseWriter, err error) {
 var anthropicMessages = &dialect{
 	header:     anthropicVersion,
 	writeError: translate.WriteAnthropicError,
-	translate: func(ctx context.Context, body []byte, req *parsedRequest) ([]byte, error) {
+	translate: func(ctx context.Context, body []byte, limit int64, req *parsedRequest) ([]byte, error) {
 		a, err := translate.ParseAnthropic(ctx, body)
 		if err != nil {
 			return nil, err
@@ -65,7 +66,7 @@ var anthropicMessages = &dialect{
 		req.answer = func(model string) openai.Translator {
 			return &translate.Anthropic{ID: "msg_" + id, Model: model, StopSequences: a.StopSequences, HideThinking: hide}
 		}
-		return marshalChat(c)
+		return translate.MarshalChat(c, limit)
 	},
 }
 
@@ -74,7 +75,7 @@ var anthropicMessages = &dialect{
 var anthropicCount = &dialect{
 	header:     anthropicVersion,
 	writeError: translate.WriteAnthropicError,
-	translate: func(ctx context.Context, body []byte, req *parsedRequest) ([]byte, error) {
+	translate: func(ctx context.Context, body []byte, limit int64, req *parsedRequest) ([]byte, error) {
 		a, err := translate.ParseAnthropic(ctx, body)
 		if err != nil {
 			return nil, err
@@ -88,14 +89,14 @@ var anthropicCount = &dialect{
 		if req.inputTokens, err = translate.PromptTokens(ctx, c, tokenize.Count); err != nil {
 			return nil, err
 		}
-		return marshalChat(c)
+		return translate.MarshalChat(c, limit)
 	},
 }
 
 var openaiResponses = &dialect{
 	header:     func(http.Header) error { return nil },
 	writeError: openai.WriteError,
-	translate: func(ctx context.Context, body []byte, req *parsedRequest) ([]byte, error) {
+	translate: func(ctx context.Context, body []byte, limit int64, req *parsedRequest) ([]byte, error) {
 		q, err := translate.ParseResponses(ctx, body)
 		if err != nil {
 			return nil, err
@@ -109,7 +110,7 @@ var openaiResponses = &dialect{
 		req.answer = func(model string) openai.Translator {
 			return &translate.Responses{ID: "resp_" + id, Model: model, CreatedAt: created, Request: q}
 		}
-		return marshalChat(c)
+		return translate.MarshalChat(c, limit)
 	},
 }
 
@@ -135,17 +136,8 @@ func (r *Router) hostedTools(w http.ResponseWriter, req *parsedRequest) error {
 	return nil
 }
 
-// marshalChat is the chat completions body of a translated request.
-func marshalChat(c *translate.ChatRequest) ([]byte, error) {
-	chat, err := json.Marshal(c)
-	if err != nil {
-		return nil, openai.BadRequest("", "The request could not be translated: %v", err)
-	}
-	return chat, nil
-}
-
 // translate turns req's body into chat completions by d, under the
-// request's work context.
+// request's work context and within server.max_body_bytes.
 func (r *Router) translate(ctx context.Context, d *dialect, body []byte, req *parsedRequest) ([]byte, error) {
 	ctx, cancel := workContext(ctx, r.deadline(req))
 	defer cancel()
@@ -153,7 +145,7 @@ func (r *Router) translate(ctx context.Context, d *dialect, body []byte, req *pa
 	if r.wrapWork != nil {
 		work = r.wrapWork(ctx)
 	}
-	chat, err := d.translate(work, body, req)
+	chat, err := d.translate(work, body, r.opts.Server.MaxBodyBytes, req)
 	if err != nil {
 		return nil, stopped(ctx, err)
 	}

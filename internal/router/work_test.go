@@ -234,8 +234,9 @@ func TestTranslationPastRequestTimeout(t *testing.T) {
 // TestPrepareForAnthropic: a chat call to an anthropic pool asks for the
 // request's max tokens, or the default when it names none, and its
 // translation stops when the client has gone (499) or the call's deadline
-// has passed (504).
+// has passed (504), and is refused (413) once it passes max_body_bytes.
 func TestPrepareForAnthropic(t *testing.T) {
+	const maxBody = 256 // ten tool messages, a chat body of 186 bytes, are a Messages API body of 432
 	p := &servedPool{provider: newProvider(catalog.Pool{Kind: catalog.KindAnthropic})}
 	gone, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -255,6 +256,8 @@ func TestPrepareForAnthropic(t *testing.T) {
 		{"none", t.Context(), hour, `{"model":"m","messages":[]}`, 0, `"max_tokens":1024,`},
 		{"client gone", gone, hour, `{"model":"m","messages":[]}`, openai.StatusClientClosed, ""},
 		{"past the deadline", t.Context(), time.Now().Add(-time.Second), `{"model":"m","messages":[]}`, http.StatusGatewayTimeout, ""},
+		{"past max_body_bytes once translated", t.Context(), hour, `{"model":"m","messages":[` + strings.Repeat(`{"role":"tool"},`, 9) + `{"role":"tool"}]}`,
+			http.StatusRequestEntityTooLarge, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			req := &parsedRequest{api: apis["/v1/chat/completions"]}
@@ -262,7 +265,7 @@ func TestPrepareForAnthropic(t *testing.T) {
 				t.Fatal(err)
 			}
 			call := &proxy.Call{Body: []byte(c.chat), Deadline: c.deadline}
-			err := p.prepare(c.ctx, call, req, &catalog.Model{Name: "m"}, 1024)
+			err := p.prepare(c.ctx, call, req, &catalog.Model{Name: "m"}, 1024, maxBody)
 			if got := openai.AsError(err); err != nil && got.Status != c.status || err == nil && c.status != 0 {
 				t.Fatalf("error %v; want status %d", err, c.status)
 			}

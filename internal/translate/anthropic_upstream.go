@@ -21,9 +21,10 @@ import (
 // body chat, asking for at most maxTokens output tokens: the Messages API
 // requires max_tokens, and it is maxTokens whatever chat's own
 // max_tokens or max_completion_tokens say. maxTokens must be at least 1
-// for the provider to take the request. It stops with ctx's error when
+// for the provider to take the request. A body past limit bytes is
+// refused with a 413 as it is written. It stops with ctx's error when
 // ctx ends.
-func ChatToAnthropicBody(ctx context.Context, chat []byte, maxTokens int64) ([]byte, error) {
+func ChatToAnthropicBody(ctx context.Context, chat []byte, maxTokens, limit int64) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -36,7 +37,7 @@ func ChatToAnthropicBody(ctx context.Context, chat []byte, maxTokens int64) ([]b
 		return nil, err
 	}
 	r.MaxTokens = &maxTokens
-	return json.Marshal(r)
+	return marshalAnthropic(r, limit)
 }
 
 // AnthropicUpstream reads a Messages API upstream as chat completions. It

@@ -112,7 +112,7 @@ var (
 // The translations, each from a body: what the router runs for each API
 // and for an anthropic pool.
 func chatToAnthropic(ctx context.Context, body []byte) error {
-	_, err := ChatToAnthropicBody(ctx, body, 16)
+	_, err := ChatToAnthropicBody(ctx, body, 16, 1<<30)
 	return err
 }
 
@@ -312,7 +312,7 @@ func TestChatToAnthropicMaxTokens(t *testing.T) {
 				`{"type":"tool_result","tool_use_id":"b","content":"yz"}]},{"role":"assistant","content":"ok"},` +
 				`{"role":"user","content":[{"type":"tool_result","tool_use_id":"c","content":"w"}]}]}`},
 	} {
-		got, err := ChatToAnthropicBody(t.Context(), []byte(c.chat), c.max)
+		got, err := ChatToAnthropicBody(t.Context(), []byte(c.chat), c.max, 1<<20)
 		if err != nil || string(got) != c.want {
 			t.Errorf("%s with %d:\n got %s, %v\nwant %s", c.chat, c.max, got, err, c.want)
 		}

@@ -58,7 +58,7 @@ func TestResponsesToolsToChat(t *testing.T) {
 		got = append(got, fn{tl.Function.Name, tl.Function.Description, compact(tl.Function.Parameters)})
 	}
 	input := func(desc string) string {
-		return `{"additionalProperties":false,"properties":{"input":{"description":` + string(jsonText(desc)) + `,"type":"string"}},"required":["input"],"type":"object"}`
+		return `{"additionalProperties":false,"properties":{"input":{"description":` + string(mustJSON(desc)) + `,"type":"string"}},"required":["input"],"type":"object"}`
 	}
 	long := got[4].Name
 	crm := got[6].Name
@@ -162,7 +162,7 @@ func TestResponsesCallsInInput(t *testing.T) {
 	got := mustJSON(c.Messages[3:])
 	want := `[{"role":"assistant","tool_calls":[` +
 		`{"id":"c1","type":"function","function":{"name":"multi_agent_v1__spawn_agent","arguments":"{}"}},` +
-		`{"id":"c2","type":"function","function":{"name":"apply_patch","arguments":"{\"input\":\"*** Begin Patch \u003ca\u003e \u0026 b\"}"}}]},` +
+		`{"id":"c2","type":"function","function":{"name":"apply_patch","arguments":"{\"input\":\"*** Begin Patch <a> & b\"}"}}]},` +
 		`{"role":"tool","content":"agent 7","tool_call_id":"c1"},{"role":"tool","content":"Done!","tool_call_id":"c2"}]`
 	if diff := cmp.Diff(want, string(got)); diff != "" {
 		t.Errorf("messages (-want +got):\n%s", diff)

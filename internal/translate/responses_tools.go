@@ -15,7 +15,6 @@ package translate
 // function to run").
 
 import (
-	"bytes"
 	"encoding/json"
 	"hash/fnv"
 	"strconv"
@@ -284,13 +283,13 @@ func customParameters(format json.RawMessage, path string) (json.RawMessage, err
 		"required":             []string{"input"},
 		"additionalProperties": false,
 	}
-	return jsonText(schema), nil
+	return mustJSON(schema), nil
 }
 
 // customArguments is a chat call's arguments for a custom tool given
 // input.
 func customArguments(input string) string {
-	return string(jsonText(struct {
+	return string(mustJSON(struct {
 		Input string `json:"input"`
 	}{input}))
 }
@@ -317,19 +316,6 @@ func customInput(args string) string {
 		return s
 	}
 	return args
-}
-
-// jsonText is v as JSON, with <, > and & as they are: text a model reads
-// in its prompt, where encoding/json's escapes for HTML would be tokens
-// it never wrote.
-func jsonText(v any) []byte {
-	var b bytes.Buffer
-	e := json.NewEncoder(&b)
-	e.SetEscapeHTML(false)
-	if err := e.Encode(v); err != nil {
-		panic("translate: marshalling a tool's schema: " + err.Error())
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // rawTools are tools as the client sent them, what a response echoes.

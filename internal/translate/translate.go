@@ -160,15 +160,6 @@ func unsupported(field, format string, args ...any) *openai.Error {
 	return openai.BadRequest(field, "%s: %s", field, fmt.Sprintf(format, args...))
 }
 
-// mustJSON marshals v, which holds only types that always marshal.
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("translate: marshalling %T: %v", v, err))
-	}
-	return b
-}
-
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // checkEvery is how many items (messages, blocks, input items, tools) a

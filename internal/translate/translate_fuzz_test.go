@@ -264,7 +264,7 @@ func FuzzTranslateAnthropic(f *testing.F) {
 		if bound == 0 {
 			bound = 777
 		}
-		up, err := ChatToAnthropicBody(context.Background(), chat, bound)
+		up, err := ChatToAnthropicBody(context.Background(), chat, bound, 1<<30)
 		if err != nil {
 			t.Fatalf("chat %s does not translate for an anthropic pool: %v", chat, err)
 		}
