@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -88,6 +89,24 @@ var (
 			return fmt.Sprintf(`{"type":"function_call","call_id":"c%d","namespace":"ns","name":"%s%d","arguments":"{}"}`, i, long, i)
 		}) + `]}`
 	}
+	// namespaceDescription is a Responses request of one namespace with
+	// a description of 256 KiB, shared by its n tools.
+	namespaceDescription = func(n int) string {
+		return `{"model":"c","input":"hi","tools":[{"type":"namespace","name":"ns","description":"` + strings.Repeat("d", 256<<10) +
+			`","tools":[` + items(n, func(i int) string {
+			return fmt.Sprintf(`{"type":"function","name":"f%d","description":"Tool %d.","parameters":{}}`, i, i)
+		}) + `]}]}`
+	}
+	// longMessageID is an Anthropic upstream's stream of n pieces of
+	// text, its message's id and model 256 KiB each, shared by every
+	// chunk they become.
+	longMessageID = func(n int) string {
+		long := strings.Repeat("x", 256<<10)
+		return `{"type":"message_start","message":{"id":"` + long + `","model":"` + long + `","usage":{"input_tokens":3,"output_tokens":1}}}` + "\n" +
+			strings.Repeat(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"piece "}}`+"\n", n) +
+			`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":9}}` + "\n" +
+			`{"type":"message_stop"}`
+	}
 	// reasoningChunks is a chat stream of n pieces of reasoning, a chunk
 	// a line.
 	reasoningChunks = func(n int) string {
@@ -109,113 +128,192 @@ var (
 	}
 )
 
+// bodyLimit bounds the bodies the translations here write: larger than
+// any of them.
+const bodyLimit = 1 << 30
+
 // The translations, each from a body: what the router runs for each API
-// and for an anthropic pool.
-func chatToAnthropic(ctx context.Context, body []byte) error {
-	_, err := ChatToAnthropicBody(ctx, body, 16, 1<<30)
-	return err
+// and for an anthropic pool, each giving the bytes it writes, the body
+// sent on.
+func chatToAnthropic(ctx context.Context, body []byte) (int, error) {
+	up, err := ChatToAnthropicBody(ctx, body, 16, bodyLimit)
+	return len(up), err
 }
 
-func anthropicToChat(ctx context.Context, body []byte) error {
-	r, err := ParseAnthropic(ctx, body)
-	if err == nil {
-		_, err = r.ToChat(ctx)
-	}
-	return err
-}
-
-func responsesToChat(ctx context.Context, body []byte) error {
-	r, err := ParseResponses(ctx, body)
-	if err == nil {
-		_, err = r.ToChat(ctx)
-	}
-	return err
-}
-
-func countTokens(ctx context.Context, body []byte) error {
+func anthropicToChat(ctx context.Context, body []byte) (int, error) {
 	r, err := ParseAnthropic(ctx, body)
 	if err != nil {
-		return err
+		return 0, err
+	}
+	return chatBody(r.ToChat(ctx))
+}
+
+func responsesToChat(ctx context.Context, body []byte) (int, error) {
+	r, err := ParseResponses(ctx, body)
+	if err != nil {
+		return 0, err
+	}
+	return chatBody(r.ToChat(ctx))
+}
+
+// chatBody is the size of c's body, as the router writes it.
+func chatBody(c *ChatRequest, err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	chat, err := MarshalChat(c, bodyLimit)
+	return len(chat), err
+}
+
+func countTokens(ctx context.Context, body []byte) (int, error) {
+	r, err := ParseAnthropic(ctx, body)
+	if err != nil {
+		return 0, err
 	}
 	c, err := r.ToChat(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	_, err = PromptTokens(ctx, c, tokenize.Count)
-	return err
+	if _, err = PromptTokens(ctx, c, tokenize.Count); err != nil {
+		return 0, err
+	}
+	return chatBody(c, nil)
 }
 
 // The translations of answers, which their requests' contexts do not
-// bound: they end with the upstream's answer.
-func anthropicUpstreamAnswer(_ context.Context, body []byte) error {
-	_, err := AnthropicUpstream{}.Answer(body)
-	return err
+// bound: they end with the upstream's answer. Each gives the bytes it
+// writes: the answer, or the data of the events streamed.
+func anthropicUpstreamAnswer(_ context.Context, body []byte) (int, error) {
+	a, err := AnthropicUpstream{}.Answer(body)
+	return len(a), err
 }
 
-func responsesStreamed(_ context.Context, body []byte) error {
-	return responsesStreamedFor(nil, body)
+func anthropicUpstreamStreamed(_ context.Context, body []byte) (int, error) {
+	dec, out := AnthropicUpstream{}.Stream(), 0
+	for l := range bytes.SplitSeq(body, []byte("\n")) {
+		for _, c := range dec.Event(nil, l, nil) {
+			out += len(c)
+		}
+	}
+	return out, nil
+}
+
+func anthropicStreamed(_ context.Context, body []byte) (int, error) {
+	return streamed((&Anthropic{ID: "msg_1", Model: "m"}).Stream(), body)
+}
+
+func responsesStreamed(_ context.Context, body []byte) (int, error) {
+	return streamed((&Responses{ID: "resp_1", Model: "m"}).Stream(), body)
 }
 
 // responsesSummarized is responsesStreamed for a request that asks for
 // the model's reasoning.
-func responsesSummarized(_ context.Context, body []byte) error {
+func responsesSummarized(_ context.Context, body []byte) (int, error) {
 	summary := "auto"
-	return responsesStreamedFor(&ResponsesRequest{Reasoning: &ResponsesReasoning{Summary: &summary}}, body)
+	q := &ResponsesRequest{Reasoning: &ResponsesReasoning{Summary: &summary}}
+	return streamed((&Responses{ID: "resp_1", Model: "m", Request: q}).Stream(), body)
 }
 
-func responsesStreamedFor(q *ResponsesRequest, body []byte) error {
-	tr := (&Responses{ID: "resp_1", Model: "m", Request: q}).Stream()
-	emit := func(kind, data []byte) error { return nil }
+// streamed sends tr the chat chunks of body, one a line, and Done, and
+// is the bytes of the events' data it writes.
+func streamed(tr openai.EventTranslator, body []byte) (int, error) {
+	out := 0
+	emit := func(kind, data []byte) error {
+		out += len(data)
+		return nil
+	}
 	for l := range bytes.SplitSeq(body, []byte("\n")) {
 		if err := tr.Event(l, emit); err != nil {
-			return err
+			return out, err
 		}
 	}
-	return tr.Event(openai.Done, emit)
+	err := tr.Event(openai.Done, emit)
+	return out, err
+}
+
+// translation is a translation, with the body it is measured on; the
+// bytes it writes are its output.
+type translation struct {
+	name      string
+	body      func(n int) string
+	translate func(ctx context.Context, body []byte) (out int, err error)
 }
 
 // translations are every request's translation and count, with the body
 // each is measured on.
-var translations = []struct {
-	name      string
-	body      func(n int) string
-	translate func(ctx context.Context, body []byte) error
-}{
+var translations = []translation{
 	{"ChatToAnthropic/tools", chatTools, chatToAnthropic},
 	{"AnthropicToChat/tool_results", anthropicResults, anthropicToChat},
 	{"AnthropicToChat/turns", anthropicTurns, anthropicToChat},
 	{"ResponsesToChat/items", responsesItems, responsesToChat},
 	{"ResponsesToChat/namespace_tools", responsesNamespace, responsesToChat},
+	{"ResponsesToChat/namespace_description", namespaceDescription, responsesToChat},
 	{"PromptTokens/turns", anthropicTurns, countTokens},
 	{"PromptTokens/parts", anthropicParts, countTokens},
 }
 
 // answers are the translations of answers that gather what an answer
-// repeats: text blocks into one text, argument pieces into one call.
-var answers = []struct {
-	name      string
-	body      func(n int) string
-	translate func(ctx context.Context, body []byte) error
-}{
+// repeats (text blocks into one text, argument pieces into one call),
+// or write what the answer shares into each event (a streamed message's
+// id and model).
+var answers = []translation{
 	{"AnthropicUpstreamAnswer/text_blocks", anthropicAnswer, anthropicUpstreamAnswer},
+	{"AnthropicUpstreamStream/long_message_id", longMessageID, anthropicUpstreamStreamed},
+	{"AnthropicStream/argument_pieces", argumentChunks, anthropicStreamed},
 	{"ResponsesStream/argument_pieces", argumentChunks, responsesStreamed},
 	{"ResponsesStream/reasoning_pieces", reasoningChunks, responsesSummarized},
 }
 
+// maxGrowth is the most bytes a translation here may write for each byte
+// of its body: the bodies are of items of a few dozen bytes, which are
+// translated to about their size; a field shared by every item, copied
+// into each, writes the items times the field.
+const maxGrowth = 4
+
 // TestTranslationsGrowLinearly: 8 times the items take about 8 times the
-// time and bytes in every translation.
+// time and bytes in every translation, and every translation writes at
+// most maxGrowth times the bytes of its body, whose items add at most
+// maxGrowth times theirs.
 func TestTranslationsGrowLinearly(t *testing.T) {
 	for _, tr := range append(translations[:len(translations):len(translations)], answers...) {
 		t.Run(tr.name, func(t *testing.T) {
-			lineartest.Linear(t, 64, func(t testing.TB, n int) func() {
+			lineartest.LinearOutput(t, 64, maxGrowth, func(t testing.TB, n int) (int, func() int) {
 				body := []byte(tr.body(n))
-				return func() {
-					if err := tr.translate(t.Context(), body); err != nil {
+				return len(body), func() int {
+					out, err := tr.translate(t.Context(), body)
+					if err != nil {
 						t.Fatal(err)
 					}
+					return out
 				}
 			})
 		})
+	}
+}
+
+// TestSharedFieldsWrittenOnce: a namespace's description, shared by its
+// tools, is written once. A request of 64 tools sharing 256 KiB is
+// translated to about its size, and one of 1 MiB and 256 tools, parsed,
+// translated and written, allocates a few times its size.
+func TestSharedFieldsWrittenOnce(t *testing.T) {
+	for _, c := range []struct{ description, tools int }{{256 << 10, 64}, {1<<20 - 256*80, 256}} {
+		body := []byte(strings.Replace(namespaceDescription(c.tools), strings.Repeat("d", 256<<10), strings.Repeat("d", c.description), 1))
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		out, err := responsesToChat(t.Context(), body)
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out > len(body)*11/10 {
+			t.Errorf("%d tools sharing %d bytes, %d bytes in all, were written as %d", c.tools, c.description, len(body), out)
+		}
+		// The body is copied as it is decoded, and its translation as
+		// it is written, each buffer grown by doubling: about 8 times.
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 12*uint64(len(body)) {
+			t.Errorf("%d tools sharing %d bytes, %d bytes in all, allocated %d", c.tools, c.description, len(body), alloc)
+		}
 	}
 }
 
@@ -230,7 +328,7 @@ func BenchmarkTranslations(b *testing.B) {
 				b.SetBytes(int64(len(body)))
 				b.ReportAllocs()
 				for b.Loop() {
-					if err := tr.translate(b.Context(), body); err != nil {
+					if _, err := tr.translate(b.Context(), body); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -266,11 +364,11 @@ func TestTranslationsStopWhenTheirContextEnds(t *testing.T) {
 			body := []byte(tr.body(n))
 			ctx, cancel := context.WithCancel(t.Context())
 			cancel()
-			if err := tr.translate(ctx, body); !errors.Is(err, context.Canceled) {
+			if _, err := tr.translate(ctx, body); !errors.Is(err, context.Canceled) {
 				t.Errorf("with its context ended: %v, want %v", err, context.Canceled)
 			}
 			whole := &lookCounter{Context: t.Context()}
-			if err := tr.translate(whole, body); err != nil {
+			if _, err := tr.translate(whole, body); err != nil {
 				t.Fatal(err)
 			}
 			if whole.looks < n/checkEvery {
@@ -278,7 +376,7 @@ func TestTranslationsStopWhenTheirContextEnds(t *testing.T) {
 			}
 			// Ended midway: the translation looks once more, and stops.
 			midway := &lookCounter{Context: t.Context(), end: whole.looks / 2}
-			if err := tr.translate(midway, body); !errors.Is(err, context.Canceled) || midway.looks != midway.end {
+			if _, err := tr.translate(midway, body); !errors.Is(err, context.Canceled) || midway.looks != midway.end {
 				t.Errorf("ended at look %d of %d: %v after %d looks; want %v at once", midway.end, whole.looks, err, midway.looks, context.Canceled)
 			}
 		})

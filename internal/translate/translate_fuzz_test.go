@@ -15,6 +15,60 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 )
 
+// Bounds on what a translation writes for what it reads, held by every
+// input: output ≤ k × input + a constant. A request's items translate to
+// about their size, but the least of them take a few dozen bytes more
+// (a custom tool of 28 bytes is a function of 200, the note of its
+// namespace and a hashed name take 160 more). An answer's events grow
+// more: the least chunk that opens or ends a tool call writes a few
+// hundred bytes of events, and a Responses answer writes an item's text
+// again in its done events and the response's, and the request it
+// echoes three times.
+const (
+	maxRequestGrowth = 16
+	maxAnswerGrowth  = 32
+	fixedOutput      = 4 << 10 // what an empty request, or answer, writes
+)
+
+// checkBounded fails t when out bytes were written for in bytes read,
+// past k × in + fixed.
+func checkBounded(t *testing.T, what string, in, out, k, fixed int) {
+	t.Helper()
+	if out > k*in+fixed {
+		t.Fatalf("%s: %d bytes in, %d out: more than %d times, and %d", what, in, out, k, fixed)
+	}
+}
+
+// checkWritten fails t unless c is written as encoding/json writes it,
+// but for HTML's escapes, within a limit of its own size, and refused
+// with a 413 within one byte less; it is the body written.
+func checkWritten(t *testing.T, c *ChatRequest) []byte {
+	t.Helper()
+	chat, err := MarshalChat(c, 1<<30)
+	if err != nil {
+		t.Fatalf("marshalling the chat request: %v", err)
+	}
+	std, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want any
+	if err := json.Unmarshal(chat, &got); err != nil {
+		t.Fatalf("the chat body %s is not JSON: %v", chat, err)
+	}
+	json.Unmarshal(std, &want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("the chat body differs from encoding/json's (-encoding/json +written):\n%s", diff)
+	}
+	if again, err := MarshalChat(c, int64(len(chat))); err != nil || !bytes.Equal(again, chat) {
+		t.Fatalf("within a limit of its own %d bytes: %s, %v", len(chat), again, err)
+	}
+	if _, err := MarshalChat(c, int64(len(chat)-1)); openai.AsError(err).Status != 413 {
+		t.Fatalf("within a limit of %d bytes, %d written: %v, want a 413", len(chat)-1, len(chat), err)
+	}
+	return chat
+}
+
 // anthropicSeeds are Messages API requests for the fuzz targets to start
 // from: every kind of block and field the translation maps.
 var anthropicSeeds = []string{
@@ -231,6 +285,9 @@ func normalBlocks(t *testing.T, blocks []AnthropicBlock) []normBlock {
 // FuzzTranslateAnthropic translates Messages API requests to chat and
 // back: no input panics, every request that translates gives a chat body
 // the router's parser takes, and the way back keeps every mapped field.
+// Every body written, to chat, to an anthropic pool and the client's own
+// without its server tools, is at most a constant times what it came
+// from.
 func FuzzTranslateAnthropic(f *testing.F) {
 	for _, s := range anthropicSeeds {
 		f.Add([]byte(s))
@@ -243,14 +300,16 @@ func FuzzTranslateAnthropic(f *testing.F) {
 			}
 			return
 		}
+		// The client's own body, as an anthropic pool is sent it.
+		if own, err := WithoutServerTools(body); err == nil {
+			checkBounded(t, "without server tools", len(body), len(own), maxRequestGrowth, fixedOutput)
+		}
 		c, err := r.ToChat(context.Background())
 		if err != nil {
 			return
 		}
-		chat, err := json.Marshal(c)
-		if err != nil {
-			t.Fatalf("marshalling the chat request: %v", err)
-		}
+		chat := checkWritten(t, c)
+		checkBounded(t, "to chat", len(body), len(chat), maxRequestGrowth, fixedOutput)
 		p, err := openai.ParseRequest(chat)
 		if err != nil {
 			t.Fatalf("the router refuses the translation %s: %v", chat, err)
@@ -272,6 +331,13 @@ func FuzzTranslateAnthropic(f *testing.F) {
 		if err := json.Unmarshal(up, &sent); err != nil || string(sent["max_tokens"]) != strconv.FormatInt(bound, 10) {
 			t.Fatalf("an anthropic pool is asked for max_tokens %s (%v), %d reserved: %s", sent["max_tokens"], err, bound, up)
 		}
+		checkBounded(t, "chat to an anthropic pool", len(chat), len(up), maxRequestGrowth, fixedOutput)
+		if again, err := ChatToAnthropicBody(context.Background(), chat, bound, int64(len(up))); err != nil || !bytes.Equal(again, up) {
+			t.Fatalf("to an anthropic pool within a limit of its own %d bytes: %s, %v", len(up), again, err)
+		}
+		if _, err := ChatToAnthropicBody(context.Background(), chat, bound, int64(len(up)-1)); openai.AsError(err).Status != 413 {
+			t.Fatalf("to an anthropic pool within a limit of %d bytes, %d written: %v, want a 413", len(up)-1, len(up), err)
+		}
 		var c2 ChatRequest
 		if err := json.Unmarshal(chat, &c2); err != nil {
 			t.Fatal(err)
@@ -283,6 +349,16 @@ func FuzzTranslateAnthropic(f *testing.F) {
 		wire, err := json.Marshal(back)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// What an anthropic pool is sent is what encoding/json writes,
+		// but for HTML's escapes.
+		std := *back
+		std.MaxTokens = &bound
+		var got, want any
+		json.Unmarshal(up, &got)
+		json.Unmarshal(mustJSON(&std), &want)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("the body an anthropic pool is sent differs from encoding/json's (-encoding/json +written):\n%s", diff)
 		}
 		again, err := ParseAnthropic(context.Background(), wire)
 		if err != nil {
@@ -296,7 +372,8 @@ func FuzzTranslateAnthropic(f *testing.F) {
 
 // FuzzTranslateResponses translates Responses API requests to chat: no
 // input panics, and every request that translates gives a chat body the
-// router's parser takes, with the model, limit and stream asked for.
+// router's parser takes, with the model, limit and stream asked for, at
+// most a constant times the request.
 func FuzzTranslateResponses(f *testing.F) {
 	for _, s := range []string{
 		`{"model":"m","input":"hi"}`,
@@ -323,10 +400,8 @@ func FuzzTranslateResponses(f *testing.F) {
 		if err != nil {
 			return
 		}
-		chat, err := json.Marshal(c)
-		if err != nil {
-			t.Fatalf("marshalling the chat request: %v", err)
-		}
+		chat := checkWritten(t, c)
+		checkBounded(t, "to chat", len(body), len(chat), maxRequestGrowth, fixedOutput)
 		p, err := openai.ParseRequest(chat)
 		if err != nil {
 			t.Fatalf("the router refuses the translation %s: %v", chat, err)
@@ -378,9 +453,10 @@ func FuzzTranslateResponses(f *testing.F) {
 // FuzzTranslateStream sends chat stream events, one a line, through both
 // stream translators, with and without the undecoded path for text: no
 // input panics, every event written is JSON, both paths write the same
-// events, and the text the client is sent is the text the chunks held.
-// The same lines, read as an Anthropic upstream's events, answers and
-// errors, must give chat JSON.
+// events, and the text the client is sent is the text the chunks held,
+// in events at most a constant times the chunks. The same lines, read as
+// an Anthropic upstream's events, answers and errors, must give chat
+// JSON, each event's chunks at most a constant times the event.
 func FuzzTranslateStream(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}
 {"choices":[{"index":0,"delta":{"content":"Hel\u006co"},"finish_reason":null}]}
@@ -417,6 +493,11 @@ func FuzzTranslateStream(f *testing.F) {
 {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":15}}
 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}
 {"type":"message_stop"}`))
+	// An anthropic pool's message id and model of 8 KiB, past what a
+	// chunk may grow by.
+	f.Add([]byte(`{"type":"message_start","message":{"id":"` + strings.Repeat("i", 8<<10) + `","model":"` + strings.Repeat("m", 8<<10) + `"}}
+{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}
+{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":1}}`))
 	codex, err := ParseResponses(context.Background(), []byte(codexRequest))
 	if err != nil {
 		f.Fatal(err)
@@ -427,14 +508,18 @@ func FuzzTranslateStream(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		lines := bytes.Split(stream, []byte("\n"))
 		// Each line read as an Anthropic upstream's event, and as its
-		// whole answer, gives chat chunks and answers that are JSON.
+		// whole answer, gives chat chunks and answers that are JSON, each
+		// event's at most a constant larger than the event.
 		dec := AnthropicUpstream{}.Stream()
 		for _, l := range lines {
+			out := 0
 			for _, c := range dec.Event(nil, l, nil) {
 				if !json.Valid(c) && !bytes.Equal(c, openai.Done) {
 					t.Fatalf("event %s gave the chunk %s", l, c)
 				}
+				out += len(c)
 			}
+			checkBounded(t, "an anthropic pool's event", len(l), out, maxAnswerGrowth, fixedOutput)
 			if a, err := (AnthropicUpstream{}).Answer(l); err == nil && !json.Valid(a) {
 				t.Fatalf("answer %s gave %s", l, a)
 			}
@@ -452,6 +537,7 @@ func FuzzTranslateStream(f *testing.F) {
 		for _, name := range []string{"anthropic", "responses", "responses to codex"} {
 			var got [2][]any
 			var text [2]string
+			var out [2]int
 			for i, decodeAll := range []bool{false, true} {
 				var tr openai.EventTranslator
 				if name == "anthropic" {
@@ -471,6 +557,7 @@ func FuzzTranslateStream(f *testing.F) {
 						t.Fatalf("event %s has type %v", kind, v["type"])
 					}
 					got[i] = append(got[i], v)
+					out[i] += len(data)
 					if d, ok := v["delta"].(map[string]any); ok && d["type"] == "text_delta" {
 						text[i] += d["text"].(string)
 					}
@@ -490,6 +577,10 @@ func FuzzTranslateStream(f *testing.F) {
 			if text[0] != want.String() {
 				t.Errorf("%s: text %q, the chunks held %q", name, text[0], want.String())
 			}
+			// The answer's events, the request they echo three times
+			// (codexRequest, 3 KiB) aside, are at most a constant times
+			// the chunks.
+			checkBounded(t, name, len(stream), out[0], maxAnswerGrowth, 3*len(codexRequest)+fixedOutput)
 		}
 	})
 }
