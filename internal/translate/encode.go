@@ -98,12 +98,44 @@ func (h hole[T]) at(head []byte, from int) (key, end int, ok bool) {
 		return 0, 0, false
 	}
 	var zero T
-	placeholder := append([]byte(h.key), mustJSON(zero)...)
-	i := bytes.Index(head[from:], append(placeholder, ']'))
-	if i < 0 {
+	placeholder := append(append([]byte(h.key), mustJSON(zero)...), ']')
+	i := topLevel(head, placeholder)
+	if i < from {
 		panic("translate: a body's head holds no placeholder at " + h.key)
 	}
-	return from + i + len(h.key), from + i + len(placeholder), true
+	return i + len(h.key), i + len(placeholder) - 1, true
+}
+
+// topLevel is the index in head, a JSON object, of text beginning a
+// member of the object itself, not of a value nested in it nor inside a
+// string; -1 for none. A client's own JSON, which a head may carry (a raw
+// system prompt, a response format), may hold any text, but only nested
+// in the object. Each member's key is the object's only one.
+func topLevel(head []byte, text []byte) int {
+	depth, inString, escaped := 0, false, false
+	for i, c := range head {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			if depth == 1 && bytes.HasPrefix(head[i:], text) {
+				return i
+			}
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return -1
 }
 
 func (h hole[T]) fill(w *bodyWriter) error {
@@ -121,9 +153,8 @@ func (h hole[T]) fill(w *bodyWriter) error {
 // writeBody writes head, which holds a placeholder for each of holes in
 // their order, with each placeholder's place filled by its hole's
 // elements: a 413 once the body would pass limit bytes. A placeholder is
-// found as its key and zero element: no JSON the head holds before it
-// may be the client's own (a raw message), as a key in a string would be
-// written with its quotes escaped.
+// found as its key and zero element among the members of head itself,
+// never in a value nested in it, which may be the client's own JSON.
 func writeBody(head any, limit int64, holes ...filler) ([]byte, error) {
 	w := &bodyWriter{limit: limit}
 	w.enc = newEncoder(w)
