@@ -647,11 +647,16 @@ models:
 	}
 }
 
+// webSearch is one of Anthropic's server tools, which runs, and is
+// billed, on the account of the pool it is sent to.
+const webSearch = `{"type":"web_search_20250305","name":"web_search","max_uses":5}`
+
 // TestAnthropicPoolRefusesAmbiguousBodies refuses to send an anthropic
-// pool a Messages body that gives the model, max_tokens or stream twice,
-// or in another case: the gateway resolved, reserved and relays what
-// encoding/json reads (the last, matched in any case), which the provider
-// could read otherwise. The upstream is never called.
+// pool a Messages body that gives the model, max_tokens, stream or tools
+// twice, or in another case: the gateway resolved, reserved, relays and
+// left server tools out of what encoding/json reads (the last, matched
+// in any case), which the provider could read otherwise. The upstream is
+// never called.
 func TestAnthropicPoolRefusesAmbiguousBodies(t *testing.T) {
 	up := &recordingUpstream{}
 	base := strings.TrimSuffix(startKindGateway(t, "anthropic", up).URL(), "/v1")
@@ -662,6 +667,11 @@ func TestAnthropicPoolRefusesAmbiguousBodies(t *testing.T) {
 		{`{"model":"coder","max_tokens":5,"max_tokens":50000,` + hi + `}`, "max_tokens"},
 		{`{"model":"coder","max_tokens":5,"MAX_TOKENS":50000,` + hi + `}`, "max_tokens"},
 		{`{"model":"coder","max_tokens":5,"stream":false,"Stream":true,` + hi + `}`, "stream"},
+		// A server tool in a tool list given twice, or in another case, is
+		// found by one decoder and not another.
+		{`{"model":"coder","max_tokens":5,"tools":[` + webSearch + `],"tools":[],` + hi + `}`, "tools"},
+		{`{"model":"coder","max_tokens":5,"tools":[],"tOols":[` + webSearch + `],` + hi + `}`, "tools"},
+		{`{"model":"coder","max_tokens":5,"tools":[],"t\u006fols":[` + webSearch + `],` + hi + `}`, "tools"},
 	} {
 		status, answer := post(t, base+"/v1/messages", c.body, http.Header{"Anthropic-Version": {"2023-06-01"}})
 		if status != 400 || !strings.Contains(answer, `"type":"invalid_request_error"`) || !strings.Contains(answer, "'"+c.param+"'") {

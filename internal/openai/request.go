@@ -110,6 +110,7 @@ const (
 	fieldPrompt
 	fieldPromptEmbeds
 	fieldInput
+	fieldTools        // any value: given twice, a decoder could find server tools another does not
 	fieldBilled       // the first of the billed fields, in BilledField's order
 	fieldIncludeUsage = fieldBilled + int(numBilled)
 )
@@ -118,7 +119,7 @@ const (
 // above; fieldParams name them in errors.
 var (
 	fieldNames = [...]string{"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "user", "n", "best_of", "cache_salt", "prompt_cache_key",
-		"prompt", "prompt_embeds", "input",
+		"prompt", "prompt_embeds", "input", "tools",
 		"service_tier", "store", "web_search_options", "modalities", "audio", "prediction", "prompt_cache_retention", "inference_geo", "speed", "container", "fallbacks", "context_management", "mcp_servers",
 		"include_usage"}
 	fieldParams = func() (p [len(fieldNames)]string) {
