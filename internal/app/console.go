@@ -9,13 +9,14 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/console"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router"
 )
 
 // newConsole is the console over g's store, router and reloads.
 func (g *Gateway) newConsole() (*console.Console, error) {
 	return console.New(g.store, consoleView{g}, console.Options{
-		Guard: g.guard, Keyring: g.keyring, ConfigTenants: g.cfg.Tenants, Logger: g.log,
+		Guard: g.guard, Keyring: g.keyring, Logger: g.log,
 	})
 }
 
@@ -35,6 +36,15 @@ type consoleView struct{ g *Gateway }
 var _ console.Gateway = consoleView{}
 
 func (v consoleView) Catalog() *catalog.Catalog { return v.g.router.Catalog() }
+
+// ConfigTenants is the keyring's, which each reload sets; none without
+// keys, where no tenant limit is enforced.
+func (v consoleView) ConfigTenants() []tenant.TenantLimits {
+	if v.g.keyring == nil {
+		return nil
+	}
+	return v.g.keyring.ConfigTenants()
+}
 
 func (v consoleView) LastReload() console.Reload {
 	if r := v.g.lastReload.Load(); r != nil {

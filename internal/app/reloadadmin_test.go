@@ -6,6 +6,7 @@ package app
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -182,4 +183,44 @@ func gatewayModels(t *testing.T, g *Gateway) string {
 	t.Helper()
 	_, b := get(t, g.URL()+"/models", "")
 	return string(b)
+}
+
+// TestConsoleShowsReloadedTenants: the console's tenant tree shows the
+// tenant limits of the file in service, the reloaded one's in place of
+// those it started with.
+func TestConsoleShowsReloadedTenants(t *testing.T) {
+	t.Setenv(envAdminToken, "")
+	const token = "the-admin-token-of-this-test"
+	path := filepath.Join(t.TempDir(), "llmgw.yaml")
+	write := func(tenant string) {
+		adminFile(t, path, token, false, "a", "tenants: [{path: "+tenant+", rpm: 7}]")
+		yaml, _ := os.ReadFile(path)
+		os.WriteFile(path, []byte(strings.Replace(string(yaml), "auth: none", "auth: keys", 1)), 0o600)
+	}
+	write("initech")
+	g, _ := startFile(t, path, nil)
+	c := adminClient(t, "127.0.0.1")
+	if status, _ := tryToken(t, c, g, "/ui/login", token); status != http.StatusSeeOther {
+		t.Fatalf("signing in: %d", status)
+	}
+	keysPage := func() string {
+		resp, err := c.Get(g.AdminURL() + "/ui/keys")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if page := keysPage(); !strings.Contains(page, "initech") {
+		t.Fatalf("the keys page does not show the file's tenant initech:\n%s", page)
+	}
+	write("globex")
+	if err := g.reload(); err != nil {
+		t.Fatal(err)
+	}
+	if page := keysPage(); !strings.Contains(page, "globex") || strings.Contains(page, "initech") {
+		t.Errorf("after the reload, the keys page shows globex %v and initech %v; want globex alone",
+			strings.Contains(page, "globex"), strings.Contains(page, "initech"))
+	}
 }

@@ -30,6 +30,9 @@ type Gateway interface {
 	Catalog() *catalog.Catalog
 	// LastReload is the last time the configuration was loaded, and how.
 	LastReload() Reload
+	// ConfigTenants is the tenant limits of the configuration in service,
+	// shown in the tenant tree beside the store's.
+	ConfigTenants() []tenant.TenantLimits
 }
 
 // Reload is the last load of the configuration.
@@ -58,9 +61,6 @@ type Options struct {
 	// Keyring, when not nil, is told of revocations so this replica
 	// refuses a revoked key at once.
 	Keyring *keys.Keyring
-	// ConfigTenants are the tenant limits from the configuration file,
-	// shown in the tenant tree beside the store's.
-	ConfigTenants []tenant.TenantLimits
 	// SessionTTL is how long a sign-in lasts; zero means DefaultSessionTTL.
 	SessionTTL time.Duration
 	// Now is the clock; nil means time.Now.

@@ -18,6 +18,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
 )
 
@@ -31,12 +32,15 @@ type fakeGateway struct {
 	status Status
 	cat    *catalog.Catalog
 	reload Reload
+	// tenants are the configuration's tenant limits.
+	tenants []tenant.TenantLimits
 }
 
-func (f *fakeGateway) Status(time.Time) Status       { return f.status }
-func (f *fakeGateway) Catalog() *catalog.Catalog     { return f.cat }
-func (f *fakeGateway) LastReload() Reload            { return f.reload }
-func (f *fakeGateway) setCatalog(c *catalog.Catalog) { f.cat = c }
+func (f *fakeGateway) Status(time.Time) Status              { return f.status }
+func (f *fakeGateway) Catalog() *catalog.Catalog            { return f.cat }
+func (f *fakeGateway) LastReload() Reload                   { return f.reload }
+func (f *fakeGateway) ConfigTenants() []tenant.TenantLimits { return f.tenants }
+func (f *fakeGateway) setCatalog(c *catalog.Catalog)        { f.cat = c }
 
 // testConsole serves a console over a memory store and a fake gateway,
 // its models, pools and endpoints named with markup.

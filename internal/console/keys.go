@@ -82,7 +82,7 @@ func (c *Console) renderKeys(w http.ResponseWriter, r *http.Request, ss *session
 	for i := len(ks) - 1; i >= 0; i-- {
 		page.Keys = append(page.Keys, keyRow{Key: ks[i], Status: keys.Status(&ks[i], now)})
 	}
-	page.Tenants = tenantTree(ks, tls, c.opts.ConfigTenants)
+	page.Tenants = tenantTree(ks, tls, c.gw.ConfigTenants())
 	c.render(w, r, status, "keys", ss, page)
 }
 

@@ -316,6 +316,13 @@ func (k *Keyring) SetConfigTenants(ls []tenant.TenantLimits) {
 	k.rebuildTenants()
 }
 
+// ConfigTenants is the tenant limits from the config file in service.
+func (k *Keyring) ConfigTenants() []tenant.TenantLimits {
+	k.tenantMu.Lock()
+	defer k.tenantMu.Unlock()
+	return append([]tenant.TenantLimits(nil), k.configTenants...)
+}
+
 // Refresh reads the tenant limits from the store now. On error the last
 // good snapshot stays.
 func (k *Keyring) Refresh(ctx context.Context) error {
