@@ -45,6 +45,14 @@ func decode(raw []byte, v any, path string) error {
 	return openai.BadRequest(path, "%s: %v", path, err)
 }
 
+// decodeObject decodes a request body, which must be a JSON object.
+func decodeObject(body []byte, v any) error {
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+		return openai.BadRequest("", "The request body must be a JSON object.")
+	}
+	return decode(body, v, "")
+}
+
 // jsonField is an UnmarshalTypeError's field path without the Go names
 // of embedded structs, which encoding/json puts in it; every JSON name
 // this package reads is lower case.

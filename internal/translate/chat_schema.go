@@ -165,3 +165,8 @@ func stopString(raw json.RawMessage) (string, bool) {
 }
 
 func jsonString(s string) json.RawMessage { return mustJSON(s) }
+
+// namedToolChoice is chat's tool_choice forcing the function name.
+func namedToolChoice(name string) json.RawMessage {
+	return mustJSON(map[string]any{"type": "function", "function": map[string]string{"name": name}})
+}
