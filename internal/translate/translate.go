@@ -5,9 +5,16 @@
 // as the relay writes it (see openai.Translator), so the upstream's own
 // chat stream is what is timed and counted.
 //
-// Each mapping is one layer, used in both directions: an Anthropic request
-// becomes a chat request here, and a chat request becomes an Anthropic
-// one for a pool that speaks Messages (ChatToAnthropic).
+// One package maps both ways, a file to each direction of a pair of APIs,
+// named client_pool: anthropic_chat.go makes a Messages request the chat
+// request a pool is sent, and anthropic_chat_answer.go and
+// anthropic_chat_stream.go make the chat answer the Messages one;
+// chat_anthropic.go makes a chat request a Messages one for a pool that
+// speaks that API (ChatToAnthropic), and chat_anthropic_answer.go and
+// chat_anthropic_stream.go read its answer back as chat;
+// responses_chat*.go do for the Responses API what anthropic_chat*.go do
+// for Messages. The wire schemas are apart, one file to an API:
+// anthropic_schema.go, chat_schema.go, responses_schema.go.
 //
 // A request's translation, and its count of tokens, is linear in its body
 // and runs under the request's context: it stops with the context's

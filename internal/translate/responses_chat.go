@@ -3,8 +3,8 @@ package translate
 // OpenAI's Responses API requests, the stateless part of it, as chat
 // completions: nothing is stored, so a request must carry its whole
 // conversation. Its tools are offered as chat functions as
-// responses_tools.go says; those that run on OpenAI's side are left out
-// (hosted.go).
+// responses_chat_tools.go says; those that run on OpenAI's side are left
+// out (hosted.go).
 
 import (
 	"context"
@@ -13,126 +13,6 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 )
-
-// ResponsesRequest is a Responses API request, as far as it maps onto chat
-// completions. Fields it does not name (truncation, service_tier, ...)
-// are read past and not sent on.
-type ResponsesRequest struct {
-	Model        string          `json:"model"`
-	Input        json.RawMessage `json:"input"` // a string or items
-	Instructions *string         `json:"instructions,omitempty"`
-	// Tools are decoded by ParseResponses, each naming its place in an
-	// error.
-	Tools           []ResponsesTool `json:"-"`
-	ToolChoice      json.RawMessage `json:"tool_choice,omitempty"`
-	MaxOutputTokens *int64          `json:"max_output_tokens,omitempty"`
-	Temperature     *float64        `json:"temperature,omitempty"`
-	TopP            *float64        `json:"top_p,omitempty"`
-	Parallel        *bool           `json:"parallel_tool_calls,omitempty"`
-	Stream          bool            `json:"stream,omitempty"`
-	User            string          `json:"user,omitempty"`
-	Text            *struct {
-		Format json.RawMessage `json:"format,omitempty"`
-	} `json:"text,omitempty"`
-	Metadata map[string]string `json:"metadata,omitempty"`
-	// Reasoning is what a reasoning model is asked: how hard to think,
-	// and whether its reasoning is answered, as a summary.
-	Reasoning *ResponsesReasoning `json:"reasoning,omitempty"`
-	// PromptCacheKey names the requests to be served from one cache: it
-	// goes on as chat's prompt_cache_key, which routing places them by.
-	PromptCacheKey *string `json:"prompt_cache_key,omitempty"`
-	// Include asks for more in the answer; none of it is more than the
-	// answer has (reasoning.encrypted_content: llmgw has no encrypted
-	// reasoning to give), so it is read and left.
-	Include []string `json:"include,omitempty"`
-	// ClientMetadata is a client's notes on the request (Codex CLI's
-	// turn), read and left.
-	ClientMetadata json.RawMessage `json:"client_metadata,omitempty"`
-
-	// What needs a store of responses, or of prompts, which llmgw does
-	// not keep.
-	Store              *bool           `json:"store,omitempty"`
-	PreviousResponseID *string         `json:"previous_response_id,omitempty"`
-	Conversation       json.RawMessage `json:"conversation,omitempty"`
-	Background         *bool           `json:"background,omitempty"`
-	Prompt             json.RawMessage `json:"prompt,omitempty"`
-
-	// added are the tools of the input's additional_tools items, and
-	// names what each chat function ToChat offered stands for, by its
-	// name; both set by ToChat, names read by the answer's translation.
-	added []ResponsesTool
-	names toolNames
-}
-
-// ResponsesReasoning is a request's reasoning settings.
-type ResponsesReasoning struct {
-	// Effort is how hard the model thinks: none, minimal, low, medium,
-	// high...; chat's reasoning_effort.
-	Effort *string `json:"effort,omitempty"`
-	// Summary asks for the model's reasoning as a summary: auto,
-	// concise or detailed; null or none for none. GenerateSummary is its
-	// older name.
-	Summary         *string `json:"summary,omitempty"`
-	GenerateSummary *string `json:"generate_summary,omitempty"`
-}
-
-// Summarized reports whether r asks for the model's reasoning, as
-// reasoning items with a summary.
-func (r *ResponsesRequest) Summarized() bool {
-	if r == nil || r.Reasoning == nil {
-		return false
-	}
-	for _, s := range []*string{r.Reasoning.Summary, r.Reasoning.GenerateSummary} {
-		if s != nil && *s != "" && *s != "none" {
-			return true
-		}
-	}
-	return false
-}
-
-// ResponsesTool is a tool of a Responses request: a function, a custom
-// tool (free-form text in, perhaps of a grammar), a namespace grouping
-// functions and custom tools, or a hosted tool, which the gateway cannot
-// run (hosted.go).
-type ResponsesTool struct {
-	Type        string          `json:"type"`
-	Name        string          `json:"name,omitempty"`
-	Description string          `json:"description,omitempty"`
-	Parameters  json.RawMessage `json:"parameters,omitempty"`
-	Strict      *bool           `json:"strict,omitempty"`
-	// Tools are a namespace's functions and custom tools.
-	Tools []ResponsesTool `json:"tools,omitempty"`
-	// Format is a custom tool's input: {"type":"text"}, or a grammar
-	// ({"type":"grammar","syntax":"lark","definition":"..."}).
-	Format json.RawMessage `json:"format,omitempty"`
-
-	raw  json.RawMessage // the tool as the client sent it, which the answer echoes
-	path string          // where it is in the request: tools[3], input[0].tools[1]
-}
-
-// responsesItem is one input item: a message, a function or custom tool
-// call the model made, a call's output, or tools added to the request's.
-type responsesItem struct {
-	Type      string          `json:"type"`
-	Role      string          `json:"role"`
-	Content   json.RawMessage `json:"content"` // a string or parts
-	CallID    string          `json:"call_id"`
-	Name      string          `json:"name"`
-	Namespace string          `json:"namespace"` // of a namespaced tool's call
-	Arguments string          `json:"arguments"`
-	Input     json.RawMessage `json:"input"`  // a custom tool call's: a string
-	Output    json.RawMessage `json:"output"` // a string or parts
-	Tools     json.RawMessage `json:"tools"`  // an additional_tools item's
-}
-
-// responsesPart is one part of an input message's content.
-type responsesPart struct {
-	Type     string `json:"type"`
-	Text     string `json:"text"`
-	ImageURL string `json:"image_url"`
-	Detail   string `json:"detail"`
-	FileID   string `json:"file_id"`
-}
 
 // ParseResponses reads a Responses API request body. Its errors are 400
 // *openai.Error naming the field at fault, among them any request that
