@@ -43,9 +43,6 @@ const (
 // ("file:Func", "file:Type.Method", "file:Func.func1" for a literal).
 var longKnown = map[string]int{
 	"internal/app/gateway.go":                636, // a gateway made, its listeners, run, drain and reload
-	"internal/bench/bench.go":                682, // the command, its flags and the sweep
-	"internal/bench/bench.go:Command":        138,
-	"internal/bench/bench.go:parseFlags":     144,
 	"internal/config/validate.go":            645, // the validation of every section of the file
 	"internal/h1/server.go":                  602, // the server, its connections and request bodies
 	"internal/openai/request.go":             752, // the request parser and the in-place rewrite
