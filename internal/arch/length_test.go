@@ -46,7 +46,6 @@ var longKnown = map[string]int{
 	"internal/config/validate.go":            645, // the validation of every section of the file
 	"internal/h1/server.go":                  602, // the server, its connections and request bodies
 	"internal/openai/request.go":             752, // the request parser and the in-place rewrite
-	"internal/router/admission/gate.go":      995, // the gate, its queue and fairness, and headroom
 	"internal/router/scrape/parse.go":        610, // vLLM's and SGLang's metrics read
 	"internal/translate/anthropic.go":        917, // both directions of the Messages API, its schema and errors
 	"internal/translate/responses_answer.go": 631, // the Responses API's answers, whole and streamed

@@ -17,83 +17,23 @@ package admission
 // take it. The queue moves on events: a first token or an end in the
 // pool, a new arrival, a timer at the moment a waiter's deadline becomes
 // unreachable. docs/ADMISSION.md says how the signals combine.
+//
+// gate.go is the gate: a request at its door, a fallback, and the ticket
+// an admitted request holds. headroom.go is whether the pool can take a
+// request now; queue.go is the queue, its order and its fairness.
 
 import (
 	"context"
 	"math"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
-	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
-
-const (
-	// PendingPerEndpoint is how many requests waiting for their
-	// first token the gate lets each endpoint have. vLLM's chunked
-	// prefill works on a few prompts at once; past four, a new prompt
-	// mostly waits behind the others, and waiting in the gate keeps the
-	// order ours to choose.
-	PendingPerEndpoint = 4
-	// admitPendingUnderPressure is the same for all but critical while
-	// the model's recent p99 is past its SLO (pressure above 1): one
-	// prompt at a time until the pool catches up.
-	admitPendingUnderPressure = 1
-	// The aim's trim: the share of the tightest TPOT SLO in play that the
-	// pool's step time is held to. A request's TPOT is the mean of its
-	// gaps, and a short stream that meets a prompt's prefill step or two
-	// misses though the mean step is within the SLO; so the trim follows
-	// the tight class's own streams: cut by trimCut on each that misses,
-	// raised by trimCut × (1−tpotQuantile)/tpotQuantile on each that
-	// meets, it settles where 99 in 100 meet. It starts at trimStart and
-	// stays within [trimMin, 1].
-	trimStart    = 0.5
-	trimMin      = 0.2
-	trimCut      = 0.1
-	tpotQuantile = 0.99
-	// aimWindow is how long a class's TPOT SLO stays in play after its
-	// last arrival: its streams run that long at most, in the main.
-	aimWindow = 30 * time.Second
-	// prefillTPOTs bounds the prefill an endpoint may owe, in TPOT SLOs
-	// of the tightest class in play, before it takes another prompt of a
-	// class below critical: a server works through queued prompts in
-	// back-to-back steps, each a chunk of a prompt as well as a token of
-	// every stream, and a short stream that meets a run of them misses
-	// its TPOT though the mean step is fine.
-	prefillTPOTs = 2
-)
-
-// The rate the gate admits at, which a waiter's place in the queue turns
-// into a wait: taken over the last admitsKept admissions, believed with
-// admitsBelieved of them in the last admitsWindow.
-const (
-	admitsKept     = 64
-	admitsBelieved = 8
-	admitsWindow   = 10 * time.Second
-	// tenantAdmitsKept bounds the tenants whose rates a gate keeps; past
-	// it they start over.
-	tenantAdmitsKept = 4096
-)
-
-// sheddableQueueShare is the share of a model's queue that sheddable
-// requests may fill while a class above theirs is in play. With the whole
-// queue theirs, a full queue shed sheddable waiters for each arrival
-// above them, answering 429 after they had waited: on mixed at 1.5×
-// capacity the median 429 took 26 ms. With three quarters, none was shed
-// and the median 429 took 0.4 ms; with half, the same, and 3% of the
-// requests fewer were served.
-const sheddableQueueShare = 0.75
-
-// batchKept is the share of the pool's batch limit that a class leaves
-// free for each class above it that is in play (has arrived within
-// aimWindow), in whole places, at least one: an arrival of a higher class
-// then starts at once instead of waiting for a stream to end.
-const batchKept = 0.1
 
 // Admission decisions, the decision label.
 const (
@@ -213,12 +153,6 @@ type Gate struct {
 	tight atomic.Int64 // the tightest TPOT SLO in play, a time.Duration
 }
 
-// tpotAim is a TPOT SLO in play at a gate.
-type tpotAim struct {
-	slo  time.Duration
-	last time.Time
-}
-
 // waiter is a request in, or at the door of, a gate's queue.
 type waiter struct {
 	model    *catalog.Model
@@ -256,150 +190,6 @@ type Ticket struct {
 	fallback bool
 	to       *catalog.Model
 	queued   bool // it waited in the queue before it was admitted
-}
-
-// poolView is what a gate reads of its pool for one decision.
-type poolView struct {
-	eps        []pool.State // those not out
-	meanPrompt float64
-	pending    int64   // requests at the endpoints waiting for their first token
-	owed       float64 // prefill owed at the endpoints, in tokens
-	perToken   float64 // the pool's seconds per prefill token queued ahead, all endpoints together
-	base       float64 // the least fixed first-token cost of any endpoint
-	extra      int64   // prompt tokens admitted in this look, not yet at an endpoint
-	pressure   float64
-	// batched is whether the pool is held to a batch: a TPOT aim is in
-	// play and every endpoint has a batch limit. batchLimit is their sum,
-	// batchFree the room left under them.
-	batched    bool
-	batchLimit float64
-	batchFree  int64
-	admitted   int64 // requests admitted in this look
-	// above is, for each class, how many classes above it are in play.
-	above [numClasses]int
-}
-
-// look reads the pool in cat for one decision about a request for
-// model.
-func (g *Gate) look(cat Catalog, model string, now time.Time) poolView {
-	v := poolView{pressure: g.gs.pressure(model), base: math.Inf(1)}
-	if cat == nil {
-		return v
-	}
-	batched := g.TPOTAim() > 0
-	eps, meanPrompt, ok := cat.PoolState(g.pool, now, batched)
-	if !ok {
-		return v
-	}
-	v.eps, v.meanPrompt, v.batched = eps, meanPrompt, batched
-	rate := 0.0
-	for c := range numClasses {
-		for _, t := range g.arrived[:c] {
-			if !t.IsZero() && now.Sub(t) <= aimWindow {
-				v.above[c]++
-			}
-		}
-	}
-	for _, e := range eps {
-		v.batched = v.batched && e.BatchLimit > 0
-		v.batchLimit += e.BatchLimit
-		v.batchFree += e.BatchRoom
-		v.pending += e.Own.Pending
-		v.owed += float64(e.Own.Owed)
-		v.base = min(v.base, e.Base)
-		// What queued prefill costs the prompts behind it: nothing on an
-		// endpoint whose first tokens do not wait for the prompts ahead
-		// (a slot a request), and then nothing for the pool.
-		if e.PerAhead > 0 {
-			rate += 1 / e.PerAhead
-		} else {
-			rate = math.Inf(1)
-		}
-	}
-	if rate > 0 {
-		v.perToken = 1 / rate
-	}
-	return v
-}
-
-// best is the least predicted TTFT, in seconds, of a tokens-long prompt at
-// any endpoint, with the prompts admitted in this look ahead of it.
-func (v *poolView) best(tokens int64) float64 {
-	b := math.Inf(1)
-	for i := range v.eps {
-		b = min(b, v.eps[i].PredictTTFT(tokens+v.extra, v.meanPrompt))
-	}
-	return b
-}
-
-// idle is the least TTFT a tokens-long prompt could have if the pool had
-// nothing else to do: a deadline closer than this is certainly missed.
-func (v *poolView) idle(tokens int64) float64 {
-	b := math.Inf(1)
-	for _, e := range v.eps {
-		b = min(b, e.Base+e.PerToken*float64(tokens))
-	}
-	return b
-}
-
-// queued is the predicted TTFT of a tokens-long prompt behind ahead
-// tokens of queued prompts: the whole pool prefilling what it owes, then
-// the queue, then it.
-func (v *poolView) queued(ahead, tokens int64) float64 {
-	if len(v.eps) == 0 {
-		return 0
-	}
-	return v.base + v.perToken*(v.owed+float64(v.extra+ahead+tokens))
-}
-
-// batchRoom reports whether a request of class c fits the endpoints'
-// batch limits: the room left, less what this look admitted, is more than
-// what the class must leave to those above it in play.
-func (v *poolView) batchRoom(c Class) bool {
-	keep := int64(math.Ceil(v.batchLimit * batchKept * float64(v.above[c])))
-	return v.batchFree-v.admitted > keep
-}
-
-// prefillRoom reports whether some endpoint can take a tokens-long
-// prompt without stalling the streams it decodes for long: it owes no
-// prefill, or what it owes with this prompt (and those admitted in this
-// look) takes it no more than prefillTPOTs of the tightest TPOT SLO.
-func (v *poolView) prefillRoom(tokens int64, tight time.Duration) bool {
-	bound := prefillTPOTs * tight.Seconds()
-	for _, e := range v.eps {
-		owed := e.Own.Owed + v.extra
-		if owed <= 0 || e.Decode.PerPrefillToken*float64(owed+tokens) <= bound {
-			return true
-		}
-	}
-	return false
-}
-
-// headroom reports whether w may go to the pool now: an endpoint is up
-// (with none, dispatch answers), fewer requests wait for a first token
-// than the cap, and some endpoint would give w its first token by its
-// deadline; and, while a TPOT aim is in play, the batch limits have room
-// for w's class and, below critical, some endpoint owes little enough
-// prefill. Critical needs no deadline: it is served late rather than not
-// at all.
-func (g *Gate) headroom(v *poolView, w *waiter, now time.Time) bool {
-	if len(v.eps) == 0 {
-		return true
-	}
-	perEndpoint := PendingPerEndpoint
-	if v.pressure > 1 && w.class != Critical {
-		perEndpoint = admitPendingUnderPressure
-	}
-	if max(int64(g.starting), v.pending) >= int64(perEndpoint*len(v.eps)) {
-		return false
-	}
-	if v.batched && !v.batchRoom(w.class) {
-		return false
-	}
-	if v.batched && w.class != Critical && !v.prefillRoom(w.tokens, g.tightestTPOT()) {
-		return false
-	}
-	return w.class == Critical || v.best(w.tokens) <= w.deadline.Sub(now).Seconds()
 }
 
 // Admit passes a request for m, of class c from tenant with a prompt of
@@ -470,64 +260,6 @@ func (gs *Gates) Admit(ctx context.Context, cat Catalog, m *catalog.Model, c Cla
 		Message: "The client went away while queued.", Err: ctx.Err()}
 }
 
-// noteAim puts a TPOT SLO that just arrived in play, lets those not seen
-// for aimWindow go, and sets the gate's aim from the tightest left. g.mu
-// is held.
-func (g *Gate) noteAim(slo time.Duration, now time.Time) {
-	if slo > 0 {
-		i := slices.IndexFunc(g.aims, func(a tpotAim) bool { return a.slo == slo })
-		if i < 0 {
-			g.aims = append(g.aims, tpotAim{slo: slo})
-			i = len(g.aims) - 1
-		}
-		g.aims[i].last = now
-	}
-	g.aims = slices.DeleteFunc(g.aims, func(a tpotAim) bool { return now.Sub(a.last) > aimWindow })
-	g.setAimLocked()
-}
-
-// tightest is the tightest TPOT SLO in play; zero for none. g.mu is held.
-func (g *Gate) tightest() time.Duration {
-	var t time.Duration
-	for _, a := range g.aims {
-		if t == 0 || a.slo < t {
-			t = a.slo
-		}
-	}
-	return t
-}
-
-func (g *Gate) setAimLocked() {
-	if g.trim == 0 {
-		g.trim = trimStart
-	}
-	g.tight.Store(int64(g.tightest()))
-	g.aim.Store(int64(float64(g.tightest()) * g.trim))
-}
-
-// NoteTPOT trims the aim by one stream served through the gate, of a class
-// whose TPOT SLO is slo: only the tightest class's streams count.
-func (g *Gate) NoteTPOT(slo, tpot time.Duration) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if slo <= 0 || slo != g.tightest() {
-		return
-	}
-	if tpot > slo {
-		g.trim *= 1 - trimCut
-	} else {
-		g.trim *= 1 + trimCut*(1-tpotQuantile)/tpotQuantile
-	}
-	g.trim = min(max(g.trim, trimMin), 1)
-	g.setAimLocked()
-}
-
-// tightestTPOT is the tightest TPOT SLO in play; zero for none.
-func (g *Gate) tightestTPOT() time.Duration { return time.Duration(g.tight.Load()) }
-
-// TPOTAim is the step time the gate holds its pool to; zero for none.
-func (g *Gate) TPOTAim() time.Duration { return time.Duration(g.aim.Load()) }
-
 // arriveLocked notes w's class, and its TPOT SLO, as in play. g.mu is
 // held.
 func (g *Gate) arriveLocked(w *waiter, now time.Time) {
@@ -545,28 +277,6 @@ func (g *Gate) fallsBack(v *poolView, w *waiter, now time.Time) bool {
 	}
 	full := g.queued[w.model.Name] >= w.model.QueueBound()
 	return full || g.wait(v, w, now) > w.deadline.Sub(now).Seconds()
-}
-
-// places is how many of the queue's places w's model may fill when w
-// arrives: all of them, but for sheddable while a class above it is in
-// play only sheddableQueueShare, so that the others find room without
-// shedding a sheddable waiter that has been waiting, and a sheddable
-// request is refused at once instead.
-func (g *Gate) places(v *poolView, w *waiter) int {
-	bound := w.model.QueueBound()
-	if w.class == Sheddable && v.above[Sheddable] > 0 {
-		return max(1, int(float64(bound)*sheddableQueueShare))
-	}
-	return bound
-}
-
-// wait is the predicted wait of w before its first token, were it
-// queued: the longer of the pool prefilling what is owed and queued ahead
-// of it, and its turn at the rate the gate admits. The first binds when
-// prompts are long; the second when the batch limit is what holds the
-// queue. g.mu is held.
-func (g *Gate) wait(v *poolView, w *waiter, now time.Time) float64 {
-	return max(v.queued(g.tokensAhead(w), w.tokens), g.queueWait(w, now))
 }
 
 // refuseAtDoor is the 429 for a request that cannot go at once and should
@@ -632,302 +342,6 @@ func (gs *Gates) fallBack(w *waiter, cat Catalog) *Ticket {
 	return nil
 }
 
-// queueWait is how long w would wait in the queue: its turn at the rate
-// the gate has been admitting its class — the waiters of its class served
-// before it, in the queue's order, and it — and its turn at the rate its
-// tenant's requests of the class have been admitted — its tenant's
-// waiters before it, and it. The first rate is what the bands above leave
-// the class; the second is the tenant's share of that, which for a tenant
-// sending more than its share is what it gets, however quiet tenants'
-// requests go ahead of its backlog. Zero while neither rate is known.
-func (g *Gate) queueWait(w *waiter, now time.Time) float64 {
-	c := w.class
-	Class, tenant := 1, 1
-	for _, x := range g.waiting {
-		if x.class == c && !g.before(w, x) {
-			Class++
-			if x.tenant == w.tenant {
-				tenant++
-			}
-		}
-	}
-	wait := 0.0
-	if turn, ok := g.classAdmits[c].turn(now); ok {
-		wait = float64(Class) * turn
-	}
-	if r := g.tenantAdmits[tenantClass{w.tenant, c}]; r != nil {
-		if turn, ok := r.turn(now); ok {
-			wait = max(wait, float64(tenant)*turn)
-		}
-	}
-	return wait
-}
-
-// admitRing holds the times of the last admissions of a class, or of a
-// tenant's requests of a class.
-type admitRing struct {
-	at [admitsKept]time.Time
-	n  int // admissions ever; n%admitsKept is where the next goes
-}
-
-func (r *admitRing) note(now time.Time) {
-	r.at[r.n%admitsKept] = now
-	r.n++
-}
-
-// turn is the time between two admissions, over the last admitsKept;
-// false with fewer than admitsBelieved in the last admitsWindow.
-func (r *admitRing) turn(now time.Time) (float64, bool) {
-	k := min(r.n, admitsKept)
-	if k < admitsBelieved {
-		return 0, false
-	}
-	span := now.Sub(r.at[(r.n-k)%admitsKept])
-	if span <= 0 || span > admitsWindow {
-		return 0, false
-	}
-	return span.Seconds() / float64(k), true
-}
-
-// tenantClass keys a tenant's admissions of a class.
-type tenantClass struct {
-	tenant string
-	class  Class
-}
-
-// tokensAhead is the prompt tokens of the waiters that would go before w.
-func (g *Gate) tokensAhead(w *waiter) int64 {
-	var n int64
-	for _, x := range g.waiting {
-		if x.class < w.class || x.class == w.class && !x.deadline.After(w.deadline) {
-			n += x.tokens
-		}
-	}
-	return n
-}
-
-// evictLocked makes room for w in a full queue of its model, and reports
-// whether it could. It sheds the waiter in the lowest band below w's with
-// the latest deadline; or, with none below, the latest of w's band held
-// by the tenant with the most places for its weight, when that is more
-// than w's tenant would hold with w — so that one tenant cannot keep
-// the others out of a full queue.
-func (g *Gate) evictLocked(w *waiter, now time.Time) bool {
-	var victim *waiter
-	for _, x := range g.waiting {
-		if x.model.Name != w.model.Name || x.class <= w.class {
-			continue
-		}
-		if victim == nil || x.class > victim.class || x.class == victim.class && x.deadline.After(victim.deadline) {
-			victim = x
-		}
-	}
-	if victim == nil {
-		victim = g.crowding(w)
-	}
-	if victim == nil {
-		return false
-	}
-	g.removeLocked(victim)
-	am := g.m.of(victim.model.Name, victim.class)
-	am.wait.Observe(now.Sub(victim.arrived).Seconds())
-	am.decisions[decisionRejected].Inc()
-	victim.done <- verdict{decision: decisionRejected,
-		err: overloaded(codeShed, "The request was shed to make room for more important ones or other tenants; try again shortly.", now.Sub(victim.arrived).Seconds())}
-	return true
-}
-
-// crowding is the latest waiter of w's model and band held by the tenant
-// with the most places for its weight, if that tenant holds more than
-// w's would with w; nil otherwise.
-func (g *Gate) crowding(w *waiter) *waiter {
-	places := make(map[string]float64) // key: tenant; value: places over weight
-	for _, x := range g.waiting {
-		if x.model.Name == w.model.Name && x.class == w.class {
-			places[x.tenant] += 1 / x.weight
-		}
-	}
-	mine := places[w.tenant] + 1/w.weight
-	var victim *waiter
-	for _, x := range g.waiting {
-		if x.model.Name != w.model.Name || x.class != w.class || x.tenant == w.tenant || places[x.tenant] <= mine {
-			continue
-		}
-		if victim == nil || places[x.tenant] > places[victim.tenant] ||
-			places[x.tenant] == places[victim.tenant] && x.deadline.After(victim.deadline) {
-			victim = x
-		}
-	}
-	return victim
-}
-
-func (g *Gate) enqueueLocked(w *waiter, idle float64, now time.Time) {
-	if _, ok := g.virtual[w.tenant]; !ok {
-		// A tenant new to the queue starts level with the least served
-		// of those waiting, not at zero: idling earns no credit.
-		least := math.Inf(1)
-		for _, x := range g.waiting {
-			least = min(least, g.virtual[x.tenant])
-		}
-		if math.IsInf(least, 1) {
-			least = 0
-		}
-		g.virtual[w.tenant] = least
-	}
-	g.waiting = append(g.waiting, w)
-	g.queued[w.model.Name]++
-	g.m.of(w.model.Name, w.class).depth.Inc()
-	// Past this moment even an idle pool misses the deadline: standard
-	// and sheddable are refused then, critical falls back if it can.
-	if (w.class != Critical || len(w.model.Fallbacks) > 0) && !w.late {
-		at := w.deadline.Add(-time.Duration(idle * float64(time.Second)))
-		w.timer = time.AfterFunc(at.Sub(now), func() { g.expire(w) })
-	}
-}
-
-// removeLocked takes w out of the queue and reports whether it was there.
-func (g *Gate) removeLocked(w *waiter) bool {
-	i := slices.Index(g.waiting, w)
-	if i < 0 {
-		return false
-	}
-	g.waiting = slices.Delete(g.waiting, i, i+1)
-	g.queued[w.model.Name]--
-	if g.queued[w.model.Name] == 0 {
-		delete(g.queued, w.model.Name)
-	}
-	if w.timer != nil {
-		w.timer.Stop()
-	}
-	am := g.m.of(w.model.Name, w.class)
-	am.depth.Dec()
-	if len(g.waiting) == 0 {
-		clear(g.virtual)
-		clear(g.tenantAdmits)
-	}
-	return true
-}
-
-// expire refuses w once its deadline is out of reach, if it is still
-// waiting; critical goes to a fallback that can take it, or, with none,
-// waits on, to be served late rather than not at all.
-func (g *Gate) expire(w *waiter) {
-	g.mu.Lock()
-	if !g.removeLocked(w) {
-		g.mu.Unlock()
-		return
-	}
-	am := g.m.of(w.model.Name, w.class)
-	if w.class != Critical {
-		defer g.mu.Unlock()
-		am.wait.Observe(time.Since(w.arrived).Seconds())
-		am.decisions[decisionExpired].Inc()
-		w.done <- verdict{decision: decisionExpired,
-			err: overloaded(codeUnreachable, "The request waited until its SLO could no longer be met; try again shortly.", time.Since(w.arrived).Seconds())}
-		return
-	}
-	g.mu.Unlock()
-	if cat := g.gs.current(); cat != nil {
-		if t := g.gs.fallBack(w, cat); t != nil {
-			am.wait.Observe(time.Since(w.arrived).Seconds())
-			am.decisions[decisionFellBack].Inc()
-			w.done <- verdict{decision: decisionFellBack, Ticket: t}
-			return
-		}
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if w.gone {
-		// It left while no gate held it: it waits for this verdict.
-		w.done <- verdict{decision: decisionExpired}
-		return
-	}
-	w.late = true
-	g.enqueueLocked(w, 0, time.Now())
-	g.pumpLocked(time.Now())
-}
-
-// next is the waiter to serve first: the most important band, then the
-// tenant with the least served tokens for its weight, then the earliest
-// deadline.
-func (g *Gate) next() *waiter {
-	var best *waiter
-	for _, w := range g.waiting {
-		if best == nil || g.before(w, best) {
-			best = w
-		}
-	}
-	return best
-}
-
-func (g *Gate) before(a, b *waiter) bool {
-	if a.class != b.class {
-		return a.class < b.class
-	}
-	if va, vb := g.virtual[a.tenant], g.virtual[b.tenant]; va != vb {
-		return va < vb
-	}
-	return a.deadline.Before(b.deadline)
-}
-
-// pumpLocked admits waiters in order while the pool has headroom for the
-// first of them.
-func (g *Gate) pumpLocked(now time.Time) {
-	if len(g.waiting) == 0 {
-		return
-	}
-	first := g.next()
-	v := g.look(g.gs.current(), first.model.Name, now)
-	for len(g.waiting) > 0 {
-		w := g.next()
-		if !g.headroom(&v, w, now) {
-			return
-		}
-		g.removeLocked(w)
-		g.admitLocked(w, now)
-		v.extra += w.tokens
-		v.admitted++
-		am := g.m.of(w.model.Name, w.class)
-		am.wait.Observe(now.Sub(w.arrived).Seconds())
-		am.decisions[decisionAdmitted].Inc()
-		w.done <- verdict{decision: decisionAdmitted}
-	}
-}
-
-// admitLocked counts w as starting and charges its tenant its prompt.
-func (g *Gate) admitLocked(w *waiter, now time.Time) *Ticket {
-	g.classAdmits[w.class].note(now)
-	k := tenantClass{w.tenant, w.class}
-	r := g.tenantAdmits[k]
-	if r == nil {
-		if len(g.tenantAdmits) >= tenantAdmitsKept {
-			clear(g.tenantAdmits) // the rates start over; they are estimates
-		}
-		r = new(admitRing)
-		g.tenantAdmits[k] = r
-	}
-	r.note(now)
-	g.starting++
-	if len(g.waiting) > 0 {
-		g.virtual[w.tenant] += float64(w.tokens) / w.weight
-	}
-	return &Ticket{g: g, tenant: w.tenant, weight: w.weight}
-}
-
-// FallbackTo is the fallback model the ticket's request was admitted at,
-// to go straight to; nil when it was admitted at its own model's pool, or
-// t is nil.
-func (t *Ticket) FallbackTo() *catalog.Model {
-	if t == nil || !t.fallback {
-		return nil
-	}
-	return t.to
-}
-
-// Queued reports whether the ticket's request waited in its gate's queue
-// before it was admitted; false for a nil ticket.
-func (t *Ticket) Queued() bool { return t != nil && t.queued }
-
 // answer turns a verdict into what admitSLO returns.
 func (g *Gate) answer(w *waiter, vd verdict) (*Ticket, error) {
 	switch vd.decision {
@@ -948,6 +362,20 @@ func (g *Gate) Wake() {
 	g.pumpLocked(time.Now())
 	g.mu.Unlock()
 }
+
+// FallbackTo is the fallback model the ticket's request was admitted at,
+// to go straight to; nil when it was admitted at its own model's pool, or
+// t is nil.
+func (t *Ticket) FallbackTo() *catalog.Model {
+	if t == nil || !t.fallback {
+		return nil
+	}
+	return t.to
+}
+
+// Queued reports whether the ticket's request waited in its gate's queue
+// before it was admitted; false for a nil ticket.
+func (t *Ticket) Queued() bool { return t != nil && t.queued }
 
 // FirstToken releases the request's place among those starting.
 func (t *Ticket) FirstToken() {
@@ -977,19 +405,4 @@ func (t *Ticket) End(completion int64) {
 		g.virtual[t.tenant] += float64(completion) / t.weight
 	}
 	g.mu.Unlock()
-}
-
-// tenantWeight is a tenant's weight for m: its nearest listed ancestor's,
-// or 1.
-func tenantWeight(m *catalog.Model, path string) float64 {
-	if path == "" || len(m.Admission.TenantWeights) == 0 {
-		return 1
-	}
-	ps := tenant.Prefixes(path)
-	for i := len(ps) - 1; i >= 0; i-- {
-		if w, ok := m.Admission.TenantWeights[ps[i]]; ok && w > 0 {
-			return w
-		}
-	}
-	return 1
 }
