@@ -4,10 +4,25 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"testing"
 )
 
 // moduleRoot is the module's root, from this package's directory.
 const moduleRoot = "../.."
+
+// moduleFiles is sourceFiles of the module's root; it fails t when they
+// cannot be read, or are too few to be the module's.
+func moduleFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := sourceFiles(moduleRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 100 {
+		t.Fatalf("read %d Go files, too few to be this module's", len(files))
+	}
+	return files
+}
 
 // sourceFiles is every Go file under root but tests, by its path from
 // root with slashes: what the rules on llmgw's own code read. Hidden
