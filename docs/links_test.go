@@ -1,5 +1,6 @@
-// Package docs holds llmgw's documentation; its test checks that every
-// relative link in the README and the pages under docs/ resolves.
+// Package docs holds llmgw's documentation; its tests check that every
+// relative link in the README and the pages under docs/ resolves, and that
+// every name they give of the code exists (names_test.go).
 package docs
 
 import (
