@@ -7,7 +7,8 @@ import (
 	"testing"
 )
 
-// moduleRoot is the module's root, from this package's directory.
+// moduleRoot is the repository's root, from this package's directory: the
+// main module's, and the deploy module's beside it.
 const moduleRoot = "../.."
 
 // moduleFiles is sourceFiles of the module's root; it fails t when they
@@ -25,8 +26,8 @@ func moduleFiles(t *testing.T) []string {
 }
 
 // sourceFiles is every Go file under root but tests, by its path from
-// root with slashes: what the rules on llmgw's own code read. Hidden
-// directories, testdata, vendor and node_modules are left out.
+// root with slashes: what the rules on llmgw's own code read. What the go
+// command passes over (skipDir) is left out.
 func sourceFiles(root string) ([]string, error) {
 	var files []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -35,7 +36,7 @@ func sourceFiles(root string) ([]string, error) {
 		}
 		name := d.Name()
 		if d.IsDir() {
-			if path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor" || name == "node_modules") {
+			if path != root && skipDir(name) {
 				return filepath.SkipDir
 			}
 			return nil

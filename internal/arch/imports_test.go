@@ -10,7 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os/exec"
+	pathpkg "path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -78,24 +81,78 @@ type pkg struct {
 	Deps       []string // the module's packages it reaches
 }
 
+// TestImportRules reads every package of the tree with go list, one run
+// in each module (the main one at the root and deploy/'s beside it), and
+// fails on a directory of Go files that no run gave.
 func TestImportRules(t *testing.T) {
-	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,Deps", module+"...")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
-	}
-	pkgs, err := decode(out)
+	modules, dirs, err := goTree(moduleRoot)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var pkgs []pkg
+	for _, m := range modules {
+		cmd := exec.Command("go", "list", "-json=ImportPath,Imports,Deps", "./...")
+		cmd.Dir = filepath.Join(moduleRoot, m)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list in %s: %v\n%s", cmd.Dir, err, stderr.Bytes())
+		}
+		got, err := decode(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, got...)
 	}
 	if len(pkgs) < 10 {
 		t.Fatalf("go list gave %d packages, too few to be this module's", len(pkgs))
 	}
+	for _, d := range dirs {
+		if !slices.ContainsFunc(pkgs, func(p pkg) bool { return p.ImportPath == d }) {
+			t.Errorf("%s holds Go files, but no go list gave its package", d)
+		}
+	}
 	for _, p := range check(pkgs, rules, known) {
 		t.Error(p)
 	}
+}
+
+// goTree gives the directories under root, relative to it, that hold a
+// go.mod (modules, "." for root's own) and those that hold Go files
+// (dirs), leaving out what the go command leaves out: testdata, and
+// directories whose names begin with "." or "_", and vendor and
+// node_modules.
+func goTree(root string) (modules, dirs []string, err error) {
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if path != root && skipDir(d.Name()) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		dir := pathpkg.Dir(rel)
+		switch {
+		case d.Name() == "go.mod":
+			modules = append(modules, dir)
+		case strings.HasSuffix(d.Name(), ".go") && !slices.Contains(dirs, dir):
+			dirs = append(dirs, dir)
+		}
+		return nil
+	})
+	return modules, dirs, err
+}
+
+// skipDir reports whether the go command and these tests pass over a
+// directory of this name.
+func skipDir(name string) bool {
+	return strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") ||
+		name == "testdata" || name == "vendor" || name == "node_modules"
 }
 
 // TestImportRulesCatch runs the check on made-up packages: a forbidden
