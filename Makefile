@@ -8,8 +8,12 @@ build:
 run:
 	go run ./cmd/llmgw serve
 
+# deploy/ is a module of its own (the image builder, the chart's tests,
+# the dashboards and the rules), so that Helm and Kubernetes stay out of
+# llmgw's: ./... at the root does not reach it.
 test:
 	go test -race ./...
+	go -C deploy test -race ./...
 
 # The coding agents the agent tests run, at pinned versions; without them
 # those tests skip.
@@ -25,6 +29,7 @@ bench:
 lint:
 	@unformatted=$$(gofmt -l .) || exit 1; if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
+	go -C deploy vet ./...
 
 # The differential fuzz targets (the SSE framer's against a reading of
 # the specification among them), the API translations' round trips and
@@ -51,5 +56,5 @@ fuzz:
 # The Dockerfile builds the same image with one.
 VERSION ?= dev
 image:
-	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) go run ./deploy/image -version $(VERSION) \
-		-revision $$(git rev-parse HEAD) -oci llmgw-image -tar llmgw-image.tar
+	cd deploy && SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) go run ./image -src .. -version $(VERSION) \
+		-revision $$(git rev-parse HEAD) -oci ../llmgw-image -tar ../llmgw-image.tar

@@ -1,7 +1,7 @@
 // Package grafana writes llmgw's Grafana dashboards, the JSON files in
 // this directory, from the definitions in dashboards.go. The test
 // TestDashboardsGenerated fails when a file differs from what the
-// definitions make; `go test ./deploy/grafana -run TestDashboardsGenerated
+// definitions make; `go -C deploy test ./grafana -run TestDashboardsGenerated
 // -update` writes them again.
 package grafana
 

@@ -33,10 +33,10 @@ func TestDashboardsGenerated(t *testing.T) {
 		}
 		got, err := os.ReadFile(name)
 		if err != nil {
-			t.Fatalf("%v; run go test ./deploy/grafana -run TestDashboardsGenerated -update", err)
+			t.Fatalf("%v; run go -C deploy test ./grafana -run TestDashboardsGenerated -update", err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("%s is not what its definition makes; run go test ./deploy/grafana -run TestDashboardsGenerated -update", name)
+			t.Errorf("%s is not what its definition makes; run go -C deploy test ./grafana -run TestDashboardsGenerated -update", name)
 		}
 	}
 	files, _ := filepath.Glob("*.json")

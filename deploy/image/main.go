@@ -1,7 +1,7 @@
 // Command image builds llmgw's container image without a container daemon
 // and writes it as an OCI image layout, and as a tarball `docker load`
-// reads when asked: `go run ./deploy/image` from the repository's root, or
-// `make image`.
+// reads when asked: `go run ./image -src ..` in deploy/, or `make image`
+// from the repository's root.
 package main
 
 import (
