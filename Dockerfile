@@ -12,7 +12,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 GOOS=linux GOARCH=$TARGETARCH go build -trimpath -ldflags="-s -w -buildid=" -o /out/llmgw ./cmd/llmgw
+RUN CGO_ENABLED=0 GOOS=linux GOARCH=$TARGETARCH GOWORK=off go build -trimpath -ldflags="-s -w -buildid=" -o /out/llmgw ./cmd/llmgw
 RUN mkdir -p /out/var/lib/llmgw
 
 FROM scratch

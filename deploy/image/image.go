@@ -105,11 +105,13 @@ func (s spec) config() v1.Config {
 }
 
 // buildBinary builds cmd/llmgw from the module at src for linux/arch into
-// out.
+// out. It builds from that module alone, at the versions its go.mod
+// gives: no go.work, whatever GOWORK says, adds another module's
+// requirements to it.
 func buildBinary(ctx context.Context, src, arch, out string) error {
 	cmd := exec.CommandContext(ctx, "go", append(goBuildFlags, out, "./cmd/llmgw")...)
 	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch, "GOWORK=off")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, b)
 	}

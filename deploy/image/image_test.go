@@ -498,12 +498,28 @@ func testDockerfileAgrees(t *testing.T, built v1.Config) {
 	if diff := cmp.Diff(wantCopies, d.copies); diff != "" {
 		t.Errorf("the Dockerfile's final stage copies (-the image command's layers +Dockerfile):\n%s", diff)
 	}
-	for _, want := range []string{"CGO_ENABLED=0", "GOOS=linux", "go build", "-trimpath", `-ldflags="-s -w -buildid="`, "./cmd/llmgw"} {
+	for _, want := range []string{"CGO_ENABLED=0", "GOOS=linux", "GOWORK=off", "go build", "-trimpath", `-ldflags="-s -w -buildid="`, "./cmd/llmgw"} {
 		if !strings.Contains(d.build, want) {
 			t.Errorf("the Dockerfile's go build (%q) lacks %s, which the image command's has", d.build, want)
 		}
 	}
 	if !slices.Contains(goBuildFlags, "-trimpath") || !slices.Contains(goBuildFlags, "-ldflags=-s -w -buildid=") {
 		t.Errorf("the image command builds with %q, not the Dockerfile's flags", goBuildFlags)
+	}
+}
+
+// TestBuildIgnoresWorkspaces builds the binary with GOWORK naming a
+// workspace that cannot load: the image's binary is built from llmgw's
+// module alone, at the versions its go.mod gives, whatever workspace the
+// build machine has.
+func TestBuildIgnoresWorkspaces(t *testing.T) {
+	dir := t.TempDir()
+	work := filepath.Join(dir, "go.work")
+	if err := os.WriteFile(work, []byte("go 1.26.8\n\nuse ./nowhere\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOWORK", work)
+	if err := buildBinary(t.Context(), "../..", runtime.GOARCH, filepath.Join(dir, "llmgw")); err != nil {
+		t.Fatal(err)
 	}
 }
