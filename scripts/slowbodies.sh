@@ -19,13 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-100}
 shift || true
-work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
-bins=("$@")
-if [ ${#bins[@]} -eq 0 ]; then
-	go build -o "$work/llmgw" ./cmd/llmgw
-	bins=("$work/llmgw")
-fi
+. scripts/lib/builds.sh "$@"
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 heap_kb() { curl -sf 127.0.0.1:19381/metrics | awk '/^go_memstats_heap_inuse_bytes / {printf "%d", $2 / 1024}'; }
 

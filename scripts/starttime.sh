@@ -12,13 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-100}
 shift || true
-work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
-bins=("$@")
-if [ ${#bins[@]} -eq 0 ]; then
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -buildid=" -o "$work/llmgw" ./cmd/llmgw
-	bins=("$work/llmgw")
-fi
+. scripts/lib/builds.sh "$@"
 
 # ready PORT: whether /readyz on 127.0.0.1:PORT answers 200.
 ready() {
@@ -63,5 +57,5 @@ printf '| binary | runs | min ms | median ms | mean ms | p90 ms |\n|---|---|---|
 for j in "${!bins[@]}"; do
 	awk -v j="$j" '$1 == j {print $2}' "$work/times" | sort -n |
 		awk -v bin="${bins[$j]}" '{t[NR] = $1; s += $1}
-		END {printf "| %s | %d | %.1f | %.1f | %.1f | %.1f |\n", bin, NR, t[1] / 1000, t[int((NR + 1) / 2)] / 1000, s / NR / 1000, t[int(NR * 0.9)] / 1000}'
+		END {printf "| %s | %d | %.1f | %.1f | %.1f | %.1f |\n", bin, NR, t[1] / 1000, t[int((NR + 1) / 2)] / 1000, s / NR / 1000, t[int(NR * 0.9 + 0.999)] / 1000}'
 done
