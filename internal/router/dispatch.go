@@ -76,7 +76,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 					r.log.Warn("retry budget spent", "id", req.id, "pool", p.name)
 					return res
 				} else {
-					r.m.retries.WithLabelValues(p.name, res.outcome.Reason).Inc()
+					r.m.retries.WithLabelValues(p.name, res.outcome.Reason.String()).Inc()
 				}
 				if try == 0 && m != req.model {
 					r.m.fallbacks.WithLabelValues(req.model.Name, m.Name).Inc()
@@ -167,8 +167,8 @@ func (r *Router) aim(rt *pool.Route, req *parsedRequest, p *servedPool, m *catal
 // in llmgw_upstream_errors_total and, when it is the endpoint's, toward
 // its ejection; an answer clears its failures.
 func (r *Router) settle(req *parsedRequest, p *servedPool, ep *pool.Endpoint, o proxy.Outcome) {
-	if o.Reason != "" {
-		r.m.upstreamErrors.WithLabelValues(p.name, o.Reason).Inc()
+	if o.Reason != proxy.ReasonNone {
+		r.m.upstreamErrors.WithLabelValues(p.name, o.Reason.String()).Inc()
 		r.log.Warn("upstream failed", "id", req.id, "pool", p.name, "endpoint", ep.Name(), "reason", o.Reason, "err", o.Err)
 		if countsAgainst(o) && ep.Failed(time.Now()) {
 			r.m.ejections.WithLabelValues(p.name, ep.Name(), "failures").Inc()
@@ -184,7 +184,7 @@ func (r *Router) settle(req *parsedRequest, p *servedPool, ep *pool.Endpoint, o 
 // credentials, a timeout or a broken stream. A 429 is the server
 // protecting itself, and the next request may well be served.
 func countsAgainst(o proxy.Outcome) bool {
-	return o.Reason != "" && o.Reason != "status_429"
+	return o.Reason != proxy.ReasonNone && o.Reason != proxy.ReasonStatus429
 }
 
 // send makes one call to endpoint i of p, keeping the endpoint's signals
@@ -221,7 +221,7 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 	t.end()
 
 	matched := rt.Matched(i)
-	computedNothing := o.Reason != "" && !o.Wrote || !t.call.Started() && errors.Is(context.Cause(ctx), errLostRace)
+	computedNothing := o.Reason != proxy.ReasonNone && !o.Wrote || !t.call.Started() && errors.Is(context.Cause(ctx), errLostRace)
 	switch {
 	case computedNothing && rt.Indexed() && len(rt.Hashes()) > int(matched):
 		// The blocks past the prefix it held are not there.

@@ -51,7 +51,7 @@ var errorTypes = []string{
 // it succeeded. An upstream's fault (o.Reason) decides first, then the
 // status and the refusal's error.
 func errorType(o *proxy.Outcome) string {
-	if o.Status == http.StatusOK && o.Reason == "" {
+	if o.Status == http.StatusOK && o.Reason == proxy.ReasonNone {
 		return ""
 	}
 	if o.Status == openai.StatusClientClosed {
@@ -83,15 +83,15 @@ func errorType(o *proxy.Outcome) string {
 
 // upstreamErrorType is the error type of an upstream's fault, by
 // proxy.Outcome's Reason; "" for none.
-func upstreamErrorType(reason string) string {
+func upstreamErrorType(reason proxy.Reason) string {
 	switch reason {
-	case "":
+	case proxy.ReasonNone:
 		return ""
-	case "connect":
+	case proxy.ReasonConnect:
 		return errUpstreamConnect
-	case "first_byte_timeout", "idle_timeout":
+	case proxy.ReasonFirstByteTimeout, proxy.ReasonIdleTimeout:
 		return errUpstreamTimeout
-	case "stream_broken", "stream_error", "bad_answer":
+	case proxy.ReasonStreamBroken, proxy.ReasonStreamError, proxy.ReasonBadAnswer:
 		return errUpstreamProtocol
 	}
 	return errUpstreamStatus // status_429, status_auth, status_5xx, status_other

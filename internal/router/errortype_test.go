@@ -213,11 +213,11 @@ func TestErrorTypeOfOutcomes(t *testing.T) {
 		want string
 	}{
 		{proxy.Outcome{Status: 200}, ""},
-		{proxy.Outcome{Status: 502, Reason: "stream_broken", Wrote: true}, "upstream_protocol"},
-		{proxy.Outcome{Status: 502, Reason: "bad_answer"}, "upstream_protocol"},
-		{proxy.Outcome{Status: 504, Reason: "idle_timeout", Wrote: true}, "upstream_timeout"},
-		{proxy.Outcome{Status: 502, Reason: "status_429"}, "upstream_status"},
-		{proxy.Outcome{Status: 502, Reason: "status_auth"}, "upstream_status"},
+		{proxy.Outcome{Status: 502, Reason: proxy.ReasonStreamBroken, Wrote: true}, "upstream_protocol"},
+		{proxy.Outcome{Status: 502, Reason: proxy.ReasonBadAnswer}, "upstream_protocol"},
+		{proxy.Outcome{Status: 504, Reason: proxy.ReasonIdleTimeout, Wrote: true}, "upstream_timeout"},
+		{proxy.Outcome{Status: 502, Reason: proxy.ReasonStatus429}, "upstream_status"},
+		{proxy.Outcome{Status: 502, Reason: proxy.ReasonStatusAuth}, "upstream_status"},
 		{proxy.Outcome{Status: 504, Err: openai.GatewayTimeout("The request took longer than its time limit.", nil)}, "gateway_timeout"},
 		{proxy.Outcome{Status: 503, Err: openai.Unavailable("No endpoint of the model's pool is available.", errNoEndpoint)}, "upstream_unavailable"},
 		{proxy.Outcome{Status: 503, Err: openai.Unavailable("Rate limits cannot be checked right now; try again shortly.", errors.New("redis down"))}, "gateway_internal"},
@@ -226,7 +226,7 @@ func TestErrorTypeOfOutcomes(t *testing.T) {
 		{proxy.Outcome{Status: 408, Err: errBodyTimeout}, "caller_invalid_request"},
 		{proxy.Outcome{Status: 400, Wrote: true}, "caller_invalid_request"}, // an upstream's 400, relayed
 		{proxy.Outcome{Status: 403, Err: openai.Forbidden("no")}, "caller_auth"},
-		{proxy.Outcome{Status: 499, Reason: "", Err: context.Canceled}, "caller_cancelled"},
+		{proxy.Outcome{Status: 499, Reason: proxy.ReasonNone, Err: context.Canceled}, "caller_cancelled"},
 	}
 	for _, tt := range tests {
 		got := errorType(&tt.o)

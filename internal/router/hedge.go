@@ -169,7 +169,7 @@ func (r *Router) launch(ctx context.Context, cl *claim, req *parsedRequest, p *s
 		a.took = time.Since(at)
 		// A failure of the upstream's own is one even when the other
 		// attempt wrote meanwhile.
-		a.lost = a.out.Reason == "" && errors.Is(context.Cause(actx), errLostRace)
+		a.lost = a.out.Reason == proxy.ReasonNone && errors.Is(context.Cause(actx), errLostRace)
 		cancel(nil)
 		ended <- a
 	}()

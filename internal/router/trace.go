@@ -339,11 +339,11 @@ func notePick(ctx context.Context, req *parsedRequest, p *servedPool, rt *pool.R
 func (r *Router) endAttempt(ctx context.Context, span trace.Span, o *proxy.Outcome) {
 	attrs := appendUsage(make([]attribute.KeyValue, 0, 8), o)
 	errType := errorType(o)
-	if errors.Is(context.Cause(ctx), errLostRace) && o.Reason == "" {
+	if errors.Is(context.Cause(ctx), errLostRace) && o.Reason == proxy.ReasonNone {
 		attrs, errType = append(attrs, attrLost.Bool(true)), ""
 	}
-	if o.Reason != "" {
-		attrs = append(attrs, attrUpstreamError.String(o.Reason))
+	if o.Reason != proxy.ReasonNone {
+		attrs = append(attrs, attrUpstreamError.String(o.Reason.String()))
 	}
 	if errType != "" {
 		attrs = append(attrs, semconv.ErrorTypeKey.String(errType))

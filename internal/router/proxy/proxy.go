@@ -41,14 +41,9 @@ type Outcome struct {
 	// Wrote reports whether anything reached the client. A call that wrote
 	// nothing may be tried again elsewhere.
 	Wrote bool
-	// Reason names the upstream's fault for llmgw_upstream_errors_total:
-	// connect, first_byte_timeout, idle_timeout, status_429, status_auth
-	// (a 401 or 403: the gateway's own credentials refused), status_5xx,
-	// status_other (any other status not relayed), stream_broken,
-	// stream_error, bad_answer (a plain answer that is no chat
-	// completion, found when translating it). Empty when the upstream did
-	// its part.
-	Reason string
+	// Reason names the upstream's fault (reason.go); ReasonNone when the
+	// upstream did its part.
+	Reason Reason
 	// Err is the failure for the log and, while nothing was written, for
 	// the client (an *openai.Error). Nil on success.
 	Err error
@@ -61,7 +56,7 @@ type Outcome struct {
 // Retryable reports whether another endpoint may be tried: the upstream
 // failed and the client has seen nothing yet.
 func (o *Outcome) Retryable() bool {
-	return !o.Wrote && o.Reason != "" && o.Status != openai.StatusClientClosed
+	return !o.Wrote && o.Reason != ReasonNone && o.Status != openai.StatusClientClosed
 }
 
 // Call is one request to send upstream.
@@ -285,7 +280,7 @@ func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome 
 	defer dog.stop()
 
 	if c.URL == nil {
-		return Outcome{Status: http.StatusBadGateway, Reason: "connect", Err: openai.BadGateway(errNoURL)}
+		return Outcome{Status: http.StatusBadGateway, Reason: ReasonConnect, Err: openai.BadGateway(errNoURL)}
 	}
 	req := (&http.Request{
 		Method:        http.MethodPost,
@@ -301,13 +296,13 @@ func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome 
 	}).WithContext(ctx)
 	resp, err := p.rt.RoundTrip(req)
 	if err != nil {
-		return failed(ctx, "connect", err)
+		return failed(ctx, ReasonConnect, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		// net/http's transport returns a 101, which llmgw's own refuses:
 		// what follows it is no answer.
-		return failed(ctx, "connect", errSwitchingProtocols)
+		return failed(ctx, ReasonConnect, errSwitchingProtocols)
 	}
 
 	if c.Stream && resp.StatusCode == http.StatusOK && isEventStream(resp.Header) {
@@ -357,7 +352,7 @@ func isEventStream(h http.Header) bool {
 }
 
 // failed is the Outcome of a call that broke before anything was written.
-func failed(ctx context.Context, reason string, err error) Outcome {
+func failed(ctx context.Context, reason Reason, err error) Outcome {
 	if o, ok := cancelled(ctx); ok {
 		return o
 	}
@@ -372,10 +367,10 @@ func cancelled(ctx context.Context) (Outcome, bool) {
 	case cause == nil:
 		return Outcome{}, false
 	case errors.Is(cause, errFirstByte):
-		return Outcome{Status: http.StatusGatewayTimeout, Reason: "first_byte_timeout",
+		return Outcome{Status: http.StatusGatewayTimeout, Reason: ReasonFirstByteTimeout,
 			Err: openai.GatewayTimeout("The model's backend did not answer in time.", cause)}, true
 	case errors.Is(cause, errIdle):
-		return Outcome{Status: http.StatusGatewayTimeout, Reason: "idle_timeout",
+		return Outcome{Status: http.StatusGatewayTimeout, Reason: ReasonIdleTimeout,
 			Err: openai.GatewayTimeout("The model's backend stalled mid-answer.", cause)}, true
 	case errors.Is(cause, errDeadline):
 		// The gateway's own limit on the whole request: not the upstream's
@@ -410,12 +405,12 @@ func relayedStatus(code int) bool {
 func (p *Proxy) upstreamError(ctx context.Context, w http.ResponseWriter, c *Call, resp *http.Response) Outcome {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return failed(ctx, "stream_broken", err)
+		return failed(ctx, ReasonStreamBroken, err)
 	}
 	ttft := time.Since(c.Start)
 	code := resp.StatusCode
 	if code == http.StatusTooManyRequests {
-		return Outcome{Status: code, TTFT: ttft, Reason: "status_429",
+		return Outcome{Status: code, TTFT: ttft, Reason: ReasonStatus429,
 			Err: openai.Overloaded("The model's backends are at capacity; try again shortly.", 1)}
 	}
 	keys := sentKeys(c.Header)
@@ -424,11 +419,11 @@ func (p *Proxy) upstreamError(ctx context.Context, w http.ResponseWriter, c *Cal
 		cause := fmt.Errorf("upstream answered %d: %s", code, loggedBody(body, keys))
 		switch {
 		case code == http.StatusUnauthorized || code == http.StatusForbidden:
-			o.Reason, o.Err = "status_auth", openai.UpstreamAuth(cause)
+			o.Reason, o.Err = ReasonStatusAuth, openai.UpstreamAuth(cause)
 		case code >= 500:
-			o.Reason, o.Err = "status_5xx", openai.BadGateway(cause)
+			o.Reason, o.Err = ReasonStatus5xx, openai.BadGateway(cause)
 		default:
-			o.Reason, o.Err = "status_other", openai.BadGateway(cause)
+			o.Reason, o.Err = ReasonStatusOther, openai.BadGateway(cause)
 		}
 		return o
 	}
@@ -527,13 +522,13 @@ func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, r
 	ttft := time.Since(c.Start)
 	body, err := readAnswer(resp.Body, resp.ContentLength)
 	if err != nil {
-		o := failed(ctx, "stream_broken", err)
+		o := failed(ctx, ReasonStreamBroken, err)
 		o.TTFT = ttft
 		return o
 	}
 	if c.Provider != nil {
 		if body, err = c.Provider.Answer(body); err != nil {
-			o := failed(ctx, "bad_answer", err)
+			o := failed(ctx, ReasonBadAnswer, err)
 			o.TTFT = ttft
 			return o
 		}
@@ -554,7 +549,7 @@ func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, r
 	contentType := resp.Header.Get("Content-Type")
 	if c.Translate != nil {
 		if body, err = c.Translate.Answer(body); err != nil {
-			o = failed(ctx, "bad_answer", err)
+			o = failed(ctx, ReasonBadAnswer, err)
 			o.TTFT = ttft
 			return o
 		}

@@ -117,7 +117,7 @@ func TestRelaySplitReadsCRLFAndComments(t *testing.T) {
 	if got != want {
 		t.Errorf("client read\n%q\nwant\n%q", got, want)
 	}
-	if o.Status != 200 || o.Reason != "" || o.Err != nil || !o.Wrote {
+	if o.Status != 200 || o.Reason != ReasonNone || o.Err != nil || !o.Wrote {
 		t.Errorf("outcome %+v", o)
 	}
 	if o.Usage == nil || o.Usage.PromptTokens != 7 || o.Usage.CompletionTokens != 2 || o.Usage.CachedTokens() != 4 || o.Estimated {
@@ -147,7 +147,7 @@ func TestRelayFramesAsTheSpecificationDoes(t *testing.T) {
 	if got != want {
 		t.Errorf("client read\n%q\nwant\n%q", got, want)
 	}
-	if o.Status != 200 || o.Reason != "" || o.Usage.CompletionTokens != 2 {
+	if o.Status != 200 || o.Reason != ReasonNone || o.Usage.CompletionTokens != 2 {
 		t.Errorf("outcome %+v, usage %+v; want 200, no fault, 2 tokens counted", o, o.Usage)
 	}
 }
@@ -175,17 +175,17 @@ func TestRelayWithoutUsageEstimates(t *testing.T) {
 func TestRelayMissingDone(t *testing.T) {
 	t.Run("after a finish the answer is whole", func(t *testing.T) {
 		got, o := relayThrough(t, script{sse(tokA, tokB, finish)}, Call{Stream: true})
-		if !strings.HasSuffix(got, "data: [DONE]\n\n") || o.Reason != "" || o.Status != 200 {
+		if !strings.HasSuffix(got, "data: [DONE]\n\n") || o.Reason != ReasonNone || o.Status != 200 {
 			t.Errorf("got %q, outcome %+v", got, o)
 		}
 	})
 	t.Run("without a finish the answer is cut", func(t *testing.T) {
 		got, o := relayThrough(t, script{sse(tokA, tokB)}, Call{Stream: true})
-		assertCut(t, got, o, "stream_broken", http.StatusBadGateway)
+		assertCut(t, got, o, ReasonStreamBroken, http.StatusBadGateway)
 	})
 }
 
-func assertCut(t *testing.T, got string, o Outcome, reason string, status int) {
+func assertCut(t *testing.T, got string, o Outcome, reason Reason, status int) {
 	t.Helper()
 	if strings.Contains(got, "[DONE]") {
 		t.Errorf("a cut stream ended with [DONE]: %q", got)
@@ -208,7 +208,7 @@ func TestRelayUpstreamDiesMidStream(t *testing.T) {
 		}
 	}
 	got, o := relayThrough(t, script{sse(roleChunk, tokA), die}, Call{Stream: true})
-	assertCut(t, got, o, "stream_broken", http.StatusBadGateway)
+	assertCut(t, got, o, ReasonStreamBroken, http.StatusBadGateway)
 	if !strings.Contains(got, "Hel") {
 		t.Errorf("the tokens before the break were not relayed: %q", got)
 	}
@@ -217,7 +217,7 @@ func TestRelayUpstreamDiesMidStream(t *testing.T) {
 func TestRelayIdleTimeout(t *testing.T) {
 	stall := func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
 	got, o := relayThrough(t, script{sse(tokA), stall}, Call{Stream: true, Idle: 50 * time.Millisecond})
-	assertCut(t, got, o, "idle_timeout", http.StatusGatewayTimeout)
+	assertCut(t, got, o, ReasonIdleTimeout, http.StatusGatewayTimeout)
 }
 
 func TestFirstByteTimeoutIsRetryable(t *testing.T) {
@@ -226,7 +226,7 @@ func TestFirstByteTimeoutIsRetryable(t *testing.T) {
 		<-r.Context().Done()
 	})
 	got, o := relayThrough(t, stall, Call{Stream: true, FirstByte: 50 * time.Millisecond})
-	if o.Wrote || o.Reason != "first_byte_timeout" || o.Status != http.StatusGatewayTimeout || !o.Retryable() {
+	if o.Wrote || o.Reason != ReasonFirstByteTimeout || o.Status != http.StatusGatewayTimeout || !o.Retryable() {
 		t.Errorf("outcome %+v", o)
 	}
 	if !strings.Contains(got, `"code":"timeout"`) {
@@ -238,7 +238,7 @@ func TestStreamWithNoEventInTimeIsRetryable(t *testing.T) {
 	// Headers at once, then nothing: the wait for the first event is bounded too.
 	stall := func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
 	_, o := relayThrough(t, script{stall}, Call{Stream: true, FirstByte: 50 * time.Millisecond, Idle: time.Hour})
-	if o.Wrote || o.Reason != "first_byte_timeout" || !o.Retryable() {
+	if o.Wrote || o.Reason != ReasonFirstByteTimeout || !o.Retryable() {
 		t.Errorf("outcome %+v", o)
 	}
 }
@@ -282,7 +282,7 @@ func TestDeadline(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.call.Deadline = time.Now().Add(100 * time.Millisecond)
 			got, o := relayThrough(t, tc.upstream, tc.call)
-			if o.Status != http.StatusGatewayTimeout || o.Reason != "" || o.Wrote != tc.wrote || o.Retryable() {
+			if o.Status != http.StatusGatewayTimeout || o.Reason != ReasonNone || o.Wrote != tc.wrote || o.Retryable() {
 				t.Errorf("outcome status %d reason %q wrote %v retryable %v, want 504, no reason, wrote %v, not retryable",
 					o.Status, o.Reason, o.Wrote, o.Retryable(), tc.wrote)
 			}
@@ -364,7 +364,7 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the upstream request was not cancelled when the client left")
 	}
-	if o := <-outcomes; o.Status != openai.StatusClientClosed || o.Reason != "" {
+	if o := <-outcomes; o.Status != openai.StatusClientClosed || o.Reason != ReasonNone {
 		t.Errorf("outcome status %d reason %q, want 499 and no upstream fault", o.Status, o.Reason)
 	}
 }
@@ -373,23 +373,23 @@ func TestUpstreamStatuses(t *testing.T) {
 	tests := []struct {
 		status    int
 		retryable bool
-		reason    string
+		reason    Reason
 		client    int
 	}{
-		{500, true, "status_5xx", 502},
-		{503, true, "status_5xx", 502},
-		{429, true, "status_429", 429},
-		{401, true, "status_auth", 502},
-		{403, true, "status_auth", 502},
-		{402, true, "status_other", 502},
-		{405, true, "status_other", 502},
-		{408, true, "status_other", 502},
-		{409, true, "status_other", 502},
-		{302, true, "status_other", 502},
-		{400, false, "", 400},
-		{404, false, "", 404},
-		{413, false, "", 413},
-		{422, false, "", 422},
+		{500, true, ReasonStatus5xx, 502},
+		{503, true, ReasonStatus5xx, 502},
+		{429, true, ReasonStatus429, 429},
+		{401, true, ReasonStatusAuth, 502},
+		{403, true, ReasonStatusAuth, 502},
+		{402, true, ReasonStatusOther, 502},
+		{405, true, ReasonStatusOther, 502},
+		{408, true, ReasonStatusOther, 502},
+		{409, true, ReasonStatusOther, 502},
+		{302, true, ReasonStatusOther, 502},
+		{400, false, ReasonNone, 400},
+		{404, false, ReasonNone, 404},
+		{413, false, ReasonNone, 413},
+		{422, false, ReasonNone, 422},
 	}
 	for _, tt := range tests {
 		up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -401,7 +401,7 @@ func TestUpstreamStatuses(t *testing.T) {
 		if o.Retryable() != tt.retryable || o.Reason != tt.reason || o.Status != tt.client {
 			t.Errorf("upstream %d: outcome %+v", tt.status, o)
 		}
-		if relayed := tt.reason == ""; strings.Contains(got, "upstream says no") != relayed {
+		if relayed := tt.reason == ReasonNone; strings.Contains(got, "upstream says no") != relayed {
 			t.Errorf("upstream %d: client read %q; the upstream's words relayed: want %v", tt.status, got, relayed)
 		}
 	}
@@ -456,7 +456,7 @@ func TestEndlessLine(t *testing.T) {
 		}
 	})
 	got, o := relayThrough(t, endless, Call{Stream: true})
-	assertCut(t, got, o, "stream_broken", http.StatusBadGateway)
+	assertCut(t, got, o, ReasonStreamBroken, http.StatusBadGateway)
 	if !errors.Is(o.Err, errLineTooLong) {
 		t.Errorf("err %v; want %v", o.Err, errLineTooLong)
 	}
@@ -478,7 +478,7 @@ func TestEndlessEvent(t *testing.T) {
 		}
 	})
 	got, o := relayThrough(t, endless, Call{Stream: true})
-	assertCut(t, got, o, "stream_broken", http.StatusBadGateway)
+	assertCut(t, got, o, ReasonStreamBroken, http.StatusBadGateway)
 	if !errors.Is(o.Err, errLineTooLong) {
 		t.Errorf("err %v; want %v", o.Err, errLineTooLong)
 	}
@@ -517,7 +517,7 @@ func TestPlainAnswerCutShort(t *testing.T) {
 		}
 	})
 	got, o := relayThrough(t, up, Call{Body: []byte(`{"model":"m"}`)})
-	if o.Status != http.StatusBadGateway || o.Reason != "stream_broken" || o.Wrote || strings.Contains(got, "choices") {
+	if o.Status != http.StatusBadGateway || o.Reason != ReasonStreamBroken || o.Wrote || strings.Contains(got, "choices") {
 		t.Errorf("an answer cut short: outcome %+v, client got %q", o, got)
 	}
 }
@@ -595,7 +595,7 @@ func TestPlainAnswerToAClientThatDoesNotRead(t *testing.T) {
 	io.WriteString(conn, "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}")
 	select {
 	case o := <-outcomes:
-		if o.Status != openai.StatusClientClosed || o.Reason != "" || !o.Wrote {
+		if o.Status != openai.StatusClientClosed || o.Reason != ReasonNone || !o.Wrote {
 			t.Errorf("outcome status %d reason %q wrote %v, want 499, no upstream fault, wrote", o.Status, o.Reason, o.Wrote)
 		}
 	case <-time.After(10 * time.Second):
@@ -620,17 +620,17 @@ func TestProxyWithEitherTransport(t *testing.T) {
 		upstream string
 		stream   bool
 		status   int    // the outcome's
-		reason   string // the outcome's
+		reason   Reason // the outcome's
 		client   string // what the client reads; empty: an error body
 	}{
-		{"plain", plainAnswer, false, 200, "", plain},
-		{"stream", stream, true, 200, "", events},
-		{"informational heads, then plain", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n\r\n" + plainAnswer, false, 200, "", plain},
-		{"informational heads, then a stream", "HTTP/1.1 103 Early Hints\r\n\r\n" + stream, true, 200, "", events},
-		{"101", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n", true, 502, "connect", ""},
-		{"400", "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(refusal)) + "\r\n\r\n" + refusal, false, 400, "", refusal},
-		{"503", "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n", true, 502, "status_5xx", ""},
-		{"204", "HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n", false, 502, "status_other", ""},
+		{"plain", plainAnswer, false, 200, ReasonNone, plain},
+		{"stream", stream, true, 200, ReasonNone, events},
+		{"informational heads, then plain", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n\r\n" + plainAnswer, false, 200, ReasonNone, plain},
+		{"informational heads, then a stream", "HTTP/1.1 103 Early Hints\r\n\r\n" + stream, true, 200, ReasonNone, events},
+		{"101", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n", true, 502, ReasonConnect, ""},
+		{"400", "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(refusal)) + "\r\n\r\n" + refusal, false, 400, ReasonNone, refusal},
+		{"503", "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n", true, 502, ReasonStatus5xx, ""},
+		{"204", "HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n", false, 502, ReasonStatusOther, ""},
 	} {
 		for _, std := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s, net/http %v", tt.name, std), func(t *testing.T) {

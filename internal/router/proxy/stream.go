@@ -353,8 +353,8 @@ func (ob *observer) observe(data []byte) ([]byte, bool) {
 		// The upstream's own words reach the client: without a secret
 		// in them.
 		data, _ = redact(data, sentKeys(ob.c.Header))
-		if ob.o.Reason == "" {
-			ob.o.Reason = "stream_error"
+		if ob.o.Reason == ReasonNone {
+			ob.o.Reason = ReasonStreamError
 			ob.o.Err = openai.BadGateway(errors.New("upstream sent an error event"))
 		}
 	case isErrorObject(data):
@@ -415,7 +415,7 @@ func (ob *observer) finish(ctx context.Context, readErr, clientErr error) Outcom
 	}
 	o.Status = http.StatusOK
 	if clientErr != nil {
-		o.Status, o.Reason, o.Err = openai.StatusClientClosed, "", clientErr
+		o.Status, o.Reason, o.Err = openai.StatusClientClosed, ReasonNone, clientErr
 	} else if ended, ok := cancelled(ctx); ok && !ob.sawDone {
 		ended.Usage, ended.Estimated, ended.TTFT, ended.Decode = o.Usage, o.Estimated, o.TTFT, o.Decode
 		o = ended
@@ -425,7 +425,7 @@ func (ob *observer) finish(ctx context.Context, readErr, clientErr error) Outcom
 			ob.write(nil, openai.Done)
 			ob.sw.flush()
 		} else {
-			o.Reason, o.Err = "stream_broken", openai.BadGateway(readErr)
+			o.Reason, o.Err = ReasonStreamBroken, openai.BadGateway(readErr)
 		}
 	}
 	o.Wrote = ob.sw.wrote()
