@@ -10,7 +10,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/console"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
-	"gitea.mynodes.xyz/ilker/llmgw/internal/router"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/status"
 )
 
 // newConsole is the console over g's store, router and reloads.
@@ -58,7 +58,7 @@ func (v consoleView) Status(now time.Time) console.Status {
 }
 
 // consoleStatus is the router's status as the console takes it.
-func consoleStatus(rs router.Status) console.Status {
+func consoleStatus(rs status.Status) console.Status {
 	var st console.Status
 	for _, m := range rs.Models {
 		st.Models = append(st.Models, console.ModelStatus{

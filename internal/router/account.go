@@ -1,90 +1,77 @@
 package router
 
-// Accounting: once a request is answered, count it, time it, settle what
-// it reserved against its limits, and write its usage record.
+// Accounting: what the router tells its observers (internal/router/observe).
+// A request's span starts as it arrives, and each upstream call has one
+// of its own; once the request is answered or refused it becomes one
+// observe.Completed, worked out here once — the model label, the error
+// type, the token timing, the SLO judgement, the tenant label, the
+// exemplar, the usage record — from the snapshot it was served from, and
+// every observer reads that.
 
 import (
 	"context"
-	"log/slog"
-	"strconv"
+	"errors"
+	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
-	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/observe"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/status"
 )
 
-// codeLabels are the code label's values, made once.
-var codeLabels = func() (l [600]string) {
-	for i := range l {
-		l[i] = strconv.Itoa(i)
+// observers is the list each Completed goes to, in order: the metrics,
+// the logs and the span, then what a request settles — the status's
+// rates, admission, the limits — and last the ledger. An observer of
+// something opts leaves off (no tracer, access log, limiter or recorder)
+// is not in the list.
+func observers(opts Options, m *observe.Metrics, tracing *observe.Tracing, board *status.Board, adm *observe.Admission) observe.Observers {
+	os := observe.Observers{m, observe.NewGenAI(), observe.NewSLOCounts(), observe.NewDebugLog(opts.Logger)}
+	if tracing != nil {
+		os = append(os, tracing)
 	}
-	return l
-}()
-
-func codeLabel(status int) string {
-	if status >= 0 && status < len(codeLabels) {
-		return codeLabels[status]
+	if a := observe.NewAccessLog(opts.Telemetry.AccessLog, opts.Logger); a != nil {
+		os = append(os, a)
 	}
-	return strconv.Itoa(status)
+	os = append(os, board, adm)
+	if opts.Limits != nil {
+		os = append(os, observe.NewLimits(opts.Limits))
+	}
+	if opts.Recorder != nil {
+		os = append(os, observe.NewLedger(opts.Recorder))
+	}
+	return os
 }
 
-func (r *Router) account(req *parsedRequest, res dispatchResult) {
+// complete hands what req came to, res, to the observers: one Completed
+// for the request, whichever way it ended.
+func (r *Router) complete(req *parsedRequest, res dispatchResult) {
 	took := time.Since(req.start)
-	o := res.outcome
-	model := r.metricModel(req.Model)
-	pool := res.pool
-	if pool == "" {
-		pool = "none"
+	c := &observe.Completed{
+		ID: req.id, Start: req.start, Took: took,
+		Operation: operation(req.api), Generates: req.api.generates, Stream: req.Stream,
+		Asked: req.Model, MaxTokens: req.MaxTokens,
+		Requested: req.model, Class: req.class,
+		Pool: res.pool, Endpoint: res.endpoint,
+		Outcome:  res.outcome,
+		Exemplar: observe.Exemplar(req.ctx),
+		Record:   usageRecord(req, &res, took),
+		Ticket:   req.ticket, Span: req.span, Body: req.body,
 	}
-	errType := errorType(&o)
-	r.m.requests.WithLabelValues(model, pool, codeLabel(o.Status), errType).Inc()
-	ex := traceExemplar(req.ctx) // nil unless the request's span is sampled
-	if res.pool != "" {
-		observeExemplar(r.m.duration.WithLabelValues(model, pool), took.Seconds(), ex)
-		if req.Stream && o.TTFT > 0 && o.Usage != nil && o.Usage.CompletionTokens > 0 {
-			observeExemplar(r.m.ttft.WithLabelValues(model, pool), o.TTFT.Seconds(), ex)
+	c.Finish()
+	if res.pool != "" && req.snap != nil {
+		if p := req.snap.pools[res.pool]; p != nil {
+			c.Provider = observe.ProviderName(p.kind)
 		}
 	}
-	r.observeGenAI(req, res, took, errType, ex)
-	r.observeTokens(req, res, took)
-	if r.log.Enabled(context.Background(), slog.LevelDebug) {
-		r.logRequest(req, res, took)
-	}
-	rec := usageRecord(req, &res, took)
-	if req.span != nil {
-		r.endSpan(req, &res, &rec, errType)
-	}
-	if r.access != nil {
-		r.writeAccess(req, &rec, errType)
-	}
-
-	if req.model == nil {
-		return // refused before it was known what it asked for: nothing to bill
-	}
-	r.rates.note(req.model.Name, o.Status, time.Now())
-	if req.model.Admission.Enabled && o.Status != openai.StatusClientClosed && !req.api.counts {
-		r.goodput.Add(req.model.Name, req.class, r.metSLO(req, o))
-		if tpot, _, ok := tokenTiming(req.Stream, o, 0); ok && tpot > 0 && res.pool != "" {
-			if g := r.gates.Of(res.pool); g != nil {
-				g.NoteTPOT(req.model.ClassSLO(req.class.String()).TPOTp99, tpot)
-			}
-		}
-	}
-	if res.pool != "" && o.Usage != nil {
-		c := r.tokenCounters(rec.Model, res.pool)
-		c[0].Add(float64(rec.PromptTokens))
-		c[1].Add(float64(rec.CompletionTokens))
-		c[2].Add(float64(rec.CachedTokens))
+	if c.Timing.OK && req.key != nil {
+		c.Tenant = r.metrics.TenantLabel(req.key.Tenant)
 	}
 	if req.reserved {
-		r.opts.Limits.Settle(context.Background(), req.reserve, rec.PromptTokens+rec.CompletionTokens, rec.CostUSD)
+		c.Reservation = &req.reserve
 	}
-	if r.opts.Recorder == nil {
-		return
-	}
-	r.opts.Recorder.Record(rec)
+	r.observers.Observe(c)
 }
 
 // usageRecord is what req came to, as the ledger and the access log take
@@ -120,53 +107,62 @@ func usageRecord(req *parsedRequest, res *dispatchResult, took time.Duration) us
 	return rec
 }
 
-// logRequest writes one line per request: an access log, at debug level.
-// It names the key by its id, never the key itself.
-func (r *Router) logRequest(req *parsedRequest, res dispatchResult, took time.Duration) {
-	o := res.outcome
-	model := req.Model
-	if !openai.Shown(model) {
-		model = "(not shown)"
-	}
-	attrs := []slog.Attr{
-		slog.String("id", req.id), slog.String("model", model), slog.String("pool", res.pool),
-		slog.String("endpoint", res.endpoint), slog.Int("status", o.Status), slog.Bool("stream", req.Stream),
-		slog.Duration("ttft", o.TTFT), slog.Duration("duration", took),
-	}
-	if u := o.Usage; u != nil {
-		attrs = append(attrs, slog.Int64("prompt_tokens", u.PromptTokens), slog.Int64("completion_tokens", u.CompletionTokens), slog.Bool("estimated", o.Estimated))
-	}
-	if req.key != nil {
-		attrs = append(attrs, slog.String("key_id", req.key.ID), slog.String("tenant", req.key.Tenant))
-	}
-	if o.Err != nil {
-		attrs = append(attrs, slog.String("err", o.Err.Error()))
-	}
-	r.log.LogAttrs(context.Background(), slog.LevelDebug, "request", attrs...)
+// operation is gen_ai.operation.name for a request to a.
+func operation(a api) string {
+	return observe.Operation(a.counts, a.generates, a.upstreamPath)
 }
 
-// tokenKinds are llmgw_tokens_total's kinds, in the order tokenCounters
-// holds them.
-var tokenKinds = [3]string{"prompt", "completion", "cached"}
-
-// tokenCounters is llmgw_tokens_total's counters for a model served by a
-// pool: resolved once per catalog for each model and its pool, and
-// resolved here for a pair the catalog no longer has.
-func (r *Router) tokenCounters(model, pool string) *[3]prometheus.Counter {
-	if s := r.snap.Load(); s != nil {
-		if c := s.tokens[model]; c != nil && c.pool == pool {
-			return &c.counters
-		}
+// startSpan starts req's SERVER span, when t traces, and returns hr under
+// its context.
+func startSpan(t *observe.Tracing, hr *http.Request, req *parsedRequest) *http.Request {
+	if t == nil {
+		return hr
 	}
-	var c [3]prometheus.Counter
-	for i, kind := range tokenKinds {
-		c[i] = r.m.tokens.WithLabelValues(model, pool, kind)
-	}
-	return &c
+	hr, req.span = t.StartRequest(hr, req.id, operation(req.api), req.start)
+	req.ctx = hr.Context()
+	return hr
 }
 
-// modelTokens is a model's llmgw_tokens_total counters, for its pool.
-type modelTokens struct {
-	pool     string
-	counters [3]prometheus.Counter
+// traceAttempt starts the CLIENT span of one upstream call of req, which
+// has a span, to endpoint i of p, puts the span in *ctx and its
+// traceparent on the call's headers, and returns what ends it once the
+// call is over.
+func (r *Router) traceAttempt(ctx *context.Context, req *parsedRequest, p *servedPool, i int, rt *pool.Route, call *proxy.Call) func(proxy.Outcome) {
+	model := call.Model
+	if m, ok := req.snap.cat.Resolve(call.Model); ok {
+		model = m.UpstreamName()
+	}
+	predicted, ok := (*ctx).Value(predictionKey{}).(float64)
+	if !ok {
+		predicted = p.Predicted(rt, i, time.Now())
+	}
+	actx, span, header := r.tracing.StartCall(*ctx, observe.Call{
+		Operation: operation(req.api), Provider: observe.ProviderName(p.kind), Model: model,
+		Generates: req.api.generates, Stream: req.Stream,
+		Pool: p.name, Endpoint: p.Endpoints()[i].Name(), Policy: p.Policy(),
+		Predicted: predicted, PrefixShare: rt.CachedShare(i), PrefixBlocks: int(rt.Matched(i)),
+		URL: call.URL,
+	}, call.Header)
+	*ctx = actx
+	saved := call.Header
+	call.Header, call.Finish = header, true
+	return func(o proxy.Outcome) {
+		call.Header, call.Finish = saved, false
+		observe.EndCall(span, &o, errors.Is(context.Cause(actx), errLostRace))
+	}
+}
+
+// predictionKey holds, in a hedged call's context, the first-token time
+// routing predicted for its endpoint when it was picked.
+type predictionKey struct{}
+
+// notePick is ctx holding the prediction for endpoint i of p, read on the
+// goroutine that picked it, for a traced call about to run on another:
+// the route's prediction is rewritten by the next pick of the race, which
+// may run while the call starts. ctx as it is when req is not traced.
+func notePick(ctx context.Context, req *parsedRequest, p *servedPool, rt *pool.Route, i int) context.Context {
+	if req.span == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, predictionKey{}, p.Predicted(rt, i, time.Now()))
 }

@@ -41,7 +41,7 @@ func benchmarkAccount(b *testing.B, stream bool) {
 	r.SetCatalog(cat)
 	m, _ := cat.Resolve("default")
 	req := &parsedRequest{Request: openai.Request{Model: "default", Stream: stream}, api: apis["/v1/chat/completions"],
-		model: m, start: time.Now()}
+		model: m, snap: r.snap.Load(), start: time.Now()}
 	if stream {
 		req.key = &tenant.Key{ID: "k", Tenant: "acme/search/alice"}
 	}
@@ -49,6 +49,6 @@ func benchmarkAccount(b *testing.B, stream bool) {
 		Usage: &openai.Usage{PromptTokens: 31, CompletionTokens: 200}, TTFT: 120 * time.Millisecond, Decode: 4 * time.Second}}
 	b.ReportAllocs()
 	for b.Loop() {
-		r.account(req, res)
+		r.complete(req, res)
 	}
 }

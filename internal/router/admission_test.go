@@ -64,7 +64,7 @@ func arrive(r *Router, name, model string, c admission.Class, tenantPath string,
 	a := &arrival{name: name, done: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(a.done)
-		a.ticket, a.err = r.admitSLO(ctx, req, s)
+		a.ticket, a.err = admitSLO(ctx, r.gates, req, s)
 	}()
 	synctest.Wait()
 	return a
@@ -284,4 +284,24 @@ func decisions(t *testing.T, reg *prometheus.Registry, model, class, decision st
 		}
 	}
 	return 0
+}
+
+// TestSLOPressure: a model's pressure is its recent p99 as a share of its
+// SLO, the larger of the two kinds, known by name or alias; 0 with too
+// few samples and for a name the catalog does not know.
+func TestSLOPressure(t *testing.T) {
+	g := newTestGateway(t, nil, &upstream{})
+	if p := g.r.snap.Load().sloPressure(&g.r.slo, "m"); p != 0 {
+		t.Errorf("pressure with no samples = %v, want 0", p)
+	}
+	// TTFT p99 at its SLO (500 ms), TPOT at twice its SLO (50 ms).
+	for range 100 { // enough recent samples for a p99
+		g.r.slo.Add("m", 500*time.Millisecond, 100*time.Millisecond)
+	}
+	if p := g.r.snap.Load().sloPressure(&g.r.slo, "a"); p != 2 {
+		t.Errorf("pressure = %v, want 2 (TPOT at twice its SLO, asked by alias)", p)
+	}
+	if p := g.r.snap.Load().sloPressure(&g.r.slo, "nope"); p != 0 {
+		t.Errorf("pressure of an unknown model = %v, want 0", p)
+	}
 }

@@ -16,9 +16,9 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 )
 
-// authenticate finds the request's key. Its errors are *openai.Error: the
-// Authenticator decides what a client may be told.
-func (r *Router) authenticate(hr *http.Request) (*tenant.Key, error) {
+// authenticate finds the request's key with auth. Its errors are
+// *openai.Error: the Authenticator decides what a client may be told.
+func authenticate(auth Authenticator, hr *http.Request) (*tenant.Key, error) {
 	secret := hr.Header.Get("x-api-key")
 	if h := hr.Header.Get("Authorization"); h != "" {
 		scheme, token, ok := strings.Cut(h, " ")
@@ -30,7 +30,7 @@ func (r *Router) authenticate(hr *http.Request) (*tenant.Key, error) {
 	if secret == "" {
 		return nil, openai.Unauthorized("You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_API_KEY'.")
 	}
-	return r.opts.Auth.Authenticate(hr.Context(), secret)
+	return auth.Authenticate(hr.Context(), secret)
 }
 
 // modelFor is the catalog entry that name, a model's name or alias,
@@ -70,7 +70,7 @@ func (r *Router) serveSelfUsage(w http.ResponseWriter, hr *http.Request) {
 		openai.WriteError(w, openai.NotFound(hr.URL.Path))
 		return
 	}
-	key, err := r.authenticate(hr)
+	key, err := authenticate(r.opts.Auth, hr)
 	if err != nil {
 		openai.WriteError(w, err)
 		return

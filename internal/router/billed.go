@@ -11,6 +11,7 @@ package router
 // anthropic pool; a translation carries none.
 
 import (
+	"log/slog"
 	"net/http"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
@@ -25,8 +26,8 @@ const droppedFieldsHeader = "X-Llmgw-Dropped-Fields"
 // billedFields settles the billed fields req names, once its model is
 // known: a 400 naming the first the model does not allow when it refuses
 // them (billed_fields.others: refuse); else those are dropped from every
-// call, and the answer's header and the debug log say which.
-func (r *Router) billedFields(w http.ResponseWriter, req *parsedRequest) error {
+// call, and the answer's header and log's debug lines say which.
+func (req *parsedRequest) billedFields(w http.ResponseWriter, log *slog.Logger) error {
 	body := &req.Request
 	if req.messages != nil {
 		body = &req.own
@@ -40,7 +41,7 @@ func (r *Router) billedFields(w http.ResponseWriter, req *parsedRequest) error {
 		return openai.BilledFieldRefused(f)
 	}
 	w.Header().Set(droppedFieldsHeader, drop.String())
-	r.log.Debug("billed fields dropped", "id", req.id, "model", req.model.Name, "fields", drop.String())
+	log.Debug("billed fields dropped", "id", req.id, "model", req.model.Name, "fields", drop.String())
 	return nil
 }
 

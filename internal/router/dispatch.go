@@ -18,6 +18,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/observe"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
@@ -31,9 +32,6 @@ type dispatchResult struct {
 	tier     string         // the service tier its call asked for, which prices it; empty for none
 }
 
-// errNoEndpoint is the cause of a 503 when a pool has no endpoint left.
-var errNoEndpoint = errors.New("no endpoint left to try")
-
 // modelHeader names the catalog model that served the answer.
 const modelHeader = "X-Llmgw-Model"
 
@@ -42,7 +40,7 @@ const modelHeader = "X-Llmgw-Model"
 // retryable; see the top of the file.
 func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parsedRequest, s *snapshot) dispatchResult {
 	var res dispatchResult
-	gap := r.m.token.gap.WithLabelValues(req.model.Name)
+	gap := r.metrics.Gap(req.model.Name)
 	prompt := req.Prompt(req.body)
 	rt := pool.Route{Key: pool.CacheKeyPlace(req.PromptCacheKey, req.salt.seed)}
 	hedged := false // a request is hedged at most once
@@ -115,7 +113,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 		w.Header().Del(modelHeader)
 		res.outcome = proxy.Outcome{
 			Status: http.StatusServiceUnavailable,
-			Err:    openai.Unavailable("No endpoint of the model's pool is available.", errNoEndpoint),
+			Err:    openai.Unavailable("No endpoint of the model's pool is available.", observe.ErrNoEndpoint),
 		}
 	}
 	return res

@@ -1,18 +1,9 @@
 package router
 
 import (
-	"fmt"
-	"slices"
 	"testing"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-
-	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
-	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
-	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
-	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
 // series is family name's series whose labels include want, by the
@@ -51,12 +42,6 @@ func TestGenAIHistograms(t *testing.T) {
 
 	mfs := gather(t, g.reg)
 	attrs := map[string]string{"gen_ai_operation_name": "chat", "gen_ai_provider_name": "openai", "gen_ai_request_model": "m"}
-	buckets := map[string][]float64{
-		"gen_ai_server_time_to_first_token_seconds":   genAITTFTBuckets,
-		"gen_ai_server_time_per_output_token_seconds": genAITPOTBuckets,
-		"gen_ai_server_request_duration_seconds":      genAIDurationBuckets,
-		"gen_ai_client_token_usage":                   genAITokenBuckets,
-	}
 	counts := map[string]uint64{ // streamed alone, both, both, and each of both's two kinds
 		"gen_ai_server_time_to_first_token_seconds": 1, "gen_ai_server_time_per_output_token_seconds": 1,
 		"gen_ai_server_request_duration_seconds": 2, "gen_ai_client_token_usage": 4,
@@ -64,15 +49,7 @@ func TestGenAIHistograms(t *testing.T) {
 	for name, want := range counts {
 		var n uint64
 		for _, m := range series(mfs, name, attrs) {
-			h := m.GetHistogram()
-			n += h.GetSampleCount()
-			var bounds []float64
-			for _, b := range h.GetBucket() {
-				bounds = append(bounds, b.GetUpperBound())
-			}
-			if !slices.Equal(bounds, buckets[name]) {
-				t.Errorf("%s buckets %v, want the convention's %v", name, bounds, buckets[name])
-			}
+			n += m.GetHistogram().GetSampleCount()
 		}
 		if n != want {
 			t.Errorf("%s{%v}: %d observations, want %d", name, attrs, n, want)
@@ -107,59 +84,13 @@ func TestGenAIHistograms(t *testing.T) {
 	}
 }
 
-// TestGenAIExemplar: an exemplar given with a request goes with its
-// first-token and duration observations.
-func TestGenAIExemplar(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	cfg := config.Default()
-	r, err := New(Options{Server: serverOptions(cfg.Server), Router: routerOptions(cfg.Router), Registerer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat := tenantCatalog(t)
-	r.SetCatalog(cat)
-	m, _ := cat.Resolve("m")
-	req := &parsedRequest{Request: openai.Request{Model: "m", Stream: true}, api: apis["/v1/chat/completions"], model: m}
-	res := dispatchResult{pool: "gpu", outcome: proxy.Outcome{Status: 200, Usage: &openai.Usage{PromptTokens: 3, CompletionTokens: 11}, TTFT: 300 * time.Millisecond, Decode: time.Second}}
-	r.observeGenAI(req, res, 2*time.Second, "", prometheus.Labels{"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"})
-	mfs := gather(t, reg)
-	for name, bucket := range map[string]float64{"gen_ai_server_time_to_first_token_seconds": 0.5, "gen_ai_server_request_duration_seconds": 2.56} {
-		var got []string
-		for _, m := range mfs[name].GetMetric() {
-			for _, b := range m.GetHistogram().GetBucket() {
-				if e := b.GetExemplar(); e != nil {
-					got = append(got, fmt.Sprintf("%v %v %v", b.GetUpperBound(), e.GetLabel()[0].GetValue(), e.GetValue()))
-				}
-			}
-		}
-		if len(got) != 1 || got[0] != fmt.Sprintf("%v 4bf92f3577b34da6a3ce929d0e0e4736 %v", bucket, map[string]float64{"gen_ai_server_time_to_first_token_seconds": 0.3, "gen_ai_server_request_duration_seconds": 2}[name]) {
-			t.Errorf("%s exemplars %v, want the trace in bucket %v", name, got, bucket)
-		}
-	}
-	for _, m := range mfs["gen_ai_server_time_per_output_token_seconds"].GetMetric() {
-		for _, b := range m.GetHistogram().GetBucket() {
-			if b.GetExemplar() != nil {
-				t.Errorf("time per output token has an exemplar")
-			}
-		}
-	}
-}
-
-// TestGenAIAttributes: each API's operation and each pool kind's provider
-// are the convention's values where it has one.
-func TestGenAIAttributes(t *testing.T) {
+// TestGenAIOperations: each API's operation is the convention's value.
+func TestGenAIOperations(t *testing.T) {
 	ops := map[string]string{"/v1/chat/completions": "chat", "/v1/messages": "chat", "/v1/responses": "chat",
 		"/v1/completions": "text_completion", "/v1/embeddings": "embeddings"}
 	for path, want := range ops {
 		if got := operation(apis[path]); got != want {
 			t.Errorf("%s: gen_ai_operation_name %q, want %q", path, got, want)
-		}
-	}
-	providers := map[string]string{catalog.KindOpenAI: "openai", catalog.KindAnthropic: "anthropic",
-		catalog.KindAzure: "azure.ai.openai", catalog.KindVLLM: "vllm", catalog.KindSGLang: "sglang"}
-	for kind, want := range providers {
-		if got := providerName(kind); got != want {
-			t.Errorf("kind %s: gen_ai_provider_name %q, want %q", kind, got, want)
 		}
 	}
 }

@@ -11,6 +11,7 @@ package router
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -87,7 +88,7 @@ func (r *Router) race(ctx context.Context, w http.ResponseWriter, req *parsedReq
 			if primary.started.Load() || cl.taken() {
 				continue
 			}
-			if j := r.pickHedge(req, p, rt, tried|1<<first); j >= 0 {
+			if j := p.pickHedge(rt, tried|1<<first, r.log, req.id); j >= 0 {
 				// nil when the first call wrote since taken was asked: its
 				// retry is spent for nothing, a window of microseconds.
 				if hedge = r.launch(ctx, cl, req, p, m, rt, call, j, ended); hedge != nil {
@@ -133,17 +134,18 @@ func (r *Router) race(ctx context.Context, w http.ResponseWriter, req *parsedReq
 	return res
 }
 
-// pickHedge is the endpoint a hedge goes to: the pool policy's pick among
-// the endpoints not in tried and not out, as a retry's; -1 when there is
-// none, or the retry budget has no room for one more call.
-func (r *Router) pickHedge(req *parsedRequest, p *servedPool, rt *pool.Route, tried uint64) int {
+// pickHedge is the endpoint a hedge of request id goes to: the pool
+// policy's pick among the endpoints not in tried and not out, as a
+// retry's; -1 when there is none, or the retry budget has no room for
+// one more call, which log's debug lines say.
+func (p *servedPool) pickHedge(rt *pool.Route, tried uint64, log *slog.Logger, id string) int {
 	now := time.Now()
 	j, reason := p.Pick(rt, p.Candidates(tried, now, false), now)
 	if j < 0 {
 		return -1
 	}
 	if !p.Budget().Retry(now) {
-		r.log.Debug("retry budget spent: no hedge", "id", req.id, "pool", p.name)
+		log.Debug("retry budget spent: no hedge", "id", id, "pool", p.name)
 		return -1
 	}
 	p.m.decisions[reason].Inc()

@@ -1,13 +1,13 @@
 package router
 
-// The router's own metrics: requests and their outcome, first-token and
-// whole-request latency, requests in flight, upstream failures by cause,
-// and whether the last reload took. Labels stay bounded: a canonical
-// model, a pool, a status code, a fixed set of reasons.
+// The router's own metrics: requests in flight, how routing sent them
+// (decisions, prefix hits, retries, fallbacks, hedges), upstream failures
+// by cause, ejections, and whether the last reload took. Labels stay
+// bounded: a canonical model, a pool, an endpoint, a fixed set of
+// reasons. What a request came to is counted by internal/router/observe.
 
 import (
 	"errors"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -16,12 +16,7 @@ import (
 )
 
 type metrics struct {
-	token          *tokenMetrics
 	admission      *admission.Metrics
-	tenant         *tenantLabel
-	requests       *prometheus.CounterVec
-	ttft           *prometheus.HistogramVec
-	duration       *prometheus.HistogramVec
 	inflight       *prometheus.GaugeVec
 	upstreamErrors *prometheus.CounterVec
 	reloadOK       prometheus.Gauge
@@ -36,45 +31,12 @@ type metrics struct {
 	ejections   *prometheus.CounterVec
 	hedges      *prometheus.CounterVec
 	hedgeWasted *prometheus.CounterVec
-	tokens      *prometheus.CounterVec
-	endpointUp  *prometheus.Desc
-	endpointIn  *prometheus.Desc
-	endpoints   *endpointMetrics
-
-	// The OpenTelemetry GenAI histograms (genai.go) and SLO attainment
-	// (slocount.go).
-	genAI     *genAIMetrics
-	sloCounts *sloCounts
 }
 
-// ttftBuckets span a cached short prompt's 25 ms to a queued long one's
-// minute.
-var ttftBuckets = []float64{0.025, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1, 1.5, 2.5, 5, 10, 20, 60}
-
-// durationBuckets span an embedding's 10 ms to a long answer's ten minutes.
-var durationBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320, 600}
-
-// newMetrics makes the router's metrics, the tenant label cut to
-// tenantLevel and capped at tenantLimit values (tenantcap.go).
-func newMetrics(tenantLevel string, tenantLimit int) *metrics {
+// newMetrics makes the router's metrics.
+func newMetrics() *metrics {
 	return &metrics{
-		token:     newTokenMetrics(),
 		admission: admission.NewMetrics(),
-		tenant:    newTenantLabel(tenantLevel, tenantLimit),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "llmgw_requests_total",
-			Help: "Requests answered, by model, the pool that served them (none if no pool did), HTTP status (499 when the client left) and error_type: why it failed, empty when it succeeded.",
-		}, []string{"model", "pool", "code", "error_type"}),
-		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "llmgw_ttft_seconds",
-			Help:    "Time from a streamed request's arrival to its first output token: what a model's slo.ttft_p99 is written in.",
-			Buckets: ttftBuckets,
-		}, []string{"model", "pool"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "llmgw_request_duration_seconds",
-			Help:    "Time from a request's arrival to the end of its answer.",
-			Buckets: durationBuckets,
-		}, []string{"model", "pool"}),
 		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "llmgw_inflight_requests",
 			Help: "Requests being answered now, by model.",
@@ -123,28 +85,12 @@ func newMetrics(tenantLevel string, tenantLimit int) *metrics {
 			Name: "llmgw_hedge_wasted_seconds_total",
 			Help: "Upstream time spent on hedged calls cancelled because the other call answered first, from sending to the end, by pool: what hedging costs the backends.",
 		}, []string{"pool"}),
-		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "llmgw_tokens_total",
-			Help: "Tokens served, by model, pool and kind: prompt, completion, and cached (prompt tokens the backend served from its prefix cache).",
-		}, []string{"model", "pool", "kind"}),
-		endpointUp: prometheus.NewDesc("llmgw_endpoint_up",
-			"Whether routing sends to the endpoint (1) or has taken it out (0): its health check fails, or it failed requests in a row.",
-			[]string{"pool", "endpoint"}, nil),
-		endpointIn: prometheus.NewDesc("llmgw_endpoint_inflight",
-			"Requests this gateway has sent to the endpoint and not yet seen end.",
-			[]string{"pool", "endpoint"}, nil),
-		endpoints: newEndpointMetrics(),
-		genAI:     newGenAIMetrics(),
-		sloCounts: newSLOCounts(),
 	}
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	cs := append(m.token.collectors(), m.admission.Collectors()...)
-	cs = append(cs, m.genAI.collectors()...)
-	cs = append(cs, m.requests, m.ttft, m.duration, m.inflight, m.upstreamErrors, m.reloadOK, m.reloadTime,
-		m.decisions, m.predicted, m.confirmed, m.retries, m.fallbacks, m.ejections, m.hedges, m.hedgeWasted, m.tokens,
-		m.tenant.dropped, m.sloCounts.requests)
+	cs := append(m.admission.Collectors(), m.inflight, m.upstreamErrors, m.reloadOK, m.reloadTime,
+		m.decisions, m.predicted, m.confirmed, m.retries, m.fallbacks, m.ejections, m.hedges, m.hedgeWasted)
 	var errs []error
 	for _, c := range cs {
 		errs = append(errs, reg.Register(c))
@@ -164,7 +110,7 @@ type poolMetrics struct {
 // alone.
 func (m *metrics) forPool(name, policy string) poolMetrics {
 	if m == nil {
-		m = newMetrics("team", 0)
+		m = newMetrics()
 	}
 	pm := poolMetrics{
 		decisions: make(map[string]prometheus.Counter, len(pool.Reasons)),
@@ -175,37 +121,4 @@ func (m *metrics) forPool(name, policy string) poolMetrics {
 		pm.decisions[r] = m.decisions.WithLabelValues(name, policy, r)
 	}
 	return pm
-}
-
-// endpointCollector exports each endpoint's state as routing sees it now,
-// read from the snapshot being served: an endpoint a reload removed is
-// gone from the next scrape.
-type endpointCollector struct {
-	r *Router
-}
-
-func (c endpointCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.r.m.endpointUp
-	ch <- c.r.m.endpointIn
-	c.r.m.endpoints.describe(ch)
-}
-
-func (c endpointCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.r.snap.Load()
-	if s == nil {
-		return
-	}
-	now := time.Now().UnixNano()
-	at := time.Unix(0, now)
-	for _, p := range s.pools {
-		for i, e := range p.Endpoints() {
-			up := 1.0
-			if e.Out(now) {
-				up = 0
-			}
-			ch <- prometheus.MustNewConstMetric(c.r.m.endpointUp, prometheus.GaugeValue, up, p.name, e.Name())
-			ch <- prometheus.MustNewConstMetric(c.r.m.endpointIn, prometheus.GaugeValue, float64(e.Counts().Inflight), p.name, e.Name())
-			c.collectEndpoint(ch, p, i, at)
-		}
-	}
 }

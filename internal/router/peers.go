@@ -1,9 +1,15 @@
 package router
 
-// Loads shared between gateways: every gateway in front of the same pools
-// tells the others, every few milliseconds, what it has in flight at each
-// endpoint (placement.Load), and adds what they tell it to its own counts
-// where it predicts a first token or weighs a stall. Without it each
+// What gateways in front of the same pools share, so that they route as
+// one. Placements: what this gateway notes in a pool's prefix index goes
+// out through Options.Placements, and what the other gateways note comes
+// in through Place, so that they route by one index. The bus is in
+// internal/router/placement.
+//
+// Loads: every gateway in front of the same pools tells the others, every
+// few milliseconds, what it has in flight at each endpoint
+// (placement.Load), and adds what they tell it to its own counts where it
+// predicts a first token or weighs a stall. Without it each
 // gateway sees the others' requests only as the endpoint's scrape shows
 // them, up to a scrape interval late and without their sizes: two
 // gateways then send long prompts to the same endpoint between scrapes,
@@ -41,12 +47,12 @@ const (
 )
 
 // maxPrompt is the most prompt tokens one request can owe an endpoint: the
-// estimate of the largest body server.max_body_bytes lets in
+// estimate of the largest body maxBody (server.max_body_bytes) lets in
 // (estimatePrompt). A translated request's chat body can be longer than
 // the client's (its JSON escapes are not tokens); what Loads says of its
 // prefill is cut to this.
-func (r *Router) maxPrompt() int64 {
-	b := max(r.opts.Server.MaxBodyBytes, 0)
+func maxPrompt(maxBody int64) int64 {
+	b := max(maxBody, 0)
 	return b/bytesPerToken + min(b%bytesPerToken, 1)
 }
 
@@ -121,7 +127,7 @@ func (r *Router) Loads(buf []placement.Load) []placement.Load {
 	if s == nil {
 		return buf
 	}
-	maxPrompt := r.maxPrompt()
+	maxPrompt := maxPrompt(r.opts.Server.MaxBodyBytes)
 	for _, p := range s.pools {
 		for _, e := range p.Endpoints() {
 			c := e.Counts()
@@ -154,12 +160,12 @@ func (r *Router) Loads(buf []placement.Load) []placement.Load {
 // endpoints where it is. A message from a gateway past maxPeers is
 // refused whole.
 func (r *Router) PeerLoads(from uint64, loads []placement.Load) placement.Refusals {
-	return r.peerLoads(from, loads, time.Now())
+	return peerLoads(r.peers, r.snap.Load(), maxPrompt(r.opts.Server.MaxBodyBytes), from, loads, time.Now())
 }
 
-func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) placement.Refusals {
-	snap := r.snap.Load()
-	maxPrompt := r.maxPrompt()
+// peerLoads is PeerLoads at now, into book, for the pools of snap (nil
+// before the first catalog) whose requests are at most maxPrompt tokens.
+func peerLoads(book *placement.Book, snap *snapshot, maxPrompt int64, from uint64, loads []placement.Load, now time.Time) placement.Refusals {
 	check := func(l placement.Load) (placement.Refusal, bool) {
 		var p *servedPool
 		if snap != nil {
@@ -168,7 +174,7 @@ func (r *Router) peerLoads(from uint64, loads []placement.Load, now time.Time) p
 		return checkLoad(p, l, maxPrompt)
 	}
 	capped := 0
-	refused := r.peers.Take(from, loads, now, check, func(sum placement.Load) {
+	refused := book.Take(from, loads, now, check, func(sum placement.Load) {
 		if snap == nil {
 			return
 		}
@@ -211,4 +217,49 @@ func checkLoad(p *servedPool, l placement.Load, maxPrompt int64) (placement.Refu
 // within is c with each count cut to limit's.
 func within(c, limit pool.Counts) pool.Counts {
 	return pool.Counts{Inflight: min(c.Inflight, limit.Inflight), Pending: min(c.Pending, limit.Pending), Owed: min(c.Owed, limit.Owed), Critical: min(c.Critical, limit.Critical)}
+}
+
+// notePlaced notes in rt's index that endpoint i of p was sent hashes
+// (or, with drop, does not hold them), and tells the other gateways.
+func (r *Router) notePlaced(p *servedPool, i int, rt *pool.Route, hashes []uint64, drop bool) {
+	if drop {
+		rt.Index().Drop(hashes, i)
+	} else {
+		rt.Index().Promise(hashes, i)
+	}
+	if r.opts.Placements != nil {
+		r.opts.Placements.Publish(placement.Placement{
+			Pool: p.name, Endpoint: p.Endpoints()[i].Name(), Block: rt.Index().Block(), Drop: drop, Hashes: hashes,
+		})
+	}
+}
+
+// Place notes in a pool's prefix index a placement another gateway made.
+// It reports whether the placement named a pool of this gateway's that
+// keeps an index, one of its endpoints, and the block size its index
+// uses; anything else is ignored.
+func (r *Router) Place(pl placement.Placement) bool {
+	s := r.snap.Load()
+	if s == nil {
+		return false
+	}
+	p := s.pools[pl.Pool]
+	if p == nil || !p.Indexed() {
+		return false
+	}
+	x := p.Index()
+	if x.Block() != pl.Block {
+		return false
+	}
+	i := p.EndpointNamed(pl.Endpoint)
+	if i < 0 {
+		return false
+	}
+	hashes := pl.Hashes[:min(len(pl.Hashes), pool.MaxPrefixBlocks)]
+	if pl.Drop {
+		x.Drop(hashes, i)
+	} else {
+		x.Add(hashes, i) // computed: no first token of it comes here to say so
+	}
+	return true
 }

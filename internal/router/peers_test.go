@@ -69,7 +69,7 @@ func TestPeerLoadsSumTheOtherGateways(t *testing.T) {
 		[]pool.Counts{{}, {}},
 	}}
 	for _, s := range steps {
-		g.r.peerLoads(s.from, s.loads, s.at)
+		g.peerLoads(s.from, s.loads, s.at)
 		if diff := cmp.Diff(s.want, g.peersAt(s.at), cmp.AllowUnexported(pool.Counts{})); diff != "" {
 			t.Errorf("%s: peers' load by endpoint (-want +got):\n%s", s.name, diff)
 		}
@@ -89,7 +89,7 @@ func TestPeerLoadsSumTheOtherGateways(t *testing.T) {
 func TestPeerLoadGoesStale(t *testing.T) {
 	g := twoEndpoints(t)
 	t0 := time.Unix(1000, 0)
-	g.r.peerLoads(1, []placement.Load{{Pool: "main", Endpoint: g.endpointName("main", 0), Inflight: 4}}, t0)
+	g.peerLoads(1, []placement.Load{{Pool: "main", Endpoint: g.endpointName("main", 0), Inflight: 4}}, t0)
 	if got := g.peersAt(t0.Add(pool.PeerMaxAge))[0].Inflight; got != 4 {
 		t.Errorf("at peerMaxAge: %d in flight, want 4", got)
 	}
@@ -123,7 +123,7 @@ func TestCheckLoad(t *testing.T) {
 	g := twoEndpoints(t)
 	p := g.r.snap.Load().pools["main"]
 	e0 := g.endpointName("main", 0)
-	if got := g.r.maxPrompt(); got != 256 {
+	if got := maxPrompt(g.r.opts.Server.MaxBodyBytes); got != 256 {
 		t.Fatalf("maxPrompt %d, want 256", got)
 	}
 	for _, tc := range []struct {
@@ -173,7 +173,7 @@ func TestPeerLoadsRefuseRecordsAlone(t *testing.T) {
 	g := twoEndpoints(t)
 	e0, e1 := g.endpointName("main", 0), g.endpointName("main", 1)
 	t0 := time.Unix(1000, 0)
-	got := g.r.peerLoads(1, []placement.Load{
+	got := g.peerLoads(1, []placement.Load{
 		{Pool: "main", Endpoint: e0, Inflight: 2, Pending: 1, Owed: 200},
 		{Pool: "main", Endpoint: e0, Inflight: 9, Pending: 9, Owed: 9},
 		{Pool: "main", Endpoint: e1, Inflight: math.MaxInt32, Pending: math.MaxInt32, Owed: math.MaxInt32},
@@ -201,12 +201,12 @@ func TestPeerLoadsKeepAtMostMaxPeers(t *testing.T) {
 	one := []placement.Load{{Pool: "main", Endpoint: e0, Inflight: 1}}
 	t0 := time.Unix(1000, 0)
 	for id := range uint64(placement.MaxPeers) {
-		if got := g.r.peerLoads(id+1, one, t0); got != (placement.Refusals{}) {
+		if got := g.peerLoads(id+1, one, t0); got != (placement.Refusals{}) {
 			t.Fatalf("gateway %d: refused %v", id+1, got)
 		}
 	}
 	two := append(one, placement.Load{Pool: "main", Endpoint: e0, Inflight: 1})
-	if got, want := g.r.peerLoads(placement.MaxPeers+1, two, t0), refusals(map[placement.Refusal]int{placement.RefusedPeers: 2}); got != want {
+	if got, want := g.peerLoads(placement.MaxPeers+1, two, t0), refusals(map[placement.Refusal]int{placement.RefusedPeers: 2}); got != want {
 		t.Errorf("one gateway more: refused %v, want %v", got, want)
 	}
 	if got := g.peersAt(t0)[0].Inflight; got != placement.MaxPeers {
@@ -214,9 +214,9 @@ func TestPeerLoadsKeepAtMostMaxPeers(t *testing.T) {
 	}
 	// The first speaks again; the others fall silent.
 	later := t0.Add(pool.PeerMaxAge)
-	g.r.peerLoads(1, one, later)
+	g.peerLoads(1, one, later)
 	later = later.Add(time.Millisecond)
-	if got := g.r.peerLoads(placement.MaxPeers+1, one, later); got != (placement.Refusals{}) {
+	if got := g.peerLoads(placement.MaxPeers+1, one, later); got != (placement.Refusals{}) {
 		t.Errorf("once the others are silent: refused %v", got)
 	}
 	if got := g.peersAt(later)[0].Inflight; got != 2 {
@@ -241,7 +241,7 @@ func TestPeerSumCutToOneGateway(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	var refused placement.Refusals
 	for id := range uint64(20) {
-		r := g.r.peerLoads(id+1, []placement.Load{{Pool: "main", Endpoint: e0, Inflight: 3, Pending: 3, Owed: 3 * 256}}, t0)
+		r := g.peerLoads(id+1, []placement.Load{{Pool: "main", Endpoint: e0, Inflight: 3, Pending: 3, Owed: 3 * 256}}, t0)
 		for why, n := range r {
 			refused.Add(placement.Refusal(why), n)
 		}
@@ -319,7 +319,7 @@ func TestLoadsSaysNoMoreThanIsBelieved(t *testing.T) {
 		t.Errorf("loads (-want +got):\n%s", diff)
 	}
 	for _, l := range got {
-		if why, ok := checkLoad(p, l, g.r.maxPrompt()); !ok {
+		if why, ok := checkLoad(p, l, maxPrompt(g.r.opts.Server.MaxBodyBytes)); !ok {
 			t.Errorf("%+v is refused: %s", l, why)
 		}
 	}
@@ -347,7 +347,7 @@ func TestForgedLoadsLeaveRoutingAlone(t *testing.T) {
 		Inflight: math.MaxInt32, Pending: math.MaxInt32, Owed: math.MaxInt32, Critical: math.MaxInt32}}
 	var refused placement.Refusals
 	for id := range uint64(1000) {
-		r := g.r.peerLoads(id+1, forged, now)
+		r := g.peerLoads(id+1, forged, now)
 		for why, n := range r {
 			refused.Add(placement.Refusal(why), n)
 		}
@@ -366,4 +366,9 @@ func TestPlacementsCarryAllTheIndexReads(t *testing.T) {
 	if pool.MaxPrefixBlocks > placement.MaxHashes {
 		t.Errorf("the index reads %d blocks of a prompt, and the bus carries placements of %d", pool.MaxPrefixBlocks, placement.MaxHashes)
 	}
+}
+
+// peerLoads is PeerLoads as of now.
+func (g *testGateway) peerLoads(from uint64, loads []placement.Load, now time.Time) placement.Refusals {
+	return peerLoads(g.r.peers, g.r.snap.Load(), maxPrompt(g.r.opts.Server.MaxBodyBytes), from, loads, now)
 }

@@ -6,24 +6,29 @@ package router
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
-	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/observe"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/scrape"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/status"
 )
 
 // Authenticator checks an API key and says whose it is.
@@ -32,9 +37,7 @@ type Authenticator interface {
 }
 
 // Recorder takes one usage record per request, off the hot path.
-type Recorder interface {
-	Record(usage.Record)
-}
+type Recorder = observe.Recorder
 
 // Options is what a Router is built from. Server and Router are used as
 // given, a zero meaning what each field says rather than a default:
@@ -70,8 +73,27 @@ type Options struct {
 	// this process's alone.
 	CacheSecret []byte
 	// Telemetry is what the router emits besides its metrics: spans and
-	// an access log (trace.go); the zero value emits neither.
+	// an access log; the zero value emits neither.
 	Telemetry TelemetryOptions
+}
+
+// TelemetryOptions is what the router emits besides its metrics. The zero
+// value emits nothing.
+type TelemetryOptions struct {
+	// Tracer makes the spans; nil traces nothing.
+	Tracer trace.TracerProvider
+	// RecordContent puts each request's prompt messages on its span as
+	// gen_ai.input.messages; off, no message content is recorded.
+	RecordContent bool
+	// ContinueClientTrace continues a client's traceparent: the request's
+	// spans join the client's trace, its tracestate goes on to the
+	// upstream, and a parent-based sampler follows its sampled flag.
+	// False, each request starts a trace of its own, linked to the
+	// client's span.
+	ContinueClientTrace bool
+	// AccessLog takes one JSON line per request, each in one Write; nil
+	// writes none.
+	AccessLog io.Writer
 }
 
 // ServerOptions bounds a request and each call it makes upstream.
@@ -110,7 +132,8 @@ type RouterOptions struct {
 	// tenant label of the per-tenant metrics; empty means org.
 	TenantLabel string
 	// TenantLabelLimit is how many tenants get a tenant label value of
-	// their own (tenantcap.go); zero or less means 100.
+	// their own (internal/router/observe's tenant.go); zero or less means
+	// 100.
 	TenantLabelLimit int
 	// DefaultMaxTokens is the completion length reserved against token
 	// limits for a request that names no max_tokens; zero reserves none.
@@ -142,22 +165,25 @@ type Router struct {
 	// requests met their SLOs.
 	gates   *admission.Gates
 	goodput admission.Goodput
-	// rates are each model's recent requests and errors (status.go).
-	rates modelRates
-	snap  atomic.Pointer[snapshot]
+	snap    atomic.Pointer[snapshot]
+	// limits are what a request is held to (admit.go).
+	limits keyLimits
 	// peers is what the other gateways say they have in flight.
 	peers *placement.Book
 	ids   requestIDs
 	// watch scrapes and probes every endpoint of the catalog in service.
-	watch *scrape.Watcher
-	// sights are what its scrapes and probes saw (endpointview.go).
-	sights endpointSights
+	watch watching
 	// iso keeps isolation domains' prompts apart in the prefix caches.
 	iso *isolation
-	// tracing makes the requests' spans; nil when tracing is off.
-	tracing *tracing
-	// access takes the access log's lines; nil when it is off.
-	access io.Writer
+	// board is the read model: the status the console shows, and what
+	// routing sees of each endpoint.
+	board *status.Board
+	// metrics are the request metrics; tracing makes the requests' spans,
+	// nil when tracing is off; observers take each request's Completed
+	// (account.go).
+	metrics   *observe.Metrics
+	tracing   *observe.Tracing
+	observers observe.Observers
 	// wrapWork, set by tests alone, wraps the context a request's
 	// translation runs under, to watch it look and to end it on cue.
 	wrapWork func(context.Context) context.Context
@@ -171,29 +197,39 @@ func New(opts Options) (*Router, error) {
 	if opts.Registerer == nil {
 		opts.Registerer = prometheus.NewRegistry()
 	}
+	tel := opts.Telemetry
 	r := &Router{
-		opts:  opts,
-		log:   opts.Logger,
-		proxy: proxy.New(opts.Server.ConnectTimeout, opts.Transport),
-		m:     newMetrics(opts.Router.TenantLabel, opts.Router.TenantLabelLimit),
-		ids:   newRequestIDs(),
-		peers: placement.NewBook(pool.PeerMaxAge),
-		iso:   newIsolation(opts.Router.CacheIsolation, opts.CacheSecret),
-
-		tracing: newTracing(opts.Telemetry),
-		access:  opts.Telemetry.AccessLog,
+		opts:    opts,
+		log:     opts.Logger,
+		proxy:   proxy.New(opts.Server.ConnectTimeout, opts.Transport),
+		m:       newMetrics(),
+		ids:     newRequestIDs(),
+		peers:   placement.NewBook(pool.PeerMaxAge),
+		iso:     newIsolation(opts.Router.CacheIsolation, opts.CacheSecret),
+		limits:  keyLimits{limiter: opts.Limits, tenantLimits: opts.TenantLimits, defaultMax: opts.Router.DefaultMaxTokens},
+		metrics: observe.NewMetrics(opts.Router.TenantLabel, opts.Router.TenantLabelLimit),
+		tracing: observe.NewTracing(tel.Tracer, tel.RecordContent, tel.ContinueClientTrace),
 	}
 	if opts.ProbeClient == nil {
 		// Probes have their own connections: a pool of streams busy to
 		// the last connection must not delay its health check.
 		opts.ProbeClient = &http.Client{Transport: proxy.StdTransport(opts.Server.ConnectTimeout)}
 	}
-	r.watch = scrape.NewWatcher(opts.ProbeClient)
-	r.initGates()
+	current := func() admission.Catalog {
+		if s := r.snap.Load(); s != nil {
+			return s
+		}
+		return nil
+	}
+	pressure := func(model string) float64 { return r.snap.Load().sloPressure(&r.slo, model) }
+	r.gates = admission.NewGates(current, pressure, r.m.admission)
+	r.board = status.New(&r.slo, &r.goodput, r.gates)
+	r.watch = watching{w: scrape.NewWatcher(opts.ProbeClient), board: r.board, ejections: r.m.ejections, log: r.log}
+	r.observers = observers(opts, r.metrics, r.tracing, r.board, observe.NewAdmission(&r.slo, &r.goodput, r.gates))
 	if err := r.m.register(opts.Registerer); err != nil {
 		return nil, err
 	}
-	if err := opts.Registerer.Register(endpointCollector{r}); err != nil {
+	if err := r.observers.Register(opts.Registerer); err != nil {
 		return nil, err
 	}
 	if err := opts.Registerer.Register(admissionCollector{r}); err != nil {
@@ -205,9 +241,8 @@ func New(opts Options) (*Router, error) {
 // snapshot is everything a request reads of the control plane, immutable.
 type snapshot struct {
 	cat    *catalog.Catalog
-	pools  map[string]*servedPool  // key: pool name
-	models []byte                  // the /v1/models answer, rendered once
-	tokens map[string]*modelTokens // key: model name
+	pools  map[string]*servedPool // key: pool name
+	models []byte                 // the /v1/models answer, rendered once
 }
 
 // SetCatalog swaps in a new catalog. Pools keep what they learned of
@@ -215,27 +250,22 @@ type snapshot struct {
 func (r *Router) SetCatalog(c *catalog.Catalog) {
 	old := r.snap.Load()
 	s := &snapshot{cat: c, pools: make(map[string]*servedPool, len(c.Pools()))}
+	shown := make([]status.Pool, 0, len(c.Pools()))
 	for _, p := range c.Pools() {
 		var prev *servedPool
 		if old != nil {
 			prev = old.pools[p.Name]
 		}
-		s.pools[p.Name] = newServedPool(p, prev, r.m)
+		sp := newServedPool(p, prev, r.m)
+		s.pools[p.Name] = sp
+		shown = append(shown, status.Pool{Pool: sp.Pool, Name: sp.name, Kind: sp.kind})
 	}
-	s.setPeerCaps(r.maxPrompt())
+	s.setPeerCaps(maxPrompt(r.opts.Server.MaxBodyBytes))
 	s.models = renderModels(c, nil)
-	s.tokens = make(map[string]*modelTokens, len(c.Models()))
-	for _, m := range c.Models() {
-		t := &modelTokens{pool: m.Pool}
-		for i, kind := range tokenKinds {
-			t.counters[i] = r.m.tokens.WithLabelValues(m.Name, m.Pool, kind)
-		}
-		s.tokens[m.Name] = t
-	}
 	r.snap.Store(s)
-	r.watch.Set(r.watchTargets(c, s))
-	r.m.token.setSLOs(c.Models())
-	r.m.sloCounts.set(c.Models())
+	r.board.SetCatalog(c, shown)
+	r.watch.set(c, s)
+	r.observers.SetCatalog(c)
 	if old != nil {
 		// An endpoint the catalog no longer has keeps no connections:
 		// idle ones close now, busy ones when their answer ends.
@@ -286,7 +316,7 @@ func (r *Router) CloseIdle() { r.proxy.CloseIdle() }
 // Close stops scraping and probing the endpoints, and closes idle
 // upstream connections. The Router serves on, on what it last learned.
 func (r *Router) Close() {
-	r.watch.Close()
+	r.watch.w.Close()
 	r.proxy.CloseIdle()
 }
 
@@ -316,33 +346,6 @@ func renderModels(c *catalog.Catalog, key *tenant.Key) []byte {
 	return b
 }
 
-// resolve is a model's canonical name and catalog entry; both are zero for
-// a name the catalog does not know.
-func (r *Router) resolve(name string) (string, catalog.Model) {
-	s := r.snap.Load()
-	if s == nil {
-		return "", catalog.Model{}
-	}
-	m, ok := s.cat.Resolve(name)
-	if !ok {
-		return "", catalog.Model{}
-	}
-	return m.Name, *m
-}
-
-// unknownModel is the model label of every name the catalog does not know,
-// so that clients cannot grow the metrics without bound.
-const unknownModel = "unknown"
-
-// metricModel is the model label for a requested name: its canonical name,
-// or unknownModel.
-func (r *Router) metricModel(name string) string {
-	if c, _ := r.resolve(name); c != "" {
-		return c
-	}
-	return unknownModel
-}
-
 // requestIDs makes request ids unique across processes and restarts: a
 // random prefix per process and a counter.
 type requestIDs struct {
@@ -355,21 +358,47 @@ func newRequestIDs() requestIDs {
 }
 
 func (g *requestIDs) next() string {
-	return g.prefix + formatCounter(g.n.Add(1))
+	return g.prefix + strconv.FormatUint(g.n.Add(1), 36)
 }
 
-// watchTargets is what to scrape and probe for every endpoint of s, by
-// c's settings for its pool: each scrape sets the endpoint's load, and
-// each probe whether it is down.
-func (r *Router) watchTargets(c *catalog.Catalog, s *snapshot) []scrape.Target {
+// randomPrefix is 8 random bytes in hex and a dash: a process's share of
+// the request id space.
+func randomPrefix() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:]) + "-"
+}
+
+// Status is the router's status at now, as the console shows it; empty
+// before the first catalog.
+func (r *Router) Status(now time.Time) status.Status { return r.board.Status(now) }
+
+// watching is the scrapes and probes of every endpoint of the catalog in
+// service, and what comes of them: each scrape sets its endpoint's load,
+// each probe whether it is down, and the board's sights see both.
+type watching struct {
+	w         *scrape.Watcher
+	board     *status.Board
+	ejections *prometheus.CounterVec // llmgw_ejections_total
+	log       *slog.Logger
+}
+
+// set watches every endpoint of s, by c's settings for its pool.
+func (wt watching) set(c *catalog.Catalog, s *snapshot) {
+	wt.w.Set(wt.targets(c, s))
+}
+
+// targets is what to scrape and probe for every endpoint of s, by c's
+// settings for its pool.
+func (wt watching) targets(c *catalog.Catalog, s *snapshot) []scrape.Target {
 	var ts []scrape.Target
-	seen := make(map[*pool.Endpoint]*endpointSight)
-	defer func() { r.sights.set(seen) }()
+	sights := wt.board.Watch()
+	defer sights.Done()
 	for _, cp := range c.Pools() {
 		p := s.pools[cp.Name]
 		for _, ep := range p.Endpoints() {
 			root := hostRoot(ep.URL())
-			sight := r.sights.of(ep, seen)
+			sight := sights.Of(ep)
 			t := scrape.Target{
 				Name:           p.name + " " + ep.URL(),
 				Interval:       cp.Metrics.Interval,
@@ -379,12 +408,12 @@ func (r *Router) watchTargets(c *catalog.Catalog, s *snapshot) []scrape.Target {
 				OnLoad: func(l scrape.Load) {
 					ep.SetLoad(l.Waiting, l.KVUsage, l.At)
 					p.SetKVBlock(l.BlockSize)
-					sight.loaded(l)
+					sight.Loaded(l)
 				},
-				OnScrapeError: sight.scrapeFailed,
+				OnScrapeError: sight.ScrapeFailed,
 				OnHealth: func(up bool, err error) {
-					r.probed(p, ep, up, err)
-					sight.probed(err)
+					wt.probed(p, ep, up, err)
+					sight.Probed(err)
 				},
 			}
 			if cp.Metrics.Path != "" && root != "" {
@@ -393,8 +422,7 @@ func (r *Router) watchTargets(c *catalog.Catalog, s *snapshot) []scrape.Target {
 			if cp.Health.Path != "" && root != "" {
 				t.HealthURL = root + cp.Health.Path
 			}
-			sight.scrapes.Store(t.MetricsURL != "")
-			sight.probes.Store(t.HealthURL != "")
+			sight.Watched(t.MetricsURL != "", t.HealthURL != "")
 			if t.MetricsURL != "" || t.HealthURL != "" {
 				ts = append(ts, t)
 			}
@@ -405,14 +433,14 @@ func (r *Router) watchTargets(c *catalog.Catalog, s *snapshot) []scrape.Target {
 
 // probed notes a health probe of ep: a failure takes it out of the pool,
 // a success brings it back.
-func (r *Router) probed(p *servedPool, ep *pool.Endpoint, up bool, err error) {
+func (wt watching) probed(p *servedPool, ep *pool.Endpoint, up bool, err error) {
 	wasDown := ep.SetDown(!up)
 	switch {
 	case !up && !wasDown:
-		r.m.ejections.WithLabelValues(p.name, ep.Name(), "health_check").Inc()
-		r.log.Warn("endpoint failed its health check", "pool", p.name, "endpoint", ep.Name(), "err", err)
+		wt.ejections.WithLabelValues(p.name, ep.Name(), "health_check").Inc()
+		wt.log.Warn("endpoint failed its health check", "pool", p.name, "endpoint", ep.Name(), "err", err)
 	case up && wasDown:
-		r.log.Info("endpoint passed its health check", "pool", p.name, "endpoint", ep.Name())
+		wt.log.Info("endpoint passed its health check", "pool", p.name, "endpoint", ep.Name())
 	}
 }
 

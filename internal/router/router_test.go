@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/observe"
 )
 
 // upstream is a fake inference server: it streams n tokens, or answers
@@ -100,6 +102,39 @@ func newTestGatewayWith(t *testing.T, opts Options, mutate func(*config.Config),
 	return &testGateway{r: r, reg: reg, url: s.URL}
 }
 
+// sample is the value of the series of family name in g's registry whose
+// labels are labels, as name, value pairs: a counter's or a gauge's, and
+// 0 when there is none.
+func (g *testGateway) sample(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	for _, m := range gather(t, g.reg)[name].GetMetric() {
+		if len(m.GetLabel()) != len(labels)/2 {
+			continue
+		}
+		match := true
+		for _, l := range m.GetLabel() {
+			match = match && slices.ContainsFunc(slices.Collect(pairs(labels)), func(p [2]string) bool {
+				return p[0] == l.GetName() && p[1] == l.GetValue()
+			})
+		}
+		if match {
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+// pairs is kv, name then value, as pairs.
+func pairs(kv []string) func(yield func([2]string) bool) {
+	return func(yield func([2]string) bool) {
+		for i := 0; i+1 < len(kv); i += 2 {
+			if !yield([2]string{kv[i], kv[i+1]}) {
+				return
+			}
+		}
+	}
+}
+
 func (g *testGateway) post(t *testing.T, path, body string) (*http.Response, string) {
 	t.Helper()
 	resp, err := http.Post(g.url+path, "application/json", strings.NewReader(body))
@@ -126,15 +161,14 @@ func TestStreamedRequestIsTimedAndCounted(t *testing.T) {
 		t.Error("no X-Request-Id")
 	}
 	checks := []struct {
-		c    prometheus.Collector
-		want float64
+		got, want float64
 	}{
-		{g.r.m.requests.WithLabelValues("m", "main", "200", ""), 1},
-		{g.r.m.inflight.WithLabelValues("m"), 0},
+		{g.sample(t, "llmgw_requests_total", "model", "m", "pool", "main", "code", "200", "error_type", ""), 1},
+		{testutil.ToFloat64(g.r.m.inflight.WithLabelValues("m")), 0},
 	}
 	for _, c := range checks {
-		if got := testutil.ToFloat64(c.c); got != c.want {
-			t.Errorf("got %v, want %v", got, c.want)
+		if c.got != c.want {
+			t.Errorf("got %v, want %v", c.got, c.want)
 		}
 	}
 	// Five tokens: four gaps, one first-token time, one TPOT.
@@ -190,7 +224,7 @@ func TestFallbackModel(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(body, `"completion_tokens":3`) {
 		t.Fatalf("%d %q", resp.StatusCode, body)
 	}
-	if got := testutil.ToFloat64(g.r.m.requests.WithLabelValues("m", "spare", "200", "")); got != 1 {
+	if got := g.sample(t, "llmgw_requests_total", "model", "m", "pool", "spare", "code", "200", "error_type", ""); got != 1 {
 		t.Errorf("requests{pool=spare} = %v", got)
 	}
 }
@@ -284,7 +318,7 @@ func TestErrors(t *testing.T) {
 			t.Errorf("%s %s: param %q, want %q", tt.method, tt.path, got, tt.param)
 		}
 	}
-	if got := testutil.ToFloat64(g.r.m.requests.WithLabelValues(unknownModel, "none", "404", errCallerNotFound)); got != 1 {
+	if got := g.sample(t, "llmgw_requests_total", "model", observe.Unknown, "pool", "none", "code", "404", "error_type", string(observe.CallerNotFound)); got != 1 {
 		t.Errorf("unknown models are not counted under one label: %v", got)
 	}
 }
@@ -315,7 +349,7 @@ func TestModelsList(t *testing.T) {
 
 func TestSetCatalogStopsReportingRemovedModels(t *testing.T) {
 	g := newTestGateway(t, nil, &upstream{})
-	if n := testutil.CollectAndCount(g.r.m.token.slo); n != 2 {
+	if n := len(gather(t, g.reg)["llmgw_model_slo_seconds"].GetMetric()); n != 2 {
 		t.Fatalf("%d SLO series, want 2", n)
 	}
 	cat, err := catalog.New([]catalog.Pool{{Name: "p", Endpoints: []catalog.Endpoint{{URL: "http://x/v1"}}}},
@@ -329,7 +363,7 @@ func TestSetCatalogStopsReportingRemovedModels(t *testing.T) {
 # TYPE llmgw_model_slo_seconds gauge
 llmgw_model_slo_seconds{kind="tpot_p99",model="other"} 1
 `
-	if err := testutil.CollectAndCompare(g.r.m.token.slo, strings.NewReader(want)); err != nil {
+	if err := testutil.GatherAndCompare(g.reg, strings.NewReader(want), "llmgw_model_slo_seconds"); err != nil {
 		t.Error(err)
 	}
 }

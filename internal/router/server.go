@@ -100,9 +100,12 @@ type parsedRequest struct {
 	ownErr   error
 
 	// span is the request's SERVER span, and ctx the request's context
-	// holding it; both nil when tracing is off (trace.go).
+	// holding it; both nil when tracing is off (account.go).
 	span trace.Span
 	ctx  context.Context
+	// snap is the snapshot the request is served from, read once when
+	// its model is found; nil before.
+	snap *snapshot
 }
 
 // ServeHTTP answers the OpenAI API, and Anthropic's Messages API and
@@ -116,10 +119,6 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 	case "/v1/models":
 		if hr.Method != http.MethodGet {
 			openai.WriteError(w, openai.MethodNotAllowed(hr.Method))
-			return
-		}
-		if hr.Header.Get("anthropic-version") != "" {
-			r.serveAnthropicModels(w, hr)
 			return
 		}
 		r.serveModels(w, hr)
@@ -141,24 +140,37 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 	r.serveCompletion(w, hr, a)
 }
 
+// serveModels answers GET /v1/models with every model and alias the key
+// may use, as one it may not use answers like one that does not exist:
+// in the shape of Anthropic's list, one page, to an Anthropic client (one
+// that sends anthropic-version), else in OpenAI's.
 func (r *Router) serveModels(w http.ResponseWriter, hr *http.Request) {
+	anthropic := hr.Header.Get("anthropic-version") != ""
+	writeError := openai.WriteError
+	if anthropic {
+		writeError = translate.WriteAnthropicError
+	}
 	s := r.snap.Load()
 	if s == nil {
-		openai.WriteError(w, openai.Unavailable("No catalog is loaded yet.", nil))
+		writeError(w, openai.Unavailable("No catalog is loaded yet.", nil))
 		return
 	}
-	models := s.models
+	var key *tenant.Key
 	if r.opts.Auth != nil {
-		key, err := r.authenticate(hr)
-		if err != nil {
-			openai.WriteError(w, err)
+		var err error
+		if key, err = authenticate(r.opts.Auth, hr); err != nil {
+			writeError(w, err)
 			return
 		}
-		// A key sees only the models it may use, as one it may not use
-		// answers like one that does not exist.
-		if len(key.Models) > 0 {
-			models = renderModels(s.cat, key)
-		}
+	}
+	var models []byte
+	switch {
+	case anthropic:
+		models = renderAnthropicModels(s.cat, key)
+	case key != nil && len(key.Models) > 0:
+		models = renderModels(s.cat, key)
+	default:
+		models = s.models
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(models)
@@ -170,9 +182,7 @@ func (r *Router) serveModels(w http.ResponseWriter, hr *http.Request) {
 func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api) {
 	req := &parsedRequest{id: r.ids.next(), api: a, start: time.Now()}
 	w.Header().Set("X-Request-Id", req.id)
-	if r.tracing != nil {
-		hr = r.startSpan(hr, req)
-	}
+	hr = startSpan(r.tracing, hr, req)
 	if err := r.receive(w, hr, req); err != nil {
 		r.refuse(w, req, "", err)
 		return
@@ -187,13 +197,15 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 		return
 	}
 	if a.counts {
-		// Answered here, from the prompt alone: never queued for a
-		// pool's gate nor dispatched.
-		if err := r.reserveLimits(hr.Context(), w, req); err != nil {
+		// Answered here, from the prompt alone, with its size in
+		// tokens: never queued for a pool's gate nor dispatched.
+		if err := r.limits.reserve(hr.Context(), w, req); err != nil {
 			r.refuse(w, req, "", err)
 			return
 		}
-		r.answerCount(w, req)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(append(strconv.AppendInt([]byte(`{"input_tokens":`), req.inputTokens, 10), '}'))
+		r.complete(req, dispatchResult{outcome: proxy.Outcome{Status: http.StatusOK}})
 		return
 	}
 	if req.class, err = admission.RequestClass(hr, req.key); err != nil {
@@ -210,24 +222,19 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 	inflight.Inc()
 	defer inflight.Dec()
 
-	if err := r.reserveLimits(hr.Context(), w, req); err != nil {
+	if err := r.limits.reserve(hr.Context(), w, req); err != nil {
 		r.refuse(w, req, "", err)
 		return
 	}
-	if req.ticket, err = r.admitSLO(hr.Context(), req, snap); err != nil {
+	if req.ticket, err = admitSLO(hr.Context(), r.gates, req, snap); err != nil {
 		r.refuse(w, req, "", err)
 		return
 	}
 	res := r.dispatch(hr.Context(), w, req, snap)
-	if u := res.outcome.Usage; u != nil {
-		req.ticket.End(u.CompletionTokens)
-	} else {
-		req.ticket.End(0)
-	}
 	if !res.outcome.Wrote && res.outcome.Status != openai.StatusClientClosed {
 		a.writeError(w, res.outcome.Err)
 	}
-	r.account(req, res)
+	r.complete(req, res)
 }
 
 // receive authenticates a request, checks its dialect's headers, and
@@ -244,7 +251,7 @@ func (r *Router) receive(w http.ResponseWriter, hr *http.Request, req *parsedReq
 	// before its body is read, so that nobody without a key can make the
 	// gateway hold a body.
 	if r.opts.Auth != nil {
-		key, err := r.authenticate(hr)
+		key, err := authenticate(r.opts.Auth, hr)
 		if err != nil {
 			return err
 		}
@@ -276,7 +283,7 @@ func (r *Router) findModel(w http.ResponseWriter, req *parsedRequest) (*snapshot
 	if err != nil {
 		return nil, err
 	}
-	req.model = m
+	req.model, req.snap = m, snap
 	if req.messages != nil && !snap.reachesAnthropic(m) {
 		req.messages = nil // held no longer than it may be sent
 	}
@@ -291,10 +298,10 @@ func (r *Router) findModel(w http.ResponseWriter, req *parsedRequest) (*snapshot
 	if req.answer != nil {
 		req.translator = req.answer(m.Name)
 	}
-	if err := r.hostedTools(w, req); err != nil {
+	if err := req.hostedTools(w, r.log); err != nil {
 		return nil, err
 	}
-	if err := r.billedFields(w, req); err != nil {
+	if err := req.billedFields(w, r.log); err != nil {
 		return nil, err
 	}
 	return snap, nil
@@ -359,14 +366,6 @@ func estimatePrompt(body []byte, list openai.PromptList) int64 {
 	return (int64(len(body))-list.TokenBytes+bytesPerToken-1)/bytesPerToken + list.Tokens
 }
 
-// answerCount answers a count with its prompt's size in tokens,
-// {"input_tokens": n}, and accounts it.
-func (r *Router) answerCount(w http.ResponseWriter, req *parsedRequest) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(append(strconv.AppendInt([]byte(`{"input_tokens":`), req.inputTokens, 10), '}'))
-	r.account(req, dispatchResult{outcome: proxy.Outcome{Status: http.StatusOK}})
-}
-
 // refuse answers a request that never reached an upstream, and counts it.
 func (r *Router) refuse(w http.ResponseWriter, req *parsedRequest, pool string, err error) {
 	req.api.writeError(w, err)
@@ -374,5 +373,5 @@ func (r *Router) refuse(w http.ResponseWriter, req *parsedRequest, pool string, 
 	if e.Status >= 500 {
 		r.log.Warn("request refused", "id", req.id, "status", e.Status, "err", e)
 	}
-	r.account(req, dispatchResult{pool: pool, outcome: proxy.Outcome{Status: e.Status, Err: err}})
+	r.complete(req, dispatchResult{pool: pool, outcome: proxy.Outcome{Status: e.Status, Err: err}})
 }

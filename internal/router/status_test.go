@@ -6,32 +6,8 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/status"
 )
-
-// TestModelRates counts requests in the completed seconds of the window
-// alone: the second under way and those past the window are left out.
-func TestModelRates(t *testing.T) {
-	var m modelRates
-	base := time.Unix(1_000_000, 0)
-	for i := range 20 {
-		status := 200
-		if i%4 == 0 {
-			status = 503
-		}
-		m.note("m", status, base.Add(time.Duration(i)*500*time.Millisecond)) // seconds 0..9, two a second
-	}
-	rps, errRate := m.rate("m", base.Add(10*time.Second))
-	if rps != 2 || errRate != 0.25 {
-		t.Errorf("rate at +10s = %v/s, errors %v; want 2/s, 0.25", rps, errRate)
-	}
-	m.note("m", 200, base.Add(30*time.Second)) // the second under way at base+30s
-	if rps, _ := m.rate("m", base.Add(30*time.Second)); rps != 0 {
-		t.Errorf("rate at +30s = %v/s; want 0: the second under way is not counted, the old ones are past the window", rps)
-	}
-	if rps, _ := m.rate("other", base); rps != 0 {
-		t.Errorf("rate of a model never seen = %v", rps)
-	}
-}
 
 // TestStatus reads the router's status after real requests: the model's
 // rate and p99s, and each endpoint's health, load and first-token times.
@@ -49,8 +25,8 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("status has %d models and %d pools, want 1 and 2: %+v", len(st.Models), len(st.Pools), st)
 	}
 	m := st.Models[0]
-	if m.Name != "m" || m.Pool != "main" || m.RequestsPerSecond != float64(n)/rateWindow.Seconds() || m.ErrorRate != 0 {
-		t.Errorf("model status %+v; want m on main at %v/s, no errors", m, float64(n)/rateWindow.Seconds())
+	if m.Name != "m" || m.Pool != "main" || m.RequestsPerSecond != float64(n)/status.RateWindow.Seconds() || m.ErrorRate != 0 {
+		t.Errorf("model status %+v; want m on main at %v/s, no errors", m, float64(n)/status.RateWindow.Seconds())
 	}
 	if m.TTFTp99 <= 0 || m.TPOTp99 <= 0 || m.Samples != n || m.SLO.TTFTp99 != 500*time.Millisecond {
 		t.Errorf("model status p99s %v %v from %d samples, SLO %+v; want both measured from %d", m.TTFTp99, m.TPOTp99, m.Samples, m.SLO, n)
@@ -90,7 +66,7 @@ func TestStatusShowsAFailingEndpoint(t *testing.T) {
 	if resp, _ := g.post(t, "/v1/chat/completions", `{"model":"m","messages":[]}`); resp.StatusCode < 500 {
 		t.Fatalf("status %d, want a failure", resp.StatusCode)
 	}
-	if m := g.r.Status(time.Now().Add(time.Second)).Models[0]; m.ErrorRate != 1 || m.RequestsPerSecond != 1/rateWindow.Seconds() {
+	if m := g.r.Status(time.Now().Add(time.Second)).Models[0]; m.ErrorRate != 1 || m.RequestsPerSecond != 1/status.RateWindow.Seconds() {
 		t.Errorf("model status %+v; want every request an error", m)
 	}
 	e := g.r.Status(time.Now()).Pools[0].Endpoints[0]

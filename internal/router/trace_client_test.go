@@ -201,6 +201,7 @@ func TestUnknownModelsLeaveTheSpanName(t *testing.T) {
 // TestLongHostLeavesNoServerAddress: a Host longer than any DNS name puts
 // no server.address on the request's span; one that is a name does.
 func TestLongHostLeavesNoServerAddress(t *testing.T) {
+	const maxHostName = 253 // the longest DNS name
 	for _, host := range []string{"gateway.example:8080", strings.Repeat("h", 64<<10)} {
 		g, exp, _ := tracedGateway(t, false, nil, &upstream{tokens: 1})
 		req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/chat/completions", strings.NewReader(chatRequest(false)))

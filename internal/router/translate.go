@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -122,8 +123,8 @@ const droppedToolsHeader = "X-Llmgw-Dropped-Tools"
 // hostedTools settles the tools req named that run on a provider's side,
 // once its model is known: a 400 naming the first when the model refuses
 // them (hosted_tools: refuse); else they stay left out, and the answer's
-// header and the debug log say which.
-func (r *Router) hostedTools(w http.ResponseWriter, req *parsedRequest) error {
+// header and log's debug lines say which.
+func (req *parsedRequest) hostedTools(w http.ResponseWriter, log *slog.Logger) error {
 	if len(req.hosted) == 0 {
 		return nil
 	}
@@ -132,14 +133,14 @@ func (r *Router) hostedTools(w http.ResponseWriter, req *parsedRequest) error {
 	}
 	dropped := translate.DroppedTools(req.hosted)
 	w.Header().Set(droppedToolsHeader, dropped)
-	r.log.Debug("hosted tools dropped", "id", req.id, "model", req.model.Name, "tools", dropped)
+	log.Debug("hosted tools dropped", "id", req.id, "model", req.model.Name, "tools", dropped)
 	return nil
 }
 
 // translate turns req's body into chat completions by d, under the
 // request's work context and within server.max_body_bytes.
 func (r *Router) translate(ctx context.Context, d *dialect, body []byte, req *parsedRequest) ([]byte, error) {
-	ctx, cancel := workContext(ctx, r.deadline(req))
+	ctx, cancel := workContext(ctx, req.deadline(r.opts.Server.RequestTimeout))
 	defer cancel()
 	work := ctx
 	if r.wrapWork != nil {
@@ -152,13 +153,13 @@ func (r *Router) translate(ctx context.Context, d *dialect, body []byte, req *pa
 	return chat, nil
 }
 
-// deadline is when req's time is up, server.request_timeout after it
-// arrived; zero when there is no such limit.
-func (r *Router) deadline(req *parsedRequest) time.Time {
-	if r.opts.Server.RequestTimeout <= 0 {
+// deadline is when req's time is up, timeout (server.request_timeout)
+// after it arrived; zero when there is no such limit.
+func (req *parsedRequest) deadline(timeout time.Duration) time.Time {
+	if timeout <= 0 {
 		return time.Time{}
 	}
-	return req.start.Add(r.opts.Server.RequestTimeout)
+	return req.start.Add(timeout)
 }
 
 // errRequestTimeout is why a request's work context ends at its
@@ -202,23 +203,10 @@ func anthropicVersion(h http.Header) error {
 	return nil
 }
 
-// serveAnthropicModels answers GET /v1/models from an Anthropic client
-// (one that sends anthropic-version) in the shape of Anthropic's list:
-// every model and alias the key may use, one page.
-func (r *Router) serveAnthropicModels(w http.ResponseWriter, hr *http.Request) {
-	s := r.snap.Load()
-	if s == nil {
-		translate.WriteAnthropicError(w, openai.Unavailable("No catalog is loaded yet.", nil))
-		return
-	}
-	var key *tenant.Key
-	if r.opts.Auth != nil {
-		var err error
-		if key, err = r.authenticate(hr); err != nil {
-			translate.WriteAnthropicError(w, err)
-			return
-		}
-	}
+// renderAnthropicModels is the /v1/models answer to an Anthropic client,
+// in the shape of Anthropic's list: every model and alias key may use
+// (with a nil key, every one), one page.
+func renderAnthropicModels(c *catalog.Catalog, key *tenant.Key) []byte {
 	type model struct {
 		Type        string `json:"type"`
 		ID          string `json:"id"`
@@ -231,7 +219,7 @@ func (r *Router) serveAnthropicModels(w http.ResponseWriter, hr *http.Request) {
 		FirstID *string `json:"first_id"`
 		LastID  *string `json:"last_id"`
 	}{Data: []model{}}
-	for _, m := range s.cat.Models() {
+	for _, m := range c.Models() {
 		if !visible(key, &m) {
 			continue
 		}
@@ -242,6 +230,6 @@ func (r *Router) serveAnthropicModels(w http.ResponseWriter, hr *http.Request) {
 	if n := len(list.Data); n > 0 {
 		list.FirstID, list.LastID = &list.Data[0].ID, &list.Data[n-1].ID
 	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(list)
+	b, _ := json.Marshal(list)
+	return append(b, '\n')
 }

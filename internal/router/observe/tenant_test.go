@@ -1,4 +1,4 @@
-package router
+package observe
 
 import (
 	"fmt"
@@ -10,26 +10,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
-// tenantRouter is a router of model m on pool gpu, its tenant label at
-// team level capped at limit values.
-func tenantRouter(t *testing.T, limit int) (*Router, *prometheus.Registry) {
+// tenantMetrics is the metrics of model m on pool gpu, their tenant label
+// at team level capped at limit values.
+func tenantMetrics(t *testing.T, limit int) (*Metrics, *prometheus.Registry) {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	cfg := config.Default()
-	cfg.Router.TenantLabelLimit = limit
-	r, err := New(Options{Server: serverOptions(cfg.Server), Router: routerOptions(cfg.Router), Registerer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.SetCatalog(tenantCatalog(t))
-	return r, reg
+	return newMetrics(t, tenantCatalog(t), tenant.LevelTeam, limit)
 }
 
 // tenantCatalog is model m on pool gpu.
@@ -43,13 +34,14 @@ func tenantCatalog(t *testing.T) *catalog.Catalog {
 	return cat
 }
 
-// streamFrom accounts one streamed request of team's user: 11 tokens
+// streamFrom observes one streamed request of team's user: 11 tokens
 // decoded in a second.
-func streamFrom(r *Router, team string) {
-	req := &parsedRequest{Request: openai.Request{Model: "m", Stream: true}, key: &tenant.Key{Tenant: "acme/" + team + "/alice"}}
-	r.observeTokens(req, dispatchResult{pool: "gpu", outcome: proxy.Outcome{
+func streamFrom(m *Metrics, team string) {
+	c := finished(nil, true, "gpu", proxy.Outcome{
 		Usage: &openai.Usage{CompletionTokens: 11}, TTFT: 300 * time.Millisecond, Decode: time.Second,
-	}}, 2*time.Second)
+	}, 2*time.Second)
+	c.Tenant = m.TenantLabel("acme/" + team + "/alice")
+	m.Observe(c)
 }
 
 // tenantValues is the tenant label's values on family name, as /metrics
@@ -71,7 +63,7 @@ func tenantValues(t *testing.T, reg prometheus.Gatherer, name string) map[string
 // two teams by name and the other three as other, however much each
 // sends, and counts the three folded once each.
 func TestTenantLabelLimit(t *testing.T) {
-	r, reg := tenantRouter(t, 2)
+	r, reg := tenantMetrics(t, 2)
 	teams := []string{"search", "ads", "mail", "maps", "docs"}
 	for range 20 {
 		for _, team := range teams {
@@ -110,7 +102,7 @@ llmgw_tenant_series_dropped_total 3
 // counted as folded, and so is the heavy one, whose first 7 requests were
 // other.
 func TestTenantLabelKeptForHeavy(t *testing.T) {
-	r, reg := tenantRouter(t, 4)
+	r, reg := tenantMetrics(t, 4)
 	for _, team := range []string{"a", "b", "c"} {
 		streamFrom(r, team)
 	}
@@ -135,10 +127,10 @@ func TestTenantLabelKeptForHeavy(t *testing.T) {
 		}
 	}
 	// Once every value is given, no table is kept.
-	if r.m.tenant.candidates != nil || !r.m.tenant.full.Load() {
-		t.Errorf("full = %v with %d candidates kept, want full with none", r.m.tenant.full.Load(), len(r.m.tenant.candidates))
+	if r.tenant.candidates != nil || !r.tenant.full.Load() {
+		t.Errorf("full = %v with %d candidates kept, want full with none", r.tenant.full.Load(), len(r.tenant.candidates))
 	}
-	if got := testutil.ToFloat64(r.m.tenant.dropped); got < 1990 || got > 2001 {
+	if got := testutil.ToFloat64(r.tenant.dropped); got < 1990 || got > 2001 {
 		t.Errorf("llmgw_tenant_series_dropped_total = %v, want 2,001 (the flood and heavy) less a few bitmap collisions", got)
 	}
 }

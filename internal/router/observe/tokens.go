@@ -1,16 +1,13 @@
-package router
+package observe
 
 // Token-level timing: how long each output token took, the gaps between
 // streamed tokens, and output tokens a second — per model and per tenant.
 // What a model's SLO is written in, and what admission reads back.
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
-	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
 type tokenMetrics struct {
@@ -59,62 +56,6 @@ func (t *tokenMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{t.tpot, t.gap, t.rate, t.tenantTPOT, t.tenantRate, t.slo}
 }
 
-// tokenTiming is a finished request's time per output token and output
-// tokens a second; ok is false when there is nothing to tell. A streamed
-// request's figures run from its first token to its last, so they leave
-// out the wait for the first; a plain one has only a rate over the whole
-// request.
-func tokenTiming(streamed bool, o proxy.Outcome, took time.Duration) (tpot time.Duration, rate float64, ok bool) {
-	if o.Usage == nil || o.Usage.CompletionTokens <= 0 {
-		return 0, 0, false
-	}
-	n := o.Usage.CompletionTokens
-	if !streamed {
-		if took <= 0 {
-			return 0, 0, false
-		}
-		return 0, float64(n) / took.Seconds(), true
-	}
-	if n < 2 || o.Decode <= 0 {
-		return 0, 0, false
-	}
-	return o.Decode / time.Duration(n-1), float64(n-1) / o.Decode.Seconds(), true
-}
-
-// observeTokens records a finished request's token timing, and for a
-// stream feeds its model's SLO tracker.
-func (r *Router) observeTokens(req *parsedRequest, res dispatchResult, took time.Duration) {
-	tpot, rate, ok := tokenTiming(req.Stream, res.outcome, took)
-	if !ok {
-		return
-	}
-	model, pool := r.metricModel(req.Model), res.pool
-	if pool == "" {
-		pool = "none"
-	}
-	tenant := r.m.tenant.tenantOf(req)
-	if tpot > 0 {
-		r.m.token.tpot.WithLabelValues(model, pool).Observe(tpot.Seconds())
-		if tenant != "" {
-			r.m.token.tenantTPOT.WithLabelValues(tenant).Observe(tpot.Seconds())
-		}
-	}
-	r.m.token.rate.WithLabelValues(model, pool).Observe(rate)
-	if tenant != "" {
-		r.m.token.tenantRate.WithLabelValues(tenant).Observe(rate)
-	}
-	if req.Stream {
-		canonical := r.canonicalModel(req.Model)
-		r.slo.Add(canonical, res.outcome.TTFT, tpot)
-		r.countSLO(canonical, res.outcome.TTFT, tpot)
-	}
-}
-
-func (r *Router) canonicalModel(name string) string {
-	c, _ := r.resolve(name)
-	return c
-}
-
 // setSLOs publishes the catalog's SLOs, all at once, so that a model
 // removed or left without one stops being reported.
 func (t *tokenMetrics) setSLOs(models []catalog.Model) {
@@ -126,5 +67,23 @@ func (t *tokenMetrics) setSLOs(models []catalog.Model) {
 		if m.SLO.TPOTp99 > 0 {
 			t.slo.WithLabelValues(m.Name, "tpot_p99").Set(m.SLO.TPOTp99.Seconds())
 		}
+	}
+}
+
+// observe records c's token timing, by its model and pool (pool, "none"
+// for none) and by its tenant label.
+func (t *tokenMetrics) observe(c *Completed, pool string) {
+	if !c.Timing.OK {
+		return
+	}
+	if tpot := c.Timing.TPOT.Seconds(); tpot > 0 {
+		t.tpot.WithLabelValues(c.Model, pool).Observe(tpot)
+		if c.Tenant != "" {
+			t.tenantTPOT.WithLabelValues(c.Tenant).Observe(tpot)
+		}
+	}
+	t.rate.WithLabelValues(c.Model, pool).Observe(c.Timing.Rate)
+	if c.Tenant != "" {
+		t.tenantRate.WithLabelValues(c.Tenant).Observe(c.Timing.Rate)
 	}
 }

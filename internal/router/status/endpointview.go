@@ -1,4 +1,4 @@
-package router
+package status
 
 // What routing sees of each endpoint, shown to the operator: the load its
 // last good scrape read, when that was, the first-token time routing would
@@ -16,9 +16,10 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/scrape"
 )
 
-// endpointMetrics are the descriptions of what endpointCollector exports
-// beside llmgw_endpoint_up and llmgw_endpoint_inflight.
+// endpointMetrics are the descriptions of what the endpoint collector
+// exports.
 type endpointMetrics struct {
+	up, inflight                                     *prometheus.Desc
 	waiting, running, kvUsage, lastScrape, predicted *prometheus.Desc
 	scrapeFailures, probeFailures                    *prometheus.Desc
 }
@@ -29,6 +30,10 @@ func newEndpointMetrics() *endpointMetrics {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &endpointMetrics{
+		up: desc("llmgw_endpoint_up",
+			"Whether routing sends to the endpoint (1) or has taken it out (0): its health check fails, or it failed requests in a row.", labels...),
+		inflight: desc("llmgw_endpoint_inflight",
+			"Requests this gateway has sent to the endpoint and not yet seen end.", labels...),
 		waiting: desc("llmgw_endpoint_requests_waiting",
 			"Requests queued at the endpoint, as its last scrape read them while routing believes it (no older than the pool's metrics.max_age).", labels...),
 		running: desc("llmgw_endpoint_requests_running",
@@ -47,15 +52,15 @@ func newEndpointMetrics() *endpointMetrics {
 }
 
 func (m *endpointMetrics) describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.waiting, m.running, m.kvUsage, m.lastScrape, m.predicted, m.scrapeFailures, m.probeFailures} {
+	for _, d := range []*prometheus.Desc{m.up, m.inflight, m.waiting, m.running, m.kvUsage, m.lastScrape, m.predicted, m.scrapeFailures, m.probeFailures} {
 		ch <- d
 	}
 }
 
-// endpointSight is what the gateway saw of one endpoint's scrapes and
-// probes. It lives as long as its endpoint: across reloads that keep the
-// endpoint's URL.
-type endpointSight struct {
+// Sight is what the gateway saw of one endpoint's scrapes and probes. It
+// lives as long as its endpoint: across reloads that keep the endpoint's
+// URL.
+type Sight struct {
 	scraped atomic.Pointer[scrape.Load] // the last good scrape; nil before the first
 	// scrapes and probes report whether the endpoint is scraped and
 	// probed, as its pool is configured now.
@@ -64,9 +69,9 @@ type endpointSight struct {
 	probeFailures   [len(scrape.Reasons)]atomic.Uint64
 }
 
-// loaded takes a scrape that read l. A scrape that read none of the load
+// Loaded takes a scrape that read l. A scrape that read none of the load
 // metrics counts as a failure to parse: routing learns nothing from it.
-func (s *endpointSight) loaded(l scrape.Load) {
+func (s *Sight) Loaded(l scrape.Load) {
 	if l.Waiting < 0 && l.Running < 0 && l.KVUsage < 0 {
 		s.scrapeFailures[reasonIndex(scrape.ReasonParse)].Add(1)
 		return
@@ -74,13 +79,13 @@ func (s *endpointSight) loaded(l scrape.Load) {
 	s.scraped.Store(&l)
 }
 
-// scrapeFailed counts a failed scrape by its reason.
-func (s *endpointSight) scrapeFailed(err error) {
+// ScrapeFailed counts a failed scrape by its reason.
+func (s *Sight) ScrapeFailed(err error) {
 	s.scrapeFailures[reasonIndex(scrape.Reason(err))].Add(1)
 }
 
-// probed counts a failed probe by its reason; nil is a probe that passed.
-func (s *endpointSight) probed(err error) {
+// Probed counts a failed probe by its reason; nil is a probe that passed.
+func (s *Sight) Probed(err error) {
 	if err != nil {
 		s.probeFailures[reasonIndex(scrape.Reason(err))].Add(1)
 	}
@@ -95,49 +100,104 @@ func reasonIndex(reason string) int {
 	return 0
 }
 
-// endpointSights holds an endpointSight for each endpoint of the catalog
-// in service. Only SetCatalog replaces it, as it replaces the snapshot,
-// one call at a time.
-type endpointSights struct {
-	by atomic.Pointer[map[*pool.Endpoint]*endpointSight] // replaced whole, never written
+// Watched notes whether the endpoint is scraped and probed, as its pool
+// is configured now.
+func (s *Sight) Watched(scrapes, probes bool) {
+	s.scrapes.Store(scrapes)
+	s.probes.Store(probes)
 }
 
-// of is ep's sight, kept from the set in service or made new, and put in
-// next: the set that replaces it.
-func (s *endpointSights) of(ep *pool.Endpoint, next map[*pool.Endpoint]*endpointSight) *endpointSight {
-	if by := s.by.Load(); by != nil {
+// endpointSights holds a Sight for each endpoint of the catalog in
+// service. Only a Watch replaces it, as the router replaces its snapshot,
+// one at a time.
+type endpointSights struct {
+	by atomic.Pointer[map[*pool.Endpoint]*Sight] // replaced whole, never written
+}
+
+// Watch is the sights of the endpoints of a catalog being put in
+// service, made one at a time.
+type Watch struct {
+	b    *Board
+	next map[*pool.Endpoint]*Sight
+}
+
+// Watch starts the sights of the next catalog's endpoints.
+func (b *Board) Watch() *Watch {
+	return &Watch{b: b, next: make(map[*pool.Endpoint]*Sight)}
+}
+
+// Of is ep's sight: kept from the catalog in service, or new.
+func (w *Watch) Of(ep *pool.Endpoint) *Sight {
+	if by := w.b.sights.by.Load(); by != nil {
 		if v := (*by)[ep]; v != nil {
-			next[ep] = v
+			w.next[ep] = v
 			return v
 		}
 	}
-	v := &endpointSight{}
-	next[ep] = v
+	v := &Sight{}
+	w.next[ep] = v
 	return v
 }
 
-// set puts next in service: endpoints no longer in it are forgotten.
-func (s *endpointSights) set(next map[*pool.Endpoint]*endpointSight) {
-	s.by.Store(&next)
+// Done puts the sights in service: endpoints not among them are
+// forgotten.
+func (w *Watch) Done() {
+	w.b.sights.by.Store(&w.next)
 }
 
 // get is ep's sight, or nil when it is not watched.
-func (s *endpointSights) get(ep *pool.Endpoint) *endpointSight {
+func (s *endpointSights) get(ep *pool.Endpoint) *Sight {
 	if by := s.by.Load(); by != nil {
 		return (*by)[ep]
 	}
 	return nil
 }
 
+// Collectors is the collector of what routing sees of each endpoint,
+// read from the catalog in service when scraped: an endpoint a reload
+// removed is gone from the next scrape.
+func (b *Board) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{endpointCollector{b}}
+}
+
+// endpointCollector exports each endpoint's state as routing sees it.
+type endpointCollector struct {
+	b *Board
+}
+
+func (c endpointCollector) Describe(ch chan<- *prometheus.Desc) {
+	c.b.m.describe(ch)
+}
+
+func (c endpointCollector) Collect(ch chan<- prometheus.Metric) {
+	v := c.b.view.Load()
+	if v == nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	at := time.Unix(0, now)
+	for _, p := range v.pools {
+		for i, e := range p.Endpoints() {
+			up := 1.0
+			if e.Out(now) {
+				up = 0
+			}
+			ch <- prometheus.MustNewConstMetric(c.b.m.up, prometheus.GaugeValue, up, p.Name, e.Name())
+			ch <- prometheus.MustNewConstMetric(c.b.m.inflight, prometheus.GaugeValue, float64(e.Counts().Inflight), p.Name, e.Name())
+			c.collectEndpoint(ch, p, i, at)
+		}
+	}
+}
+
 // collectEndpoint sends what routing sees of endpoint i of p at now.
-func (c endpointCollector) collectEndpoint(ch chan<- prometheus.Metric, p *servedPool, i int, now time.Time) {
-	m, e := c.r.m.endpoints, p.Endpoints()[i]
+func (c endpointCollector) collectEndpoint(ch chan<- prometheus.Metric, p Pool, i int, now time.Time) {
+	m, e := c.b.m, p.Endpoints()[i]
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	st := p.StateOf(i, now)
-	gauge(m.predicted, st.PredictTTFT(int64(p.MeanPrompt()), p.MeanPrompt()), p.name, e.Name())
-	sight := c.r.sights.get(e)
+	gauge(m.predicted, st.PredictTTFT(int64(p.MeanPrompt()), p.MeanPrompt()), p.Name, e.Name())
+	sight := c.b.sights.get(e)
 	if sight == nil {
 		return
 	}
@@ -147,7 +207,7 @@ func (c endpointCollector) collectEndpoint(ch chan<- prometheus.Metric, p *serve
 			v float64
 		}{{m.waiting, l.Waiting}, {m.running, l.Running}, {m.kvUsage, l.KVUsage}} {
 			if g.v >= 0 {
-				gauge(g.d, g.v, p.name, e.Name())
+				gauge(g.d, g.v, p.Name, e.Name())
 			}
 		}
 	}
@@ -156,15 +216,15 @@ func (c endpointCollector) collectEndpoint(ch chan<- prometheus.Metric, p *serve
 		if l := sight.scraped.Load(); l != nil {
 			at = float64(l.At.UnixNano()) / 1e9
 		}
-		gauge(m.lastScrape, at, p.name, e.Name())
+		gauge(m.lastScrape, at, p.Name, e.Name())
 		for j, reason := range scrape.Reasons {
-			ch <- prometheus.MustNewConstMetric(m.scrapeFailures, prometheus.CounterValue, float64(sight.scrapeFailures[j].Load()), p.name, e.Name(), reason)
+			ch <- prometheus.MustNewConstMetric(m.scrapeFailures, prometheus.CounterValue, float64(sight.scrapeFailures[j].Load()), p.Name, e.Name(), reason)
 		}
 	}
 	if sight.probes.Load() {
 		for _, reason := range scrape.ProbeReasons {
 			n := sight.probeFailures[reasonIndex(reason)].Load()
-			ch <- prometheus.MustNewConstMetric(m.probeFailures, prometheus.CounterValue, float64(n), p.name, e.Name(), reason)
+			ch <- prometheus.MustNewConstMetric(m.probeFailures, prometheus.CounterValue, float64(n), p.Name, e.Name(), reason)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package router
+package observe
 
 // Prompt content on a span, when telemetry.record_content is on: a chat
 // request's messages (or a completion's prompt) in the GenAI semantic
@@ -42,26 +42,26 @@ type chatMessage struct {
 	} `json:"tool_calls"`
 }
 
-// inputMessages is gen_ai.input.messages for req, JSON: its messages, or
-// a completion's prompt as one user message; "" for embeddings and a
+// inputMessages is gen_ai.input.messages for a request of body, JSON:
+// its messages, or a completion's prompt as one user message; "" for a
 // body that does not read.
-func inputMessages(req *parsedRequest) string {
-	if !req.api.generates || req.body == nil {
+func inputMessages(body []byte) string {
+	if body == nil {
 		return ""
 	}
-	var body struct {
+	var req struct {
 		Messages []chatMessage   `json:"messages"`
 		Prompt   json.RawMessage `json:"prompt"`
 	}
-	if json.Unmarshal(req.body, &body) != nil {
+	if json.Unmarshal(body, &req) != nil {
 		return ""
 	}
 	var out []genAIMessage
-	for _, m := range body.Messages {
+	for _, m := range req.Messages {
 		out = append(out, genAIMessage{Role: m.Role, Parts: messageParts(m)})
 	}
-	if body.Messages == nil && body.Prompt != nil {
-		out = append(out, genAIMessage{Role: "user", Parts: contentParts(body.Prompt)})
+	if req.Messages == nil && req.Prompt != nil {
+		out = append(out, genAIMessage{Role: "user", Parts: contentParts(req.Prompt)})
 	}
 	b, err := json.Marshal(out)
 	if err != nil || out == nil {

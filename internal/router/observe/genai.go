@@ -1,4 +1,4 @@
-package router
+package observe
 
 // The OpenTelemetry GenAI metrics (semantic conventions v1.41), under
 // Prometheus naming: time to first token, time per output token, request
@@ -10,9 +10,10 @@ package router
 import (
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 )
 
 // The convention's advisory bucket boundaries (ExplicitBucketBoundaries),
@@ -24,22 +25,29 @@ var (
 	genAITokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
 )
 
-// genAIMetrics are the GenAI histograms, and their series resolved for
-// the catalog in service.
-type genAIMetrics struct {
+// GenAI is the GenAI histograms, an Observer, and their series resolved
+// for the catalog in service.
+type GenAI struct {
 	ttft, tpot, duration, tokens *prometheus.HistogramVec
 
-	mu     sync.Mutex                    // held while series is grown
-	series atomic.Pointer[genAISeriesBy] // replaced whole
+	mu     sync.Mutex                                // held while series is grown
+	series atomic.Pointer[map[genAIKey]*genAISeries] // replaced whole; emptied by SetCatalog
 }
 
-func newGenAIMetrics() *genAIMetrics {
+var (
+	_ Observer        = (*GenAI)(nil)
+	_ CatalogObserver = (*GenAI)(nil)
+	_ Collecting      = (*GenAI)(nil)
+)
+
+// NewGenAI makes the GenAI histograms.
+func NewGenAI() *GenAI {
 	labels := []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"}
 	histogram := func(name, help string, buckets []float64, extra ...string) *prometheus.HistogramVec {
 		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets},
 			append(labels[:len(labels):len(labels)], extra...))
 	}
-	return &genAIMetrics{
+	g := &GenAI{
 		ttft: histogram("gen_ai_server_time_to_first_token_seconds",
 			"Time to generate the first token for successful streamed responses (gen_ai.server.time_to_first_token): from the request's arrival, as llmgw_ttft_seconds.",
 			genAITTFTBuckets),
@@ -53,98 +61,88 @@ func newGenAIMetrics() *genAIMetrics {
 			"Tokens a request used, by gen_ai_token_type: input (prompt) or output (completion), as the upstream reported or llmgw counted them (gen_ai.client.token.usage).",
 			genAITokenBuckets, "gen_ai_token_type"),
 	}
+	g.series.Store(&map[genAIKey]*genAISeries{})
+	return g
 }
 
-func (g *genAIMetrics) collectors() []prometheus.Collector {
+// Collectors is the four histograms.
+func (g *GenAI) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{g.ttft, g.tpot, g.duration, g.tokens}
 }
 
-// genAISeriesBy is the series resolved for one snapshot.
-type genAISeriesBy struct {
-	snap *snapshot
-	by   map[genAIKey]*genAISeries
+// SetCatalog forgets the series resolved for the catalog before c, whose
+// models and pools may be gone.
+func (g *GenAI) SetCatalog(*catalog.Catalog) {
+	g.mu.Lock()
+	g.series.Store(&map[genAIKey]*genAISeries{})
+	g.mu.Unlock()
 }
 
 // genAIKey is what a request's series are found by: its model label, the
-// pool that served it and its operation.
-type genAIKey struct{ model, pool, operation string }
+// pool that served it, that pool's provider and the request's operation.
+type genAIKey struct{ model, pool, provider, operation string }
 
-// genAISeries are one model, pool and operation's observers; duration is
-// for a request that succeeded.
+// genAISeries are one key's observers; duration is for a request that
+// succeeded.
 type genAISeries struct {
-	provider                            string
 	ttft, tpot, duration, input, output prometheus.Observer
 }
 
-// seriesOf is the series of key under s, resolved on first use.
-func (g *genAIMetrics) seriesOf(s *snapshot, key genAIKey) *genAISeries {
-	if cur := g.series.Load(); cur != nil && cur.snap == s {
-		if v := cur.by[key]; v != nil {
-			return v
-		}
+// seriesOf is the series of key, resolved on first use.
+func (g *GenAI) seriesOf(key genAIKey) *genAISeries {
+	if v := (*g.series.Load())[key]; v != nil {
+		return v
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	next := &genAISeriesBy{snap: s, by: map[genAIKey]*genAISeries{}}
-	if cur := g.series.Load(); cur != nil && cur.snap == s {
-		if v := cur.by[key]; v != nil {
-			return v
-		}
-		for k, v := range cur.by {
-			next.by[k] = v
-		}
+	cur := *g.series.Load()
+	if v := cur[key]; v != nil {
+		return v
 	}
-	provider := ""
-	if p := s.pools[key.pool]; p != nil {
-		provider = providerName(p.kind)
+	next := make(map[genAIKey]*genAISeries, len(cur)+1)
+	for k, v := range cur {
+		next[k] = v
 	}
-	values := []string{key.operation, provider, key.model}
+	values := []string{key.operation, key.provider, key.model}
 	v := &genAISeries{
-		provider: provider,
 		ttft:     g.ttft.WithLabelValues(values...),
 		tpot:     g.tpot.WithLabelValues(values...),
 		duration: g.duration.WithLabelValues(append(values, "")...),
 		input:    g.tokens.WithLabelValues(append(values, "input")...),
 		output:   g.tokens.WithLabelValues(append(values, "output")...),
 	}
-	next.by[key] = v
-	g.series.Store(next)
+	next[key] = v
+	g.series.Store(&next)
 	return v
 }
 
-// observeGenAI records an answered request in the GenAI histograms where
+// Observe records c in the GenAI histograms where
 // llmgw_request_duration_seconds records it: when a pool served it.
-// errorType is empty for a request that succeeded; first-token and
-// per-token times are of successful streams alone. exemplar, when not nil,
-// goes with the first-token and duration observations.
-func (r *Router) observeGenAI(req *parsedRequest, res dispatchResult, took time.Duration, errorType string, exemplar prometheus.Labels) {
-	s := r.snap.Load()
-	if res.pool == "" || s == nil {
+// First-token and per-token times are of successful streams alone; the
+// exemplar goes with the first-token and duration observations.
+func (g *GenAI) Observe(c *Completed) {
+	if c.Pool == "" {
 		return
 	}
-	o := res.outcome
-	g := r.m.genAI
-	key := genAIKey{model: unknownModel, pool: res.pool, operation: operation(req.api)}
-	if req.model != nil {
-		key.model = req.model.Name // the canonical name, as metricModel gives it
-	}
-	v := g.seriesOf(s, key)
-	if errorType != "" {
-		observeExemplar(g.duration.WithLabelValues(key.operation, v.provider, key.model, errorType), took.Seconds(), exemplar)
+	o := &c.Outcome
+	key := genAIKey{model: c.Model, pool: c.Pool, provider: c.Provider, operation: c.Operation}
+	v := g.seriesOf(key)
+	if c.ErrorType != "" {
+		observeExemplar(g.duration.WithLabelValues(key.operation, key.provider, key.model, string(c.ErrorType)), c.Took.Seconds(), c.Exemplar)
 	} else {
-		observeExemplar(v.duration, took.Seconds(), exemplar)
+		observeExemplar(v.duration, c.Took.Seconds(), c.Exemplar)
 	}
 	if u := o.Usage; u != nil {
 		v.input.Observe(float64(u.PromptTokens))
 		v.output.Observe(float64(u.CompletionTokens))
 	}
-	if errorType != "" || !req.Stream {
+	if c.ErrorType != "" || !c.Stream {
 		return
 	}
 	if o.TTFT > 0 && o.Usage != nil && o.Usage.CompletionTokens > 0 {
-		observeExemplar(v.ttft, o.TTFT.Seconds(), exemplar)
+		observeExemplar(v.ttft, o.TTFT.Seconds(), c.Exemplar)
 	}
-	if tpot, _, ok := tokenTiming(true, o, 0); ok && tpot > 0 {
-		v.tpot.Observe(tpot.Seconds())
+	if c.Timing.TPOT > 0 {
+		v.tpot.Observe(c.Timing.TPOT.Seconds())
 	}
 }

@@ -1,4 +1,4 @@
-package router
+package observe
 
 // The tenant label: a request's tenant path cut to the level
 // router.tenant_label names, then capped at router.tenant_label_limit
@@ -18,8 +18,6 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 )
 
 const (
@@ -85,15 +83,6 @@ func newTenantLabel(level string, limit int) *tenantLabel {
 	}
 	t.named.Store(&map[string]struct{}{})
 	return t
-}
-
-// tenantOf is the request's tenant label, empty when the request has no
-// tenant.
-func (t *tenantLabel) tenantOf(req *parsedRequest) string {
-	if req.key == nil || req.key.Tenant == "" {
-		return ""
-	}
-	return t.label(tenant.AtLevel(req.key.Tenant, t.level))
 }
 
 // label is the label value of tenant v for one more request of it.
