@@ -45,20 +45,21 @@ func observers(opts Options, m *observe.Metrics, tracing *observe.Tracing, board
 }
 
 // complete hands what req came to, res, to the observers: one Completed
-// for the request, whichever way it ended.
+// for the request, whichever way it ended. It is filled in where the
+// request holds it, field by field: a request's accounting allocates
+// nothing.
 func (r *Router) complete(req *parsedRequest, res dispatchResult) {
 	took := time.Since(req.start)
-	c := &observe.Completed{
-		ID: req.id, Start: req.start, Took: took,
-		Operation: operation(req.api), Generates: req.api.generates, Stream: req.Stream,
-		Asked: req.Model, MaxTokens: req.MaxTokens,
-		Requested: req.model, Class: req.class,
-		Pool: res.pool, Endpoint: res.endpoint,
-		Outcome:  res.outcome,
-		Exemplar: observe.Exemplar(req.ctx),
-		Record:   usageRecord(req, &res, took),
-		Ticket:   req.ticket, Span: req.span, Body: req.body,
-	}
+	c := &req.done
+	c.ID, c.Start, c.Took = req.id, req.start, took
+	c.Operation, c.Generates, c.Stream = operation(req.api), req.api.generates, req.Stream
+	c.Asked, c.MaxTokens = req.Model, req.MaxTokens
+	c.Requested, c.Class = req.model, req.class
+	c.Pool, c.Endpoint = res.pool, res.endpoint
+	c.Outcome = res.outcome
+	c.Exemplar = observe.Exemplar(req.ctx)
+	c.Record = usageRecord(req, &res, took)
+	c.Ticket, c.Span, c.Body = req.ticket, req.span, req.body
 	c.Finish()
 	if res.pool != "" && req.snap != nil {
 		if p := req.snap.pools[res.pool]; p != nil {

@@ -22,6 +22,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/limits"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/observe"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/translate"
@@ -106,6 +107,9 @@ type parsedRequest struct {
 	// snap is the snapshot the request is served from, read once when
 	// its model is found; nil before.
 	snap *snapshot
+	// done is what the request came to, filled in and handed to the
+	// observers once it ends (account.go).
+	done observe.Completed
 }
 
 // ServeHTTP answers the OpenAI API, and Anthropic's Messages API and

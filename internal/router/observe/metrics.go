@@ -3,11 +3,13 @@ package observe
 // The request metrics: requests by their outcome, first-token and
 // whole-request latency, tokens served, and the seed's token timing
 // (tokens.go) by model and by the tenant label (tenant.go). Labels stay
-// bounded: the model label, a pool, a status code, an error type. A
-// model's llmgw_tokens_total series are resolved once per catalog.
+// bounded: the model label, a pool, a status code, an error type. The
+// series a request of each model and pool uses are resolved on first use,
+// once per catalog.
 
 import (
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,9 +26,8 @@ type Metrics struct {
 	ttft     *prometheus.HistogramVec
 	duration *prometheus.HistogramVec
 	tokens   *prometheus.CounterVec
-	// byModel holds each model's llmgw_tokens_total counters for the
-	// catalog in service; replaced whole.
-	byModel atomic.Pointer[map[string]*modelTokens] // key: model name
+	mu       sync.Mutex                        // held while series is grown
+	series   atomic.Pointer[map[seriesKey]any] // replaced whole; emptied by SetCatalog
 }
 
 var (
@@ -67,7 +68,7 @@ func NewMetrics(tenantLevel string, tenantLimit int) *Metrics {
 			Help: "Tokens served, by model, pool and kind: prompt, completion, and cached (prompt tokens the backend served from its prefix cache).",
 		}, []string{"model", "pool", "kind"}),
 	}
-	m.byModel.Store(&map[string]*modelTokens{})
+	m.series.Store(&map[seriesKey]any{})
 	return m
 }
 
@@ -76,18 +77,19 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 	return append(m.token.collectors(), m.requests, m.ttft, m.duration, m.tokens, m.tenant.dropped)
 }
 
-// SetCatalog publishes c's SLOs and resolves each of its models'
-// llmgw_tokens_total counters, for its pool.
+// SetCatalog publishes c's SLOs, shows each of its models'
+// llmgw_tokens_total on its pool from now on, at zero, and forgets the
+// series resolved for the catalog before, whose models and pools may be
+// gone.
 func (m *Metrics) SetCatalog(c *catalog.Catalog) {
-	by := make(map[string]*modelTokens, len(c.Models()))
 	for _, model := range c.Models() {
-		t := &modelTokens{pool: model.Pool}
-		for i, kind := range tokenKinds {
-			t.counters[i] = m.tokens.WithLabelValues(model.Name, model.Pool, kind)
+		for _, kind := range tokenKinds {
+			m.tokens.WithLabelValues(model.Name, model.Pool, kind)
 		}
-		by[model.Name] = t
 	}
-	m.byModel.Store(&by)
+	m.mu.Lock()
+	m.series.Store(&map[seriesKey]any{})
+	m.mu.Unlock()
 	m.token.setSLOs(c.Models())
 }
 
@@ -99,14 +101,24 @@ func (m *Metrics) Observe(c *Completed) {
 	if pool == "" {
 		pool = "none"
 	}
-	m.requests.WithLabelValues(c.Model, pool, codeLabel(o.Status), string(c.ErrorType)).Inc()
+	if o.Status == 200 && c.ErrorType == "" {
+		m.answered(c.Model, pool).Inc()
+	} else {
+		m.requests.WithLabelValues(c.Model, pool, codeLabel(o.Status), string(c.ErrorType)).Inc()
+	}
 	if c.Pool != "" {
-		observeExemplar(m.duration.WithLabelValues(c.Model, c.Pool), c.Took.Seconds(), c.Exemplar)
+		observeExemplar(m.observer(familyDuration, c.Model, c.Pool), c.Took.Seconds(), c.Exemplar)
 		if c.Stream && o.TTFT > 0 && o.Usage != nil && o.Usage.CompletionTokens > 0 {
-			observeExemplar(m.ttft.WithLabelValues(c.Model, c.Pool), o.TTFT.Seconds(), c.Exemplar)
+			observeExemplar(m.observer(familyTTFT, c.Model, c.Pool), o.TTFT.Seconds(), c.Exemplar)
 		}
 	}
-	m.token.observe(c, pool)
+	if c.Timing.OK {
+		if s := c.Timing.TPOT.Seconds(); s > 0 {
+			m.observer(familyTPOT, c.Model, pool).Observe(s)
+		}
+		m.observer(familyRate, c.Model, pool).Observe(c.Timing.Rate)
+		m.token.observeTenant(c)
+	}
 	if c.Requested != nil && c.Pool != "" && o.Usage != nil {
 		cs := m.tokenCounters(c.Record.Model, c.Pool)
 		cs[0].Add(float64(c.Record.PromptTokens))
@@ -147,26 +159,83 @@ func codeLabel(status int) string {
 	return strconv.Itoa(status)
 }
 
-// tokenKinds are llmgw_tokens_total's kinds, in the order modelTokens
+// tokenKinds are llmgw_tokens_total's kinds, in the order tokenCounters
 // holds them.
 var tokenKinds = [3]string{"prompt", "completion", "cached"}
 
-// modelTokens is a model's llmgw_tokens_total counters, for its pool.
-type modelTokens struct {
-	pool     string
-	counters [3]prometheus.Counter
+// family is which metric a series the Metrics keep is of.
+type family uint8
+
+const (
+	familyAnswered family = iota // llmgw_requests_total of a request answered 200 without an error
+	familyDuration               // llmgw_request_duration_seconds
+	familyTTFT                   // llmgw_ttft_seconds
+	familyTPOT                   // llmgw_tpot_seconds
+	familyRate                   // llmgw_output_tokens_per_second
+	familyTokens                 // llmgw_tokens_total's three kinds
+)
+
+// seriesKey is what a series is found by: its family, and the model and
+// pool labels it has.
+type seriesKey struct {
+	family      family
+	model, pool string
+}
+
+// answered is the count of model's requests answered 200 on pool.
+func (m *Metrics) answered(model, pool string) prometheus.Counter {
+	return seriesOf(m, seriesKey{familyAnswered, model, pool}, func() prometheus.Counter {
+		return m.requests.WithLabelValues(model, pool, codeLabel(200), "")
+	})
+}
+
+// observer is the histogram of family f (duration, TTFT, TPOT or rate)
+// for model on pool.
+func (m *Metrics) observer(f family, model, pool string) prometheus.Observer {
+	return seriesOf(m, seriesKey{f, model, pool}, func() prometheus.Observer {
+		h := m.duration
+		switch f {
+		case familyTTFT:
+			h = m.ttft
+		case familyTPOT:
+			h = m.token.tpot
+		case familyRate:
+			h = m.token.rate
+		}
+		return h.WithLabelValues(model, pool)
+	})
 }
 
 // tokenCounters is llmgw_tokens_total's counters for model served by
-// pool: resolved once per catalog for each model and its pool, and
-// resolved here for a pair the catalog in service does not have.
+// pool, by tokenKinds.
 func (m *Metrics) tokenCounters(model, pool string) *[3]prometheus.Counter {
-	if t := (*m.byModel.Load())[model]; t != nil && t.pool == pool {
-		return &t.counters
+	return seriesOf(m, seriesKey{familyTokens, model, pool}, func() *[3]prometheus.Counter {
+		var cs [3]prometheus.Counter
+		for i, kind := range tokenKinds {
+			cs[i] = m.tokens.WithLabelValues(model, pool, kind)
+		}
+		return &cs
+	})
+}
+
+// seriesOf is m's series of key, made by resolve on first use: a series
+// shows only once it is used, as WithLabelValues would show it.
+func seriesOf[T any](m *Metrics, key seriesKey, resolve func() T) T {
+	if v, ok := (*m.series.Load())[key]; ok {
+		return v.(T)
 	}
-	var c [3]prometheus.Counter
-	for i, kind := range tokenKinds {
-		c[i] = m.tokens.WithLabelValues(model, pool, kind)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur := *m.series.Load()
+	if v, ok := cur[key]; ok {
+		return v.(T)
 	}
-	return &c
+	next := make(map[seriesKey]any, len(cur)+1)
+	for k, v := range cur {
+		next[k] = v
+	}
+	v := resolve()
+	next[key] = v
+	m.series.Store(&next)
+	return v
 }

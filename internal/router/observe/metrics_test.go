@@ -1,7 +1,9 @@
 package observe
 
 import (
+	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,5 +85,33 @@ func TestTokensCountedForTheServingModel(t *testing.T) {
 	}
 	if got := mfs["llmgw_requests_total"].GetMetric()[0].GetLabel(); got[1].GetValue() != "" || got[2].GetValue() != "m" || got[3].GetValue() != "b" {
 		t.Errorf("request counted with labels %v, want model m, pool b, no error", got)
+	}
+}
+
+// TestMetricsConcurrent: requests of several models and pools observed
+// from many goroutines at once (run with -race) are each counted once,
+// and a catalog put in service meanwhile loses none.
+func TestMetricsConcurrent(t *testing.T) {
+	cat := tenantCatalog(t)
+	m, reg := newMetrics(t, cat, tenant.LevelOrg, 0)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			model := &catalog.Model{Name: fmt.Sprint("m", g%3), Pool: "gpu"}
+			for i := range 200 {
+				m.Observe(finished(model, true, fmt.Sprint("p", i%4), streamed(time.Millisecond, 3, time.Millisecond), time.Second))
+				if g == 0 && i%50 == 0 {
+					m.SetCatalog(cat)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var n float64
+	for _, s := range gather(t, reg)["llmgw_requests_total"].GetMetric() {
+		n += s.GetCounter().GetValue()
+	}
+	if n != 8*200 {
+		t.Errorf("%v requests counted, want %d", n, 8*200)
 	}
 }

@@ -70,20 +70,14 @@ func (t *tokenMetrics) setSLOs(models []catalog.Model) {
 	}
 }
 
-// observe records c's token timing, by its model and pool (pool, "none"
-// for none) and by its tenant label.
-func (t *tokenMetrics) observe(c *Completed, pool string) {
-	if !c.Timing.OK {
+// observeTenant records c's token timing by its tenant label, if it has
+// one.
+func (t *tokenMetrics) observeTenant(c *Completed) {
+	if c.Tenant == "" {
 		return
 	}
-	if tpot := c.Timing.TPOT.Seconds(); tpot > 0 {
-		t.tpot.WithLabelValues(c.Model, pool).Observe(tpot)
-		if c.Tenant != "" {
-			t.tenantTPOT.WithLabelValues(c.Tenant).Observe(tpot)
-		}
+	if s := c.Timing.TPOT.Seconds(); s > 0 {
+		t.tenantTPOT.WithLabelValues(c.Tenant).Observe(s)
 	}
-	t.rate.WithLabelValues(c.Model, pool).Observe(c.Timing.Rate)
-	if c.Tenant != "" {
-		t.tenantRate.WithLabelValues(c.Tenant).Observe(c.Timing.Rate)
-	}
+	t.tenantRate.WithLabelValues(c.Tenant).Observe(c.Timing.Rate)
 }
