@@ -63,6 +63,15 @@ var rules = []rule{
 	{from: "internal/control/catalog", only: []string{}, why: "the catalog is data"},
 	{from: "internal/control/tenant", only: []string{}, why: "tenants, keys and limits are data"},
 	{from: "internal/control/usage", only: []string{}, why: "usage records are data"},
+	{from: "internal/router/observe",
+		only: []string{"internal/control/catalog", "internal/control/tenant", "internal/control/usage", "internal/limits", "internal/openai", "internal/router/admission", "internal/router/proxy"},
+		why:  "an observer reads a Completed request and what it settles with, never the router, its pools or its read model"},
+	{from: "internal/router/status",
+		only: []string{"internal/control/catalog", "internal/router/admission", "internal/router/observe", "internal/router/pool", "internal/router/scrape"},
+		why:  "the read model reads the pools, admission and the scrapes as values, never the router or an upstream call"},
+	{from: "internal/router/...", unless: []string{"internal/router", "internal/router/status", "internal/router/virtual"},
+		deny: []string{"internal/router/observe", "internal/router/status"},
+		why:  "the parts a request passes through (pools, admission, the call, the scrapes, the peers) never see its observers or the read model: what they come to reaches them as a Completed"},
 }
 
 // known are the imports that break a rule today, each to go: a new
@@ -170,6 +179,10 @@ func TestImportRulesCatch(t *testing.T) {
 		{ImportPath: "internal/openai"},
 		{ImportPath: "internal/tokenize"},
 		{ImportPath: "internal/bench", Imports: []string{"internal/app", "internal/config"}},
+		{ImportPath: "internal/router/observe", Imports: []string{"internal/control/catalog", "internal/router/proxy"}},
+		{ImportPath: "internal/router/status", Imports: []string{"internal/router/observe", "internal/router/pool"}},
+		{ImportPath: "internal/router/proxy"},
+		{ImportPath: "internal/router/pool", Imports: []string{"internal/control/catalog"}},
 	}
 	tests := []struct {
 		name  string
@@ -195,6 +208,14 @@ func TestImportRulesCatch(t *testing.T) {
 		{name: "a known exception not made", known: []edge{{"internal/translate", "internal/tokenize"}, {"internal/translate", "internal/router/proxy"}},
 			want: "internal/translate no longer imports internal/router/proxy"},
 		{name: "an exception not known", want: "internal/translate imports internal/tokenize"},
+		{name: "an observer imports the router", plant: edge{"internal/router/observe", "internal/router"},
+			known: []edge{{"internal/translate", "internal/tokenize"}}, want: "internal/router/observe imports internal/router:"},
+		{name: "an observer imports the pools", plant: edge{"internal/router/observe", "internal/router/pool"},
+			known: []edge{{"internal/translate", "internal/tokenize"}}, want: "internal/router/observe imports internal/router/pool"},
+		{name: "the read model imports an upstream call", plant: edge{"internal/router/status", "internal/router/proxy"},
+			known: []edge{{"internal/translate", "internal/tokenize"}}, want: "internal/router/status imports internal/router/proxy"},
+		{name: "the pools import an observer", plant: edge{"internal/router/pool", "internal/router/observe"},
+			known: []edge{{"internal/translate", "internal/tokenize"}}, want: "internal/router/pool imports internal/router/observe"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
