@@ -87,11 +87,11 @@ type parsedRequest struct {
 	// joined with commas.
 	anthropicVersion, anthropicBeta string
 	// reasoning is what a Messages request asked of the model's
-	// reasoning, told to each pool in its own terms (provider.go); zero
+	// reasoning, told to each pool in its own terms (pools.go); zero
 	// for other APIs.
 	reasoning translate.Reasoning
 	// messages is a Messages request's body as the client sent it, which
-	// an anthropic pool is sent in place of the chat body (provider.go);
+	// an anthropic pool is sent in place of the chat body (pools.go);
 	// nil for other APIs, and once the model is known to have no
 	// anthropic pool. own is it as the request scanner reads it, and
 	// ownErr why the scanner refused it, once the model is known to have
