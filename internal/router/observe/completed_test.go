@@ -28,6 +28,20 @@ func streamed(ttft time.Duration, tokens int64, decode time.Duration) proxy.Outc
 	return proxy.Outcome{Status: 200, Usage: &openai.Usage{PromptTokens: 3, CompletionTokens: tokens}, TTFT: ttft, Decode: decode}
 }
 
+// registered registers o's metrics with a registry of its own, and puts
+// cat in service when o keeps catalogs.
+func registered(t *testing.T, o Observer, cat *catalog.Catalog) *prometheus.Registry {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if err := (Observers{o}).Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	if cat != nil {
+		(Observers{o}).SetCatalog(cat)
+	}
+	return reg
+}
+
 // gather is reg's families by name.
 func gather(t *testing.T, reg prometheus.Gatherer) map[string]*dto.MetricFamily {
 	t.Helper()

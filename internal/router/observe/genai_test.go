@@ -14,12 +14,8 @@ import (
 // newGenAI is GenAI registered with a registry of its own.
 func newGenAI(t *testing.T) (*GenAI, *prometheus.Registry) {
 	t.Helper()
-	reg := prometheus.NewRegistry()
 	g := NewGenAI()
-	if err := (Observers{g}).Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	return g, reg
+	return g, registered(t, g, nil)
 }
 
 // TestGenAIExemplar: a request's exemplar goes with its first-token and

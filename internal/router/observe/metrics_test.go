@@ -20,13 +20,8 @@ import (
 // in service.
 func newMetrics(t *testing.T, cat *catalog.Catalog, tenantLevel string, tenantLimit int) (*Metrics, *prometheus.Registry) {
 	t.Helper()
-	reg := prometheus.NewRegistry()
 	m := NewMetrics(tenantLevel, tenantLimit)
-	if err := (Observers{m}).Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	m.SetCatalog(cat)
-	return m, reg
+	return m, registered(t, m, cat)
 }
 
 // TestTokenMetricsGolden checks the token families' names, help, labels and

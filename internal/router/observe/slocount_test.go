@@ -18,13 +18,17 @@ import (
 // cat in service.
 func newSLOCounts(t *testing.T, cat *catalog.Catalog) (*SLOCounts, *prometheus.Registry) {
 	t.Helper()
-	reg := prometheus.NewRegistry()
 	s := NewSLOCounts()
-	if err := (Observers{s}).Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	s.SetCatalog(cat)
-	return s, reg
+	return s, registered(t, s, cat)
+}
+
+// sloRequestsText is llmgw_slo_requests_total as the exposition format
+// writes it, with series.
+func sloRequestsText(series string) string {
+	return `
+# HELP llmgw_slo_requests_total Streamed requests judged against their model's SLO, by model, kind (ttft: time to first token against slo.ttft_p99; tpot: time per output token against slo.tpot_p99) and result: met (no longer than the SLO) or missed. For burn-rate alerts: missed over all is the error ratio.
+# TYPE llmgw_slo_requests_total counter
+` + series
 }
 
 // TestSLORequests: each streamed request of a model with an SLO is counted
@@ -77,16 +81,13 @@ func TestSLORequests(t *testing.T) {
 			}
 		}
 	}
-	want := `
-# HELP llmgw_slo_requests_total Streamed requests judged against their model's SLO, by model, kind (ttft: time to first token against slo.ttft_p99; tpot: time per output token against slo.tpot_p99) and result: met (no longer than the SLO) or missed. For burn-rate alerts: missed over all is the error ratio.
-# TYPE llmgw_slo_requests_total counter
-llmgw_slo_requests_total{kind="tpot",model="llama",result="met"} 2
+	want := sloRequestsText(`llmgw_slo_requests_total{kind="tpot",model="llama",result="met"} 2
 llmgw_slo_requests_total{kind="tpot",model="llama",result="missed"} 1
 llmgw_slo_requests_total{kind="ttft",model="llama",result="met"} 2
 llmgw_slo_requests_total{kind="ttft",model="llama",result="missed"} 1
 llmgw_slo_requests_total{kind="ttft",model="ttft-only",result="met"} 0
 llmgw_slo_requests_total{kind="ttft",model="ttft-only",result="missed"} 1
-`
+`)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "llmgw_slo_requests_total"); err != nil {
 		t.Error(err)
 	}
@@ -121,14 +122,11 @@ func TestSLORequestsOfAClass(t *testing.T) {
 		c.Finish()
 		counts.Observe(c)
 	}
-	want := `
-# HELP llmgw_slo_requests_total Streamed requests judged against their model's SLO, by model, kind (ttft: time to first token against slo.ttft_p99; tpot: time per output token against slo.tpot_p99) and result: met (no longer than the SLO) or missed. For burn-rate alerts: missed over all is the error ratio.
-# TYPE llmgw_slo_requests_total counter
-llmgw_slo_requests_total{kind="tpot",model="m",result="met"} 2
+	want := sloRequestsText(`llmgw_slo_requests_total{kind="tpot",model="m",result="met"} 2
 llmgw_slo_requests_total{kind="tpot",model="m",result="missed"} 0
 llmgw_slo_requests_total{kind="ttft",model="m",result="met"} 1
 llmgw_slo_requests_total{kind="ttft",model="m",result="missed"} 2
-`
+`)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "llmgw_slo_requests_total"); err != nil {
 		t.Error(err)
 	}
