@@ -109,7 +109,8 @@ const Unknown = "unknown"
 const OperationCount = "count_tokens"
 
 // Observer takes each Completed request, on the request's goroutine: it
-// must not block.
+// must not block, and must not keep c past the call, as c is the
+// request's own and goes with it.
 type Observer interface {
 	Observe(c *Completed)
 }

@@ -88,7 +88,11 @@ func (s *SLOCounts) Observe(c *Completed) {
 	if !c.Stream || !c.Timing.OK || c.Requested == nil {
 		return
 	}
-	cs := (*s.loaded())[c.Model]
+	by := s.by.Load()
+	if by == nil {
+		return // no catalog yet
+	}
+	cs := (*by)[c.Model]
 	if cs == nil {
 		return
 	}
@@ -102,12 +106,4 @@ func (s *SLOCounts) Observe(c *Completed) {
 			cs[i][0].Inc()
 		}
 	}
-}
-
-// loaded is the series in service; an empty set before the first catalog.
-func (s *SLOCounts) loaded() *map[string]*sloCounters {
-	if by := s.by.Load(); by != nil {
-		return by
-	}
-	return &map[string]*sloCounters{}
 }
