@@ -39,7 +39,7 @@ type sloCounters [2]*[2]prometheus.Counter
 func NewSLOCounts() *SLOCounts {
 	return &SLOCounts{requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "llmgw_slo_requests_total",
-		Help: "Streamed requests judged against their model's SLO, by model, kind (ttft: time to first token against slo.ttft_p99; tpot: time per output token against slo.tpot_p99) and result: met (no longer than the SLO) or missed. For burn-rate alerts: missed over all is the error ratio.",
+		Help: "Streamed requests judged against the SLO of their admission class (the model's slo where the class sets none), by model, kind (ttft: time to first token against ttft_p99; tpot: time per output token against tpot_p99) and result: met (no longer than the SLO) or missed. For burn-rate alerts: missed over all is the error ratio.",
 	}, []string{"model", "kind", "result"})}
 }
 

@@ -26,7 +26,7 @@ func newSLOCounts(t *testing.T, cat *catalog.Catalog) (*SLOCounts, *prometheus.R
 // writes it, with series.
 func sloRequestsText(series string) string {
 	return `
-# HELP llmgw_slo_requests_total Streamed requests judged against their model's SLO, by model, kind (ttft: time to first token against slo.ttft_p99; tpot: time per output token against slo.tpot_p99) and result: met (no longer than the SLO) or missed. For burn-rate alerts: missed over all is the error ratio.
+# HELP llmgw_slo_requests_total Streamed requests judged against the SLO of their admission class (the model's slo where the class sets none), by model, kind (ttft: time to first token against ttft_p99; tpot: time per output token against tpot_p99) and result: met (no longer than the SLO) or missed. For burn-rate alerts: missed over all is the error ratio.
 # TYPE llmgw_slo_requests_total counter
 ` + series
 }
