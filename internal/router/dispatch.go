@@ -185,21 +185,15 @@ func countsAgainst(o proxy.Outcome) bool {
 	return o.Reason != proxy.ReasonNone && o.Reason != proxy.ReasonStatus429
 }
 
-// send makes one call to endpoint i of p, keeping the endpoint's signals
-// as it goes: the request is in flight from now to its end, and owes its
-// uncached prompt until its first token. The answer's cached tokens check
-// the prefix the index predicted. started, when not nil, is set at the
-// first token. A call that lost a hedged race before its first token
-// computed nothing, as far as the index knows.
+// send makes one call to endpoint i of p, through the call's lifecycle
+// at its endpoint (pool.Attempt): begun now, its first token, its gaps,
+// its end, and the prefix its answer's cached tokens confirm. started,
+// when not nil, is set at the first token. A call that lost a hedged
+// race before its first token computed nothing, as far as the index
+// knows.
 func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedRequest, p *servedPool, i int, rt *pool.Route, call *proxy.Call, started *atomic.Bool) proxy.Outcome {
-	ep := p.Endpoints()[i]
-	uncached := rt.Uncached(i)
-	t := &sent{ticket: req.ticket, gate: r.gates.Of(p.name), started: started, rt: rt, i: i}
-	t.call = p.Send(i, uncached, req.Stream, req.class == admission.Critical, time.Now())
-	p.NotePrompt(uncached)
-	if rt.Indexed() {
-		r.notePlaced(p, i, rt, rt.Hashes(), false)
-	}
+	t := &sent{ticket: req.ticket, gate: r.gates.Of(p.name), started: started}
+	t.call = p.Begin(rt, i, req.Stream, req.class == admission.Critical, time.Now())
 	call.FirstToken = t.firstToken
 	if req.Stream {
 		// The stream's gaps time the endpoint's step, which its decode
@@ -216,31 +210,23 @@ func (r *Router) send(ctx context.Context, w http.ResponseWriter, req *parsedReq
 	if traced != nil {
 		traced(o)
 	}
-	t.end()
-
-	matched := rt.Matched(i)
 	computedNothing := o.Reason != proxy.ReasonNone && !o.Wrote || !t.call.Started() && errors.Is(context.Cause(ctx), errLostRace)
-	switch {
-	case computedNothing && rt.Indexed() && len(rt.Hashes()) > int(matched):
-		// The blocks past the prefix it held are not there.
-		r.notePlaced(p, i, rt, rt.Hashes()[matched:], true)
-	case o.Usage != nil && !o.Estimated && o.Usage.PromptTokensDetails != nil:
-		predicted, confirmed := rt.Confirm(ep, i, o.Usage.PromptTokens, o.Usage.CachedTokens())
+	t.end(!computedNothing)
+	if !computedNothing && o.Usage != nil && !o.Estimated && o.Usage.PromptTokensDetails != nil {
+		predicted, confirmed := t.call.Confirm(o.Usage.PromptTokens, o.Usage.CachedTokens())
 		p.m.predicted.Add(float64(predicted))
 		p.m.confirmed.Add(float64(confirmed))
 	}
 	return o
 }
 
-// sent is one call's mark on its endpoint's signals and on its pool's
-// gate. Its methods run on the call's goroutine.
+// sent is one call's mark on its endpoint and on its pool's gate. Its
+// methods run on the call's goroutine.
 type sent struct {
-	call    pool.Call         // the call's mark on its endpoint's counts
+	call    pool.Attempt      // the call's life at its endpoint
 	ticket  *admission.Ticket // the request's admission, nil without
 	gate    *admission.Gate   // the pool's admission point, nil when none was made
 	started *atomic.Bool      // set at the first token, for a hedged race; nil outside one
-	rt      *pool.Route       // the request as routing saw it
-	i       int               // the endpoint's index in its pool
 	// gap observes the stream's inter-token gaps for the model's
 	// histogram; they pass through Observe.
 	gap prometheus.Observer
@@ -266,20 +252,19 @@ func (t *sent) firstToken(now time.Time) {
 		t.started.Store(true)
 	}
 	t.call.FirstToken(now)
-	t.rt.Computed(t.i)
 	t.ticket.FirstToken()
 	if t.gate != nil {
 		t.gate.Wake()
 	}
 }
 
-// end takes the call off its endpoint's signals; with a gate, it decides
-// the endpoint's batch limit by the gate's aim, and moves the queue on.
-func (t *sent) end() {
+// end ends the call at its endpoint; with a gate, it decides the
+// endpoint's batch limit by the gate's aim, and moves the queue on.
+func (t *sent) end(computed bool) {
 	if t.gate == nil {
-		t.call.Done(0)
+		t.call.End(0, computed)
 		return
 	}
-	t.call.Done(t.gate.TPOTAim())
+	t.call.End(t.gate.TPOTAim(), computed)
 	t.gate.Wake()
 }

@@ -219,18 +219,11 @@ func within(c, limit pool.Counts) pool.Counts {
 	return pool.Counts{Inflight: min(c.Inflight, limit.Inflight), Pending: min(c.Pending, limit.Pending), Owed: min(c.Owed, limit.Owed), Critical: min(c.Critical, limit.Critical)}
 }
 
-// notePlaced notes in rt's index that endpoint i of p was sent hashes
-// (or, with drop, does not hold them), and tells the other gateways.
-func (r *Router) notePlaced(p *servedPool, i int, rt *pool.Route, hashes []uint64, drop bool) {
-	if drop {
-		rt.Index().Drop(hashes, i)
-	} else {
-		rt.Index().Promise(hashes, i)
-	}
-	if r.opts.Placements != nil {
-		r.opts.Placements.Publish(placement.Placement{
-			Pool: p.name, Endpoint: p.Endpoints()[i].Name(), Block: rt.Index().Block(), Drop: drop, Hashes: hashes,
-		})
+// publishTo is what tells the other gateways, over to, the placements
+// p's calls make in its prefix index.
+func publishTo(to Placements, p *servedPool) pool.PlaceFunc {
+	return func(i, block int, hashes []uint64, drop bool) {
+		to.Publish(placement.Placement{Pool: p.name, Endpoint: p.Endpoints()[i].Name(), Block: block, Drop: drop, Hashes: hashes})
 	}
 }
 

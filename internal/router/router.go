@@ -257,6 +257,9 @@ func (r *Router) SetCatalog(c *catalog.Catalog) {
 			prev = old.pools[p.Name]
 		}
 		sp := newServedPool(p, prev, r.m)
+		if r.opts.Placements != nil {
+			sp.OnPlace(publishTo(r.opts.Placements, sp))
+		}
 		s.pools[p.Name] = sp
 		shown = append(shown, status.Pool{Pool: sp.Pool, Name: sp.name, Kind: sp.kind})
 	}

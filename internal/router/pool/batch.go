@@ -49,16 +49,16 @@ type batchLimit struct {
 // tuneBatch decides the endpoint's batch limit on a request's end, with
 // inflight requests in flight just before it and aim the step time that
 // admission holds the pool to.
-func (e *Endpoint) tuneBatch(aim time.Duration, inflight int64) {
+func (s *stepModel) tuneBatch(aim time.Duration, inflight int64) {
 	if aim <= 0 {
 		return
 	}
-	b := &e.batch
+	b := &s.batch
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := float64(inflight)
 	b.ends++
-	sum, count := e.gapNanos.Load(), e.gaps.Load()
+	sum, count := s.gapNanos.Load(), s.gaps.Load()
 	if count-b.gaps < int64(batchSteps*max(inflight, 1)) {
 		return
 	}
@@ -83,16 +83,16 @@ func (e *Endpoint) tuneBatch(aim time.Duration, inflight int64) {
 // window, the limit starts small and doubles while the step time allows,
 // so that a burst at the start, before anything is measured, cannot fill
 // the server's batch. The requests it already has stay.
-func (e *Endpoint) StartBatch() {
-	if e.batch.bits.Load() != 0 {
+func (s *stepModel) StartBatch() {
+	if s.batch.bits.Load() != 0 {
 		return
 	}
-	b := &e.batch
+	b := &s.batch
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.limit == 0 {
 		b.limit = batchStart
-		b.gapNanos, b.gaps = e.gapNanos.Load(), e.gaps.Load()
+		b.gapNanos, b.gaps = s.gapNanos.Load(), s.gaps.Load()
 		b.bits.Store(math.Float64bits(b.limit))
 	}
 }
@@ -109,8 +109,8 @@ func (e *Endpoint) batchRoom() (limit float64, room int64) {
 
 // SetBatchLimit sets the endpoint's batch limit, in place of what its
 // step times decided: for tests that need an endpoint at a known limit.
-func (e *Endpoint) SetBatchLimit(limit float64) {
-	b := &e.batch
+func (s *stepModel) SetBatchLimit(limit float64) {
+	b := &s.batch
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.limit = limit

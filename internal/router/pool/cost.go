@@ -6,10 +6,25 @@ package pool
 // index predicts there.
 
 import (
-	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
+
+// costModel is what an endpoint has learned of its first tokens' cost.
+type costModel struct {
+	// cost is the learned cost of a first token (nil before the first
+	// streamed answer: the prior), and fit what it is learned by.
+	cost atomic.Pointer[Cost]
+	fit  costFit
+	// learnedAt is when the cost model last learned from a first token,
+	// in unix nanoseconds; zero before the first.
+	learnedAt atomic.Int64
+	// ttftMeasured and ttftPredicted are the means of recent streamed
+	// first tokens, taken and predicted, in seconds (float64 bits; zero
+	// before the first): for the status alone (status.go).
+	ttftMeasured, ttftPredicted atomic.Uint64
+}
 
 // The first-token cost model's prior, used until an endpoint has answered:
 // 20 ms of fixed cost and 100 µs a prompt token of prefill, its own or
@@ -83,8 +98,8 @@ func newCostFit(c Cost) fit {
 }
 
 // firstTokenCost is the endpoint's cost model.
-func (e *Endpoint) firstTokenCost() *Cost {
-	if c := e.cost.Load(); c != nil {
+func (c *costModel) firstTokenCost() *Cost {
+	if c := c.cost.Load(); c != nil {
 		return c
 	}
 	return &priorCost
@@ -111,13 +126,13 @@ func (e *Endpoint) costStale(now time.Time) bool {
 // learned from a first token after sent: a call sent while the model was
 // stale brings its first new observation. Racing first tokens may lose
 // one observation.
-func (e *Endpoint) forget(sent time.Time) {
-	l := &e.fit
+func (c *costModel) forget(sent time.Time) {
+	l := &c.fit
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if e.learnedAt.Load() < sent.UnixNano() {
+	if c.learnedAt.Load() < sent.UnixNano() {
 		l.f = fit{}
-		e.cost.Store(nil)
+		c.cost.Store(nil)
 	}
 }
 
@@ -125,19 +140,19 @@ func (e *Endpoint) forget(sent time.Time) {
 // took took for a call sent with own uncached tokens, ahead tokens of
 // prefill owed before it and waiting requests queued. Coefficients are
 // costs, so a fit that finds one negative publishes zero.
-func (e *Endpoint) learn(now time.Time, took time.Duration, own, ahead, waiting float64) {
+func (c *costModel) learn(now time.Time, took time.Duration, own, ahead, waiting float64) {
 	t := took.Seconds()
-	e.noteTTFT(t, e.firstTokenCost().Predict(own, ahead, waiting))
-	l := &e.fit
+	c.noteTTFT(t, c.firstTokenCost().Predict(own, ahead, waiting))
+	l := &c.fit
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f.n == 0 {
 		l.f = newCostFit(priorCost)
 	}
 	l.f.add([]float64{1, own * kiloTokens, ahead * kiloTokens, waiting}, t)
-	e.learnedAt.Store(now.UnixNano())
+	c.learnedAt.Store(now.UnixNano())
 	th := l.f.theta
-	e.cost.Store(&Cost{
+	c.cost.Store(&Cost{
 		Base:       max(th[0], 0),
 		PerToken:   max(th[1], 0) * kiloTokens,
 		PerAhead:   max(th[2], 0) * kiloTokens,
@@ -212,41 +227,14 @@ func (s *State) PredictTTFT(uncached int64, meanPrompt float64) float64 {
 	return s.Cost.Predict(float64(uncached), tokens, waiting)
 }
 
-// Precision is the share of its predicted prefix hits the endpoint's
-// answers confirm: below 1 when it evicts sooner than the index assumes.
-// Routing believes the index whole, since sending a conversation where
-// its prefix was is what keeps it cached there; auto charges a prompt
-// stored where precision is low for the prefixes it pushes out.
-func (e *Endpoint) Precision() float64 {
-	if v := math.Float64frombits(e.hits.Load()); v > 0 {
-		return v
-	}
-	return 1
-}
-
-// minPrecision keeps an endpoint whose cache was found cold a few times
-// from having its prefix ignored for good: its next hit raises it again.
-const minPrecision = 0.05
-
-// Confirm folds one answer into the endpoint's precision: predicted
-// prompt tokens were expected cached, and the answer reported cached.
-func (e *Endpoint) Confirm(predicted, cached int64) {
-	if predicted <= 0 {
-		return
-	}
-	sample := min(float64(cached)/float64(predicted), 1)
-	p := e.Precision()
-	e.hits.Store(math.Float64bits(max(p+CostSmoothing*(sample-p), minPrecision)))
-}
-
 // SetCost sets the endpoint's first-token cost model to base seconds and
 // perToken seconds a prompt token of prefill, its own or owed ahead, in
 // place of what it learned, and learns on from there: for tests that need
 // an endpoint of a known speed.
-func (e *Endpoint) SetCost(base, perToken float64) {
+func (m *costModel) SetCost(base, perToken float64) {
 	c := Cost{Base: base, PerToken: perToken, PerAhead: perToken}
-	e.fit.mu.Lock()
-	defer e.fit.mu.Unlock()
-	e.fit.f = newCostFit(c)
-	e.cost.Store(&c)
+	m.fit.mu.Lock()
+	defer m.fit.mu.Unlock()
+	m.fit.f = newCostFit(c)
+	m.cost.Store(&c)
 }

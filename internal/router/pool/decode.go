@@ -7,7 +7,29 @@ package pool
 // (vLLM, SGLang) slows every stream by both; one that gives each request
 // a slot of its own, by neither.
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// stepModel is what an endpoint's streams say of its step time.
+type stepModel struct {
+	// gapNanos and gaps sum the inter-token gaps of the streams here:
+	// their mean over a while is the server's step time as its clients
+	// see it. gapStreams sums the streams decoding here at each gap, and
+	// gapPrompt the uncached prompt tokens of each call whose first token
+	// has come, times the streams decoding here as it came: summed over
+	// the gaps, what their steps decoded and what prefill they carried.
+	// A prompt computed while no stream decodes holds up no gap.
+	gapNanos, gaps, gapStreams, gapPrompt atomic.Int64
+	// decode is the decode model learned from the gaps (nil before the
+	// first observation: the prior), and decodeFit what it is learned by.
+	decode    atomic.Pointer[Decode]
+	decodeFit decodeFit
+	// batch is how many requests admission lets the endpoint have in
+	// flight so that its step time stays within the TPOT aim.
+	batch batchLimit
+}
 
 // The decode model's prior: a 10 ms step, nothing more a stream, and a
 // prompt token computed between two tokens stalls them by what the
@@ -54,8 +76,8 @@ type decodeFit struct {
 }
 
 // decodeModel is the endpoint's decode model.
-func (e *Endpoint) decodeModel() *Decode {
-	if d := e.decode.Load(); d != nil {
+func (s *stepModel) decodeModel() *Decode {
+	if d := s.decode.Load(); d != nil {
 		return d
 	}
 	return &priorDecode
@@ -70,14 +92,14 @@ func (e *Endpoint) decodeModel() *Decode {
 // while nothing decoded are in no gap, and count in none: spread over
 // the steps that were seen, they would make a prompt token look cheap
 // wherever streams are short and far between.
-func (e *Endpoint) learnDecode() {
-	d := &e.decodeFit
+func (s *stepModel) learnDecode() {
+	d := &s.decodeFit
 	if !d.mu.TryLock() {
 		return // another call's end is taking the same observation
 	}
 	defer d.mu.Unlock()
-	gapNanos, gaps := e.gapNanos.Load(), e.gaps.Load()
-	streams, prompts := e.gapStreams.Load(), e.gapPrompt.Load()
+	gapNanos, gaps := s.gapNanos.Load(), s.gaps.Load()
+	streams, prompts := s.gapStreams.Load(), s.gapPrompt.Load()
 	n := gaps - d.gaps
 	if n <= 0 {
 		return
@@ -96,7 +118,7 @@ func (e *Endpoint) learnDecode() {
 	}
 	d.f.add([]float64{1, perStep * tenStreams, prompt * kiloTokens}, step)
 	th := d.f.theta
-	e.decode.Store(&Decode{
+	s.decode.Store(&Decode{
 		Step:            max(th[0], 0),
 		PerStream:       max(th[1], 0) * tenStreams,
 		PerPrefillToken: max(th[2], 0) * kiloTokens,

@@ -4,8 +4,18 @@ package pool
 // while, longer each time it fails again without serving one between.
 
 import (
+	"sync/atomic"
 	"time"
 )
+
+// health is whether an endpoint's health probe passes, and whether it
+// is ejected for failing requests.
+type health struct {
+	down         atomic.Bool  // the last health probe failed
+	ejectedUntil atomic.Int64 // unix nanoseconds; passive ejection
+	failures     atomic.Int32 // requests failed in a row
+	ejections    atomic.Int32 // ejections since the last success
+}
 
 // Passive outlier ejection: an endpoint that fails ejectAfter requests in
 // a row is ejected for ejectBase, doubling with each ejection that follows
@@ -24,36 +34,36 @@ const (
 // Failed counts a failed request, and ejects the endpoint after ejectAfter
 // in a row, or after one when it is just back from an ejection. It reports
 // whether this failure ejected it.
-func (e *Endpoint) Failed(now time.Time) bool {
-	until := e.ejectedUntil.Load()
+func (h *health) Failed(now time.Time) bool {
+	until := h.ejectedUntil.Load()
 	if until > now.UnixNano() {
 		return false // a request sent before the ejection: its outage already counted
 	}
-	n := e.failures.Add(1)
-	back := e.ejections.Load() > 0 && e.ejectedUntil.Load() <= now.UnixNano()
+	n := h.failures.Add(1)
+	back := h.ejections.Load() > 0 && h.ejectedUntil.Load() <= now.UnixNano()
 	if n < ejectAfter && !back {
 		return false
 	}
-	k := e.ejections.Load() + 1
+	k := h.ejections.Load() + 1
 	wait := min(EjectBase<<min(k-1, 5), ejectMax)
 	// Of failures that race here, one ejects; the others were the same
 	// outage.
-	if !e.ejectedUntil.CompareAndSwap(until, now.Add(wait).UnixNano()) {
+	if !h.ejectedUntil.CompareAndSwap(until, now.Add(wait).UnixNano()) {
 		return false
 	}
-	e.ejections.Store(k)
-	e.failures.Store(0)
+	h.ejections.Store(k)
+	h.failures.Store(0)
 	return true
 }
 
 // Succeeded counts a request the endpoint served: one brings an ejected
 // endpoint back for good.
-func (e *Endpoint) Succeeded() {
-	if e.failures.Load() != 0 {
-		e.failures.Store(0)
+func (h *health) Succeeded() {
+	if h.failures.Load() != 0 {
+		h.failures.Store(0)
 	}
-	if e.ejections.Load() != 0 {
-		e.ejections.Store(0)
-		e.ejectedUntil.Store(0)
+	if h.ejections.Load() != 0 {
+		h.ejections.Store(0)
+		h.ejectedUntil.Store(0)
 	}
 }

@@ -49,7 +49,7 @@ func TestFreshLoad(t *testing.T) {
 		t.Errorf("a load before any scrape: %+v", l)
 	}
 	l := &Load{Waiting: 3, KVUsage: 0.5, At: at}
-	e.load.Store(l)
+	e.scrape.Store(l)
 	for _, tc := range []struct {
 		age  time.Duration
 		want *Load

@@ -70,7 +70,7 @@ func benchPool(policy string) *Pool {
 		e.pending.Store(int64(i % 3))
 		e.owed.Store(int64(500 * (i % 5)))
 		e.critical.Store(int64(i % 4 / 3)) // a critical stream on every fourth
-		e.load.Store(&Load{Waiting: float64(i % 4), KVUsage: float64(i%10) / 10, At: now})
+		e.scrape.Store(&Load{Waiting: float64(i % 4), KVUsage: float64(i%10) / 10, At: now})
 	}
 	return p
 }

@@ -156,7 +156,7 @@ func TestGIEScoring(t *testing.T) {
 			prompt := promptText(4, 4)
 			now := time.Now()
 			for i, e := range tt.eps {
-				p.endpoints[i].load.Store(&Load{Waiting: e.waiting, KVUsage: e.kv, At: now})
+				p.endpoints[i].scrape.Store(&Load{Waiting: e.waiting, KVUsage: e.kv, At: now})
 				if e.held > 0 {
 					hold(p, prompt, e.held, i)
 				}
@@ -184,9 +184,9 @@ func TestGIEDoesNotBelieveAStaleScrape(t *testing.T) {
 		{2 * time.Second, 1}, // stale: 5 pending and a full cache
 	} {
 		p := testPool(catalog.PolicyGIE, 1, 1)
-		p.endpoints[0].load.Store(&Load{Waiting: 0, KVUsage: 0, At: now.Add(-tc.age)})
+		p.endpoints[0].scrape.Store(&Load{Waiting: 0, KVUsage: 0, At: now.Add(-tc.age)})
 		p.endpoints[0].pending.Store(5)
-		p.endpoints[1].load.Store(&Load{Waiting: 3, KVUsage: 0.5, At: now})
+		p.endpoints[1].scrape.Store(&Load{Waiting: 3, KVUsage: 0.5, At: now})
 		rt := routeFor(p, promptText(5, 4), 0)
 		if i, _ := p.Pick(rt, all(p), now); i != tc.want {
 			t.Errorf("with endpoint 0's scrape %v old, picked %d, want %d", tc.age, i, tc.want)

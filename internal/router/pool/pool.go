@@ -1,8 +1,8 @@
 // Package pool is what routing knows of a pool's endpoints, and how it
 // picks one: each endpoint's calls in flight, scrape, health, ejection,
-// first-token cost model and batch limit, behind a small API for a call's
-// life (Send, FirstToken, Done, Failed); the prefix index; the retry
-// budget; and the routing policies, one file each.
+// first-token cost model and batch limit, learned through one lifecycle
+// of a call (Begin, FirstToken, Gap, End, Confirm); the prefix index; the
+// retry budget; and the routing policies, one file each.
 package pool
 
 // What routing knows of a pool: its endpoints and the prompts it has
@@ -40,6 +40,7 @@ type Pool struct {
 	meanPrompt atomic.Uint64
 
 	budget RetryBudget
+	placed PlaceFunc // hears the index's placements; nil for none
 }
 
 // New builds a pool from its catalog entry, keeping prev's endpoint

@@ -11,11 +11,22 @@ package pool
 // takes the endpoint off the blocks it was just given.
 
 import (
+	"math"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 )
+
+// prefixHits is how far an endpoint's answers confirm the prefixes the
+// index predicted there.
+type prefixHits struct {
+	// hits is the share of predicted prefix hits the endpoint's answers
+	// confirmed, recently (float64 bits; zero means none were checked
+	// yet, and all are believed).
+	hits atomic.Uint64
+}
 
 const (
 	// minBlockBytes is the least prompt text one index block covers. A
@@ -236,4 +247,31 @@ func (x *PrefixIndex) evict() int32 {
 		}
 		return s
 	}
+}
+
+// Precision is the share of its predicted prefix hits the endpoint's
+// answers confirm: below 1 when it evicts sooner than the index assumes.
+// Routing believes the index whole, since sending a conversation where
+// its prefix was is what keeps it cached there; auto charges a prompt
+// stored where precision is low for the prefixes it pushes out.
+func (h *prefixHits) Precision() float64 {
+	if v := math.Float64frombits(h.hits.Load()); v > 0 {
+		return v
+	}
+	return 1
+}
+
+// minPrecision keeps an endpoint whose cache was found cold a few times
+// from having its prefix ignored for good: its next hit raises it again.
+const minPrecision = 0.05
+
+// Confirm folds one answer into the endpoint's precision: predicted
+// prompt tokens were expected cached, and the answer reported cached.
+func (h *prefixHits) Confirm(predicted, cached int64) {
+	if predicted <= 0 {
+		return
+	}
+	sample := min(float64(cached)/float64(predicted), 1)
+	p := h.Precision()
+	h.hits.Store(math.Float64bits(max(p+CostSmoothing*(sample-p), minPrecision)))
 }

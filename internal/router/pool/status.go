@@ -65,11 +65,11 @@ func (p *Pool) Status(now time.Time) []EndpointStatus {
 // noteTTFT folds one streamed answer's first token into the endpoint's
 // means: took measured, predicted by the cost model before it learned
 // from this one. Racing updates may lose one observation.
-func (e *Endpoint) noteTTFT(took, predicted float64) {
+func (c *costModel) noteTTFT(took, predicted float64) {
 	for _, m := range []struct {
 		v *atomic.Uint64
 		x float64
-	}{{&e.ttftMeasured, took}, {&e.ttftPredicted, predicted}} {
+	}{{&c.ttftMeasured, took}, {&c.ttftPredicted, predicted}} {
 		old := math.Float64frombits(m.v.Load())
 		if old == 0 {
 			m.v.Store(math.Float64bits(m.x))

@@ -7,10 +7,11 @@
 //
 // It measures routing alone. What the gateway does around a pick, it does
 // here as internal/router's dispatch does it for a stream (see send
-// there): the route prepared from the prompt as the client sent it, the
-// call counted from Send to Done, its first token and gaps taught to the
-// endpoint, the prefix the index predicted checked against the cached
-// tokens the answer reports, the replicas' load scraped at the pool's
+// there): the route prepared from the prompt as the client sent it, and
+// each call through the one lifecycle a call has at its endpoint
+// (pool.Attempt: begun, its first token and gaps taught to the endpoint,
+// ended, its answer's cached tokens confirming the prefix the index
+// predicted), the replicas' load scraped at the pool's
 // interval, and the SLO tracker fed for auto's stall weight. What it
 // leaves out: the wire (a call's bytes take no time), retries and
 // failures (a virtual replica never fails), admission, hedging, and other
@@ -181,13 +182,12 @@ func (r *run) cut(end time.Time) {
 	r.open = 0
 }
 
-// call is one request on its way: its route, its mark on the endpoint,
+// call is one request on its way: its route, its life at its endpoint,
 // and what came of it so far.
 type call struct {
 	r     *run
 	rt    pool.Route
-	pc    pool.Call
-	i     int
+	at    pool.Attempt
 	model string
 	start time.Time
 	last  time.Time
@@ -231,20 +231,11 @@ func (r *run) arrive(req *Request, n int, now time.Time, q *replicaQueue) {
 		res.Err = errNoEndpoint.Error()
 		return
 	}
-	c.i, res.Endpoint = i, i
-	uncached := c.rt.Uncached(i)
-	c.pc = r.p.Send(i, uncached, true, class == admission.Critical, now)
-	r.p.NotePrompt(uncached)
-	if c.rt.Indexed() {
-		r.p.Index().Promise(c.rt.Hashes(), i)
-	}
+	res.Endpoint = i
+	c.at = r.p.Begin(&c.rt, i, true, class == admission.Critical, now)
 	up := parsed.Rewrite(body, openai.Edits{Model: parsed.Model, IncludeUsage: true, CacheSalt: salt})
 	if _, err := r.o.Replicas[i].Submit(up, now, c.token); err != nil {
-		// A refusal computed nothing: the index forgets the prompt there.
-		c.pc.Done(0)
-		if c.rt.Indexed() {
-			r.p.Index().Drop(c.rt.Hashes()[c.rt.Matched(i):], i)
-		}
+		c.at.End(0, false) // a refusal computed nothing
 		res.Err = err.Error()
 		return
 	}
@@ -264,12 +255,11 @@ func (c *call) token(a *sim.Answer, now time.Time) {
 	}
 	if a.Tokens == 1 {
 		res.TTFT = now.Sub(c.start)
-		c.pc.FirstToken(now)
-		c.rt.Computed(c.i)
+		c.at.FirstToken(now)
 	} else {
 		gap := now.Sub(c.last)
 		res.Gaps = append(res.Gaps, float32(gap.Seconds()))
-		c.pc.Gap(gap)
+		c.at.Gap(gap)
 	}
 	c.last = now
 	res.Tokens = a.Tokens
@@ -278,9 +268,9 @@ func (c *call) token(a *sim.Answer, now time.Time) {
 		return
 	}
 	res.Last, res.Answered = now.Sub(c.start), true
-	c.pc.Done(0)
+	c.at.End(0, true)
 	c.r.open--
-	c.rt.Confirm(c.r.p.Endpoints()[c.i], c.i, int64(a.PromptTokens), int64(a.CachedTokens))
+	c.at.Confirm(int64(a.PromptTokens), int64(a.CachedTokens))
 	var tpot time.Duration
 	if a.Tokens > 1 {
 		tpot = (res.Last - res.TTFT) / time.Duration(a.Tokens-1)
