@@ -121,6 +121,26 @@ const (
 	DefaultHedgeMinWait = 200 * time.Millisecond
 )
 
+// defaultMetricsPath is where a self-hosted kind's servers export their
+// load: Prometheus text on vLLM, SGLang and llama.cpp (with --metrics),
+// the models loaded on Ollama. Other kinds scrape nothing unless told.
+var defaultMetricsPath = map[string]string{
+	catalog.KindVLLM:     "/metrics",
+	catalog.KindSGLang:   "/metrics",
+	catalog.KindLlamaCpp: "/metrics",
+	catalog.KindOllama:   "/api/ps",
+}
+
+// defaultHealthPath is a self-hosted kind's health check: /health on
+// vLLM, SGLang and llama.cpp (503 while the model loads), /api/version on
+// Ollama, which answers while its server is up.
+var defaultHealthPath = map[string]string{
+	catalog.KindVLLM:     "/health",
+	catalog.KindSGLang:   "/health",
+	catalog.KindLlamaCpp: "/health",
+	catalog.KindOllama:   "/api/version",
+}
+
 // PoolDefaults fills in p's zero fields with their defaults.
 func PoolDefaults(p *catalog.Pool) {
 	if p.Kind == "" {
@@ -129,9 +149,8 @@ func PoolDefaults(p *catalog.Pool) {
 	if p.Policy == "" {
 		p.Policy = catalog.PolicyAuto
 	}
-	selfHosted := p.Kind == catalog.KindVLLM || p.Kind == catalog.KindSGLang
-	if p.Metrics.Path == "" && selfHosted {
-		p.Metrics.Path = "/metrics"
+	if p.Metrics.Path == "" {
+		p.Metrics.Path = defaultMetricsPath[p.Kind]
 	}
 	if p.Metrics.Interval == 0 {
 		p.Metrics.Interval = DefaultScrapeInterval
@@ -139,8 +158,8 @@ func PoolDefaults(p *catalog.Pool) {
 	if p.Metrics.MaxAge == 0 {
 		p.Metrics.MaxAge = max(DefaultScrapeMaxAge, 10*p.Metrics.Interval)
 	}
-	if p.Health.Path == "" && selfHosted {
-		p.Health.Path = "/health"
+	if p.Health.Path == "" {
+		p.Health.Path = defaultHealthPath[p.Kind]
 	}
 	if p.Health.Interval == 0 {
 		p.Health.Interval = DefaultHealthInterval

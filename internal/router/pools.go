@@ -166,6 +166,8 @@ var thinkingOn, thinkingOff = true, false
 //   - vllm, sglang: chat_template_kwargs.enable_thinking, true for
 //     thinking enabled or adaptive and false for disabled, the switch
 //     Qwen3-style chat templates read (other templates ignore it);
+//   - llamacpp, ollama: nothing, as their servers read no switch of
+//     one name for every model;
 //   - openai, azure: reasoning_effort, the effort asked (low, medium,
 //     high), when the request asks for thinking and says how hard;
 //     nothing for disabled or a bare adaptive, leaving the model's default;
@@ -377,7 +379,10 @@ func (p *servedPool) salt(req *parsedRequest) string {
 
 // takesSalt reports whether a pool of kind sends requests a cache_salt:
 // vLLM and SGLang servers key their prefix caches by it; others would
-// refuse it or ignore it.
+// refuse it or ignore it. llama.cpp's server reads the fields it knows
+// and passes over the rest, and keeps one cache per slot, not keyed by
+// any salt; Ollama's OpenAI API decodes into a fixed request type. Neither
+// is sent one: it would keep nothing apart there.
 func takesSalt(kind string) bool {
 	return kind == catalog.KindVLLM || kind == catalog.KindSGLang
 }

@@ -193,13 +193,19 @@ func (p Price) Cost(promptTokens, completionTokens int64) float64 {
 	return (float64(promptTokens)*p.InputPerMillion + float64(completionTokens)*p.OutputPerMillion) / 1e6
 }
 
-// Pool kinds. openai, vllm and sglang speak the OpenAI API and differ in
-// the load signals their servers export; anthropic and azure are hosted
-// providers whose own APIs requests are translated to.
+// Pool kinds. openai, vllm, sglang, llamacpp and ollama speak the OpenAI
+// API and differ in the load signals their servers export; anthropic and
+// azure are hosted providers whose own APIs requests are translated to.
 const (
 	KindOpenAI = "openai"
 	KindVLLM   = "vllm"
 	KindSGLang = "sglang"
+	// KindLlamaCpp is llama.cpp's llama-server: its load is read from
+	// /metrics (served with --metrics), else from /slots.
+	KindLlamaCpp = "llamacpp"
+	// KindOllama is Ollama, called at its OpenAI-compatible {url}/v1/...;
+	// which models it has loaded is read from /api/ps.
+	KindOllama = "ollama"
 	// KindAnthropic is Anthropic's Messages API: requests are sent as
 	// messages to {url}/messages, with the key as x-api-key.
 	KindAnthropic = "anthropic"
@@ -210,7 +216,7 @@ const (
 )
 
 // Kinds is every pool kind, the default first.
-var Kinds = []string{KindOpenAI, KindVLLM, KindSGLang, KindAnthropic, KindAzure}
+var Kinds = []string{KindOpenAI, KindVLLM, KindSGLang, KindLlamaCpp, KindOllama, KindAnthropic, KindAzure}
 
 // Routing policies: how a pool picks the endpoint for a request.
 const (
