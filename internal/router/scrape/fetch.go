@@ -2,6 +2,7 @@ package scrape
 
 // One scrape and one probe: a bounded GET each, its body read within
 // bounds and drained so that the connection goes back to the pool.
+// A llama.cpp server whose /metrics is off is read from its /slots.
 
 import (
 	"bytes"
@@ -36,28 +37,60 @@ const (
 	acceptText = "text/plain;version=0.0.4"
 )
 
-// scrape GETs url and parses its answer, taking at most maxAge. body is
-// the caller's buffer, reused across scrapes.
-func scrape(ctx context.Context, client *http.Client, url string, maxAge time.Duration, body *bytes.Buffer) (Load, error) {
+// scrape GETs url and reads its answer as format, taking at most maxAge.
+// body is the caller's buffer, reused across scrapes.
+func scrape(ctx context.Context, client *http.Client, url string, format Format, maxAge time.Duration, body *bytes.Buffer) (Load, error) {
+	if err := fetch(ctx, client, url, maxAge, body); err != nil {
+		return Load{}, fmt.Errorf("metrics: %w", err)
+	}
+	parse := Parse
+	if format == FormatOllama {
+		parse = parsePS
+	}
+	load, err := parse(body.Bytes())
+	if err != nil {
+		return Load{}, fmt.Errorf("metrics: %w", badAnswer{err})
+	}
+	load.At = time.Now()
+	return load, nil
+}
+
+// scrapeSlots GETs a llama.cpp server's /slots at url and reads its load
+// from it, as scrape does.
+func scrapeSlots(ctx context.Context, client *http.Client, url string, maxAge time.Duration, body *bytes.Buffer) (Load, error) {
+	if err := fetch(ctx, client, url, maxAge, body); err != nil {
+		return Load{}, fmt.Errorf("slots: %w", err)
+	}
+	load, err := parseSlots(body.Bytes())
+	if err != nil {
+		return Load{}, fmt.Errorf("slots: %w", badAnswer{err})
+	}
+	load.At = time.Now()
+	return load, nil
+}
+
+// fetch GETs url into body within maxAge: a 2xx answer of at most
+// maxMetricsBody bytes, not protobuf.
+func fetch(ctx context.Context, client *http.Client, url string, maxAge time.Duration, body *bytes.Buffer) error {
 	ctx, cancel := context.WithTimeout(ctx, maxAge)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return Load{}, fmt.Errorf("metrics: %w", redact(err))
+		return redact(err)
 	}
 	req.Header.Set("Accept", acceptText)
 	resp, err := client.Do(req)
 	if err != nil {
-		return Load{}, fmt.Errorf("metrics: %w", redact(err))
+		return redact(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		drain(resp.Body)
-		return Load{}, fmt.Errorf("metrics: %w", statusError(resp.StatusCode))
+		return statusError(resp.StatusCode)
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/vnd.google.protobuf" {
-			return Load{}, fmt.Errorf("metrics: %w", badAnswer{fmt.Errorf("answered %s, not text", mt)})
+			return badAnswer{fmt.Errorf("answered %s, not text", mt)}
 		}
 	}
 	if body.Cap() > keepBody {
@@ -65,17 +98,12 @@ func scrape(ctx context.Context, client *http.Client, url string, maxAge time.Du
 	}
 	body.Reset()
 	if _, err := body.ReadFrom(io.LimitReader(resp.Body, maxMetricsBody+1)); err != nil {
-		return Load{}, fmt.Errorf("metrics: reading the answer: %w", redact(err))
+		return fmt.Errorf("reading the answer: %w", redact(err))
 	}
 	if body.Len() > maxMetricsBody {
-		return Load{}, fmt.Errorf("metrics: %w", badAnswer{fmt.Errorf("answer longer than %d bytes", maxMetricsBody)})
+		return badAnswer{fmt.Errorf("answer longer than %d bytes", maxMetricsBody)}
 	}
-	load, err := Parse(body.Bytes())
-	if err != nil {
-		return Load{}, fmt.Errorf("metrics: %w", badAnswer{err})
-	}
-	load.At = time.Now()
-	return load, nil
+	return nil
 }
 
 // probe GETs url and reports why the endpoint is down, or nil for up: a

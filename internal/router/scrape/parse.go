@@ -2,9 +2,9 @@
 // /metrics and probes its health endpoint, for the router to pick by.
 package scrape
 
-// An endpoint's load, read from the text vLLM and SGLang write on /metrics:
-// requests queued and running, how full the KV cache is, and the KV-cache
-// block size. Parse looks only at the few lines that carry these; every
+// An endpoint's load, read from the text vLLM, SGLang and llama.cpp write
+// on /metrics: requests queued and running, how full the KV cache is, and
+// the KV-cache block size. Parse looks only at the few lines that carry these; every
 // other line is passed over at the cost of finding its end. What it reads
 // it reads as prometheus/common's expfmt text parser does, so that for any
 // text expfmt accepts the two agree (FuzzParseMatchesExpfmt holds them to
@@ -26,22 +26,30 @@ import (
 // unknown, never idle.
 type Load struct {
 	// Waiting is how many requests are queued: vllm:num_requests_waiting,
-	// else sglang:num_queue_reqs, summed over its series (data-parallel
+	// else sglang:num_queue_reqs, else llamacpp:requests_deferred (tasks
+	// waiting for a free slot), summed over its series (data-parallel
 	// engines, several models).
 	Waiting float64
 	// Running is how many requests are in the running batch:
-	// vllm:num_requests_running, else sglang:num_running_reqs, summed.
+	// vllm:num_requests_running, else sglang:num_running_reqs, else
+	// llamacpp:requests_processing (slots busy), summed; on a llama.cpp
+	// server without /metrics, the slots /slots shows processing.
 	Running float64
 	// KVUsage is the share of the KV cache in use, 0 to 1:
 	// vllm:kv_cache_usage_perc, else vllm:gpu_cache_usage_perc (vLLM before
 	// 0.10), else sglang:token_usage, averaged over its series. A series
-	// above 1 counts as 1.
+	// above 1 counts as 1. llama.cpp's server exports no KV-cache gauge:
+	// unknown there.
 	KVUsage float64
 	// BlockSize is how many tokens one KV-cache block holds: the block_size
 	// label of vllm:cache_config_info, else the value of sglang:page_size;
 	// the first series that holds a whole number from 1 to maxBlockSize.
 	// Zero when unknown.
 	BlockSize int
+	// Models is the models an Ollama server has loaded, each as
+	// OllamaName writes it, from its /api/ps; nil where not read (every
+	// other kind), empty when none is loaded.
+	Models []string
 	// At is when the scrape completed; Parse leaves it zero.
 	At time.Time
 }
@@ -58,22 +66,24 @@ const maxBlockSize = 1 << 20
 
 // The metrics Parse reads, by index into parser.acc.
 const (
-	vllmWaiting     = iota // vllm:num_requests_waiting
-	vllmRunning            // vllm:num_requests_running
-	vllmKVUsage            // vllm:kv_cache_usage_perc, vLLM 0.9 on
-	vllmGPUCache           // vllm:gpu_cache_usage_perc, the same before 0.10
-	vllmCacheConfig        // vllm:cache_config_info, an info gauge whose labels are the cache config
-	sglangQueue            // sglang:num_queue_reqs
-	sglangRunning          // sglang:num_running_reqs
-	sglangTokenUse         // sglang:token_usage
-	sglangPageSize         // sglang:page_size, SGLang 0.5 on
+	vllmWaiting        = iota // vllm:num_requests_waiting
+	vllmRunning               // vllm:num_requests_running
+	vllmKVUsage               // vllm:kv_cache_usage_perc, vLLM 0.9 on
+	vllmGPUCache              // vllm:gpu_cache_usage_perc, the same before 0.10
+	vllmCacheConfig           // vllm:cache_config_info, an info gauge whose labels are the cache config
+	sglangQueue               // sglang:num_queue_reqs
+	sglangRunning             // sglang:num_running_reqs
+	sglangTokenUse            // sglang:token_usage
+	sglangPageSize            // sglang:page_size, SGLang 0.5 on
+	llamacppDeferred          // llamacpp:requests_deferred
+	llamacppProcessing        // llamacpp:requests_processing
 	numMetrics
 	notRead = -1 // a metric Parse does not read
 )
 
 // maxNameLen is the longest name of a metric Parse reads: a name with a
 // longer run of plain name characters is another metric.
-const maxNameLen = len("vllm:num_requests_waiting")
+const maxNameLen = len("llamacpp:requests_processing")
 
 // metricIndex is which metric name is, or notRead.
 func metricIndex(name []byte) int {
@@ -96,6 +106,10 @@ func metricIndex(name []byte) int {
 		return sglangTokenUse
 	case "sglang:page_size":
 		return sglangPageSize
+	case "llamacpp:requests_deferred":
+		return llamacppDeferred
+	case "llamacpp:requests_processing":
+		return llamacppProcessing
 	}
 	return notRead
 }
@@ -121,8 +135,8 @@ type parser struct {
 }
 
 // Parse reads an endpoint's Load from the Prometheus text exposition format
-// (version 0.0.4) as vLLM and SGLang write it; both servers' names are read
-// whatever the pool's kind. Lines of other metrics are not looked at. It
+// (version 0.0.4) as vLLM, SGLang and llama.cpp write it; every server's
+// names are read whatever the pool's kind. Lines of other metrics are not looked at. It
 // returns an error, and an all-unknown Load, when a line of a metric it
 // reads is malformed. Lines may end in CRLF, and the last line may lack its
 // newline.
@@ -168,7 +182,7 @@ func (p *parser) parseLine(line []byte) error {
 		return p.parseSample(line, i, notRead, true)
 	case c == '"':
 		// A quoted name; rare enough to read the slow way.
-	case c != 'v' && c != 's':
+	case c != 'v' && c != 's' && c != 'l':
 		// Not the first byte of a name Parse reads.
 		return nil
 	default:
@@ -379,8 +393,8 @@ func (p *parser) add(m int, v float64, blockSize int) {
 // load is what the lines read add up to.
 func (p *parser) load() Load {
 	l := Load{
-		Waiting: first(p.sum(vllmWaiting), p.sum(sglangQueue)),
-		Running: first(p.sum(vllmRunning), p.sum(sglangRunning)),
+		Waiting: first(p.sum(vllmWaiting), p.sum(sglangQueue), p.sum(llamacppDeferred)),
+		Running: first(p.sum(vllmRunning), p.sum(sglangRunning), p.sum(llamacppProcessing)),
 		KVUsage: first(p.mean(vllmKVUsage), p.mean(vllmGPUCache), p.mean(sglangTokenUse)),
 	}
 	if a := p.acc[vllmCacheConfig]; !a.distribution && a.blockSize > 0 {
@@ -431,14 +445,16 @@ func (p *parser) syntax(m int, msg string) error {
 // metricName is metric m's name, for errors.
 func metricName(m int) string {
 	return [numMetrics]string{
-		vllmWaiting:     "vllm:num_requests_waiting",
-		vllmRunning:     "vllm:num_requests_running",
-		vllmKVUsage:     "vllm:kv_cache_usage_perc",
-		vllmGPUCache:    "vllm:gpu_cache_usage_perc",
-		vllmCacheConfig: "vllm:cache_config_info",
-		sglangQueue:     "sglang:num_queue_reqs",
-		sglangRunning:   "sglang:num_running_reqs",
-		sglangTokenUse:  "sglang:token_usage",
-		sglangPageSize:  "sglang:page_size",
+		vllmWaiting:        "vllm:num_requests_waiting",
+		vllmRunning:        "vllm:num_requests_running",
+		vllmKVUsage:        "vllm:kv_cache_usage_perc",
+		vllmGPUCache:       "vllm:gpu_cache_usage_perc",
+		vllmCacheConfig:    "vllm:cache_config_info",
+		sglangQueue:        "sglang:num_queue_reqs",
+		sglangRunning:      "sglang:num_running_reqs",
+		sglangTokenUse:     "sglang:token_usage",
+		sglangPageSize:     "sglang:page_size",
+		llamacppDeferred:   "llamacpp:requests_deferred",
+		llamacppProcessing: "llamacpp:requests_processing",
 	}[m]
 }

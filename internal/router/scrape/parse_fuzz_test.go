@@ -131,8 +131,8 @@ func referenceLoad(fams map[string]*dto.MetricFamily) Load {
 		return -1
 	}
 	l := Load{
-		Waiting: sum("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
-		Running: sum("vllm:num_requests_running", "sglang:num_running_reqs"),
+		Waiting: sum("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred"),
+		Running: sum("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing"),
 		KVUsage: mean("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
 	}
 	if _, ok := values("vllm:cache_config_info"); ok {

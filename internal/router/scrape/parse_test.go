@@ -33,6 +33,9 @@ var serverTexts = []struct {
 	{"vllm-0.10-dp2.txt", Load{Waiting: 7 + 2, Running: 31 + 29, KVUsage: (0.8125 + 0.75) / 2, BlockSize: 16}},
 	// SGLang 0.5 in multiprocess mode, launched with --page-size 64.
 	{"sglang-0.5.txt", Load{Waiting: 5, Running: 37, KVUsage: 0.61, BlockSize: 64}},
+	// llama.cpp's llama-server with --metrics (llamacppMetrics): deferred
+	// and processing requests, and no KV-cache gauge.
+	{"llamacpp.txt", Load{Waiting: 6, Running: 4, KVUsage: -1}},
 }
 
 func readTestdata(t testing.TB, name string) []byte {

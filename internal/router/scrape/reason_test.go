@@ -44,7 +44,7 @@ func TestReason(t *testing.T) {
 	}
 	for _, tc := range tests {
 		var body bytes.Buffer
-		_, err := scrape(context.Background(), http.DefaultClient, tc.url+"/metrics", 200*time.Millisecond, &body)
+		_, err := scrape(context.Background(), http.DefaultClient, tc.url+"/metrics", FormatPrometheus, 200*time.Millisecond, &body)
 		if got := Reason(err); err == nil || got != tc.scrape {
 			t.Errorf("%s: scrape failed with %v, reason %q; want %q", tc.name, err, got, tc.scrape)
 		}

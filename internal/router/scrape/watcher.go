@@ -31,6 +31,14 @@ type Target struct {
 	// given MaxAge to complete; zero or less means Interval.
 	MetricsURL       string
 	Interval, MaxAge time.Duration
+	// Format is what MetricsURL answers with: Prometheus text (the zero
+	// value) or Ollama's /api/ps.
+	Format Format
+	// SlotsURL is a llama.cpp server's /slots, scraped in place of
+	// MetricsURL when that answers 404 or 501 (served without
+	// --metrics); empty for none. Its own 404 or 501 (--no-slots) fails
+	// the scrape as the metrics' would have.
+	SlotsURL string
 
 	// HealthURL is the endpoint's health check; empty probes nothing. A
 	// probe is up when a GET answers 2xx within HealthTimeout (zero or
@@ -53,13 +61,15 @@ type Target struct {
 type settings struct {
 	metricsURL       string
 	interval, maxAge time.Duration
+	format           Format
+	slotsURL         string
 	healthURL        string
 	healthInterval   time.Duration
 	healthTimeout    time.Duration
 }
 
 func (t Target) settings() settings {
-	return settings{t.MetricsURL, t.Interval, t.MaxAge, t.HealthURL, t.HealthInterval, t.HealthTimeout}
+	return settings{t.MetricsURL, t.Interval, t.MaxAge, t.Format, t.SlotsURL, t.HealthURL, t.HealthInterval, t.HealthTimeout}
 }
 
 // callbacks are a Target's callbacks, swapped in place when only they
@@ -169,7 +179,7 @@ func (w *Watcher) start(t Target) *watch {
 		if maxAge <= 0 {
 			maxAge = interval
 		}
-		wt.wg.Go(func() { wt.scrapeLoop(ctx, w.client, s.metricsURL, interval, maxAge) })
+		wt.wg.Go(func() { wt.scrapeLoop(ctx, w.client, s, interval, maxAge) })
 	}
 	if s.healthURL != "" {
 		interval := max(s.healthInterval, minInterval)
@@ -182,14 +192,18 @@ func (w *Watcher) start(t Target) *watch {
 	return wt
 }
 
-// scrapeLoop scrapes url every interval until ctx is done.
-func (wt *watch) scrapeLoop(ctx context.Context, client *http.Client, url string, interval, maxAge time.Duration) {
+// scrapeLoop scrapes s's metrics every interval until ctx is done, and
+// its slots in their place while the metrics are not served.
+func (wt *watch) scrapeLoop(ctx context.Context, client *http.Client, s settings, interval, maxAge time.Duration) {
 	var body bytes.Buffer // reused from scrape to scrape
 	next := time.NewTimer(interval)
 	next.Stop()
 	for {
 		start := time.Now()
-		load, err := scrape(ctx, client, url, maxAge, &body)
+		load, err := scrape(ctx, client, s.metricsURL, s.format, maxAge, &body)
+		if err != nil && s.slotsURL != "" && disabled(err) && ctx.Err() == nil {
+			load, err = scrapeSlots(ctx, client, s.slotsURL, maxAge-time.Since(start), &body)
+		}
 		if ctx.Err() != nil {
 			return
 		}
