@@ -73,7 +73,7 @@ func consoleStatus(rs status.Status) console.Status {
 			ps.Endpoints = append(ps.Endpoints, console.EndpointStatus{
 				Name: e.Name, Down: e.Down, EjectedFor: e.EjectedFor, Ejections: e.Ejections,
 				Inflight: e.Own.Inflight, Pending: e.Own.Pending, Peers: e.Peers.Inflight,
-				Waiting: e.Waiting, KVUsage: e.KVUsage, PrefixHits: e.PrefixHits,
+				Waiting: e.Waiting, KVUsage: e.KVUsage, Models: e.Models, ListsModels: e.Models != nil, PrefixHits: e.PrefixHits,
 				PredictedTTFT: e.PredictedTTFT, MeasuredTTFT: e.MeasuredTTFT, BatchLimit: e.BatchLimit,
 				PerKiloToken: secs(1000 * e.Cost.PerToken), PerKiloAhead: secs(1000 * e.Cost.PerAhead), PerQueued: secs(e.Cost.PerWaiting),
 				Step: secs(e.Decode.Step), PerStream: secs(e.Decode.PerStream), StepPerKiloToken: secs(1000 * e.Decode.PerPrefillToken),

@@ -509,3 +509,23 @@ func TestConfigPageNamesFieldsLeftForARestart(t *testing.T) {
 		t.Errorf("the Config page does not name the fields left for a restart:\n%s", body)
 	}
 }
+
+// TestEndpointsShowModelsLoaded: an endpoint whose server lists the
+// models it has loaded shows them, or none; one whose server lists none
+// shows nothing known.
+func TestEndpointsShowModelsLoaded(t *testing.T) {
+	tc := newTestConsole(t, testToken)
+	eps := &tc.gw.status.Pools[0].Endpoints
+	warm, cold := (*eps)[0], (*eps)[0]
+	warm.Name, warm.Models, warm.ListsModels = "warm", []string{"llama3.2:1b", "qwen3:latest"}, true
+	cold.Name, cold.Models, cold.ListsModels = "cold", []string{}, true
+	*eps = append(*eps, warm, cold)
+	c := tc.client(t)
+	tc.signIn(t, c)
+	_, body := tc.get(t, c, "/ui/endpoints")
+	for _, want := range []string{"<td>llama3.2:1b, qwen3:latest</td>", "<td>none</td>", "<td>–</td>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the Endpoints page does not show %q:\n%s", want, body)
+		}
+	}
+}

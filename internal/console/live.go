@@ -49,7 +49,12 @@ type EndpointStatus struct {
 	Peers      int64         // the other gateways' requests in flight there
 	// Waiting and KVUsage are from its last scrape, negative when unknown.
 	Waiting, KVUsage float64
-	PrefixHits       float64 // share of predicted prefix hits confirmed
+	// Models is the models its server said it has loaded, while fresh,
+	// and ListsModels whether it said: false on servers that do not say
+	// (all but Ollama's) and while its scrape is stale.
+	Models      []string
+	ListsModels bool
+	PrefixHits  float64 // share of predicted prefix hits confirmed
 	// PredictedTTFT and MeasuredTTFT are the recent means of first-token
 	// times predicted when sent and taken; zero before the first.
 	PredictedTTFT, MeasuredTTFT time.Duration

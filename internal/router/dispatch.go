@@ -153,6 +153,7 @@ func (r *Router) newCall(ctx context.Context, req *parsedRequest, p *servedPool,
 func (r *Router) aim(rt *pool.Route, req *parsedRequest, p *servedPool, m *catalog.Model, prompt []byte) {
 	now := time.Now()
 	rt.Prepare(p.Pool, prompt, req.salt.seed, req.estimate, pool.SLOLeft(m.ClassSLO(req.class.String()).TTFTp99, req.start, now))
+	rt.Model = p.loadedName(m)
 	if p.Policy() == catalog.PolicyAuto {
 		rt.Stall = r.slo.StallWeight(m, now)
 	}

@@ -24,6 +24,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/scrape"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/translate"
 )
 
@@ -68,6 +69,16 @@ func newServedPool(p catalog.Pool, prev *servedPool, m *metrics) *servedPool {
 	}
 	sp.m = m.forPool(sp.name, sp.Policy())
 	return sp
+}
+
+// loadedName is m's name as p's servers list the models they have
+// loaded: its upstream name as Ollama writes it on an ollama pool; empty
+// on every other kind, whose servers list none.
+func (p *servedPool) loadedName(m *catalog.Model) string {
+	if p.kind != catalog.KindOllama {
+		return ""
+	}
+	return scrape.OllamaName(m.UpstreamName())
 }
 
 // header is what a call to the pool carries.

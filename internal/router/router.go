@@ -408,8 +408,10 @@ func (wt watching) targets(c *catalog.Catalog, s *snapshot) []scrape.Target {
 				MaxAge:         cp.Metrics.MaxAge,
 				HealthInterval: cp.Health.Interval,
 				HealthTimeout:  cp.Health.Timeout,
+				Format:         scrapeFormat(cp.Kind),
 				OnLoad: func(l scrape.Load) {
 					ep.SetLoad(l.Waiting, l.KVUsage, l.At)
+					ep.SetModels(l.Models, l.At)
 					p.SetKVBlock(l.BlockSize)
 					sight.Loaded(l)
 				},
@@ -421,6 +423,9 @@ func (wt watching) targets(c *catalog.Catalog, s *snapshot) []scrape.Target {
 			}
 			if cp.Metrics.Path != "" && root != "" {
 				t.MetricsURL = root + cp.Metrics.Path
+				if cp.Kind == catalog.KindLlamaCpp {
+					t.SlotsURL = root + "/slots"
+				}
 			}
 			if cp.Health.Path != "" && root != "" {
 				t.HealthURL = root + cp.Health.Path
@@ -432,6 +437,15 @@ func (wt watching) targets(c *catalog.Catalog, s *snapshot) []scrape.Target {
 		}
 	}
 	return ts
+}
+
+// scrapeFormat is what the metrics path of a pool of kind answers with:
+// the models loaded on Ollama, Prometheus text on every other kind.
+func scrapeFormat(kind string) scrape.Format {
+	if kind == catalog.KindOllama {
+		return scrape.FormatOllama
+	}
+	return scrape.FormatPrometheus
 }
 
 // probed notes a health probe of ep: a failure takes it out of the pool,

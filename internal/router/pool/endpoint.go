@@ -46,6 +46,9 @@ type loadSignals struct {
 	// scrape is the last scrape of the endpoint's /metrics; nil before
 	// the first.
 	scrape atomic.Pointer[Load]
+	// models is what the endpoint's server last said it has loaded; nil
+	// before it said, and always on a server that does not say (loaded.go).
+	models atomic.Pointer[loadedModels]
 }
 
 // peerSignals is what the other gateways have in flight at an endpoint.

@@ -160,12 +160,17 @@ func (p *Pool) Candidates(tried uint64, now time.Time, relaxed bool) uint64 {
 }
 
 // Pick is the endpoint the pool's policy takes for rt among candidates,
-// and why; -1 when there are none.
+// and why; -1 when there are none. Where rt names its model as the
+// servers list what they have loaded, the policy picks among the
+// candidates where it is loaded, while there are any.
 func (p *Pool) Pick(rt *Route, candidates uint64, now time.Time) (int, string) {
 	if candidates == 0 {
 		return -1, ""
 	}
 	rt.predicted = 0
+	if rt.Model != "" {
+		candidates = p.preferLoaded(rt.Model, candidates, now)
+	}
 	switch p.policy {
 	case catalog.PolicyRoundRobin:
 		return p.pickRoundRobin(candidates), reasonTurn

@@ -36,6 +36,10 @@ type Route struct {
 	// predicted is the last pick's endpoint's predicted TTFT in seconds,
 	// when its policy predicts one (auto); zero when it does not.
 	predicted float64
+	// Model is the request's model as the pool's servers list what they
+	// have loaded (an Ollama pool's, scrape.OllamaName); a pick prefers
+	// the endpoints where it is loaded. Empty where they list nothing.
+	Model string
 	// Key is the request's prompt_cache_key hashed from its isolation
 	// domain's seed (CacheKeyPlace), what it is placed by in place of its
 	// blocks; zero when it sent none. It is the request's, not a pool's:

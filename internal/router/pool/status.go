@@ -7,6 +7,7 @@ package pool
 
 import (
 	"math"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -24,6 +25,10 @@ type EndpointStatus struct {
 	// Waiting and KVUsage are from its last scrape while fresh, negative
 	// when unknown.
 	Waiting, KVUsage float64
+	// Models is the models its server said it has loaded, at its last
+	// scrape while fresh; nil when unknown, as on every server that does
+	// not say (all but Ollama's).
+	Models []string
 	// PrefixHits is the share of predicted prefix hits its answers
 	// confirmed, recently; 1 until one was checked.
 	PrefixHits float64
@@ -55,6 +60,9 @@ func (p *Pool) Status(now time.Time) []EndpointStatus {
 		}
 		if l := e.freshLoad(now, p.maxAge); l != nil {
 			s.Waiting, s.KVUsage = l.Waiting, l.KVUsage
+		}
+		if l := e.loadedNow(now, p.maxAge); l != nil {
+			s.Models = slices.Clone(l.names)
 		}
 		s.BatchLimit, _ = e.batchRoom()
 		out = append(out, s)

@@ -70,9 +70,10 @@ type Sight struct {
 }
 
 // Loaded takes a scrape that read l. A scrape that read none of the load
-// metrics counts as a failure to parse: routing learns nothing from it.
+// metrics, nor the models loaded, counts as a failure to parse: routing
+// learns nothing from it.
 func (s *Sight) Loaded(l scrape.Load) {
-	if l.Waiting < 0 && l.Running < 0 && l.KVUsage < 0 {
+	if l.Waiting < 0 && l.Running < 0 && l.KVUsage < 0 && l.Models == nil {
 		s.scrapeFailures[reasonIndex(scrape.ReasonParse)].Add(1)
 		return
 	}

@@ -1,0 +1,74 @@
+package pool
+
+// A pick among endpoints whose servers list the models they have loaded.
+
+import (
+	"testing"
+	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+)
+
+// TestPickPrefersTheModelLoaded: every policy picks among the endpoints
+// where the request's model is loaded while there are any, whatever
+// their load; with it loaded nowhere, or only as a stale scrape said, the
+// policy picks as it would.
+func TestPickPrefersTheModelLoaded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	for _, policy := range catalog.Policies {
+		p := testPool(policy, 1, 1, 1)
+		// Endpoint 2 is the busiest, and the only one with the model.
+		for range 5 {
+			p.Send(2, 100, false, false, now)
+		}
+		p.endpoints[0].SetModels([]string{"other:latest"}, now)
+		p.endpoints[1].SetModels([]string{}, now)
+		p.endpoints[2].SetModels([]string{"other:latest", "llama3.2:1b"}, now)
+		rt := routeFor(p, promptText(1, 2), 0)
+		rt.Model = "llama3.2:1b"
+		for range 3 {
+			if i, _ := p.Pick(rt, all(p), now); i != 2 {
+				t.Errorf("%s: picked %d, want 2, the only one with the model loaded", policy, i)
+			}
+		}
+		// Not among the candidates (tried, or out): the others are cold
+		// alike, and the policy picks among them.
+		if i, _ := p.Pick(rt, all(p)&^(1<<2), now); i == 2 || i < 0 {
+			t.Errorf("%s: without 2 a candidate, picked %d", policy, i)
+		}
+		// A scrape older than the pool's max age says nothing: least
+		// loaded, not 2, where the policy weighs load.
+		later := now.Add(p.maxAge + time.Second)
+		if i, _ := p.Pick(rt, all(p), later); i == 2 && policy == catalog.PolicyLeastRequest {
+			t.Errorf("%s: picked 2 on a stale scrape", policy)
+		}
+		// A request whose pool lists nothing loaded is not steered.
+		rt.Model = ""
+		if i, _ := p.Pick(rt, all(p), now); i == 2 && policy == catalog.PolicyLeastRequest {
+			t.Errorf("%s: picked the busiest with no model to prefer", policy)
+		}
+	}
+}
+
+// TestStatusShowsModelsLoaded: the status lists what a fresh scrape said
+// is loaded, none as an empty list, and nothing when unknown.
+func TestStatusShowsModelsLoaded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	p := testPool(catalog.PolicyAuto, 1, 1, 1)
+	p.endpoints[0].SetModels([]string{"llama3.2:1b"}, now)
+	p.endpoints[1].SetModels([]string{}, now)
+	p.endpoints[2].SetModels(nil, now) // a scrape that lists nothing
+	st := p.Status(now)
+	if got := st[0].Models; len(got) != 1 || got[0] != "llama3.2:1b" {
+		t.Errorf("endpoint 0's models = %q, want [llama3.2:1b]", got)
+	}
+	if got := st[1].Models; got == nil || len(got) != 0 {
+		t.Errorf("endpoint 1's models = %#v, want an empty list", got)
+	}
+	if got := st[2].Models; got != nil {
+		t.Errorf("endpoint 2's models = %#v, want nil: unknown", got)
+	}
+	if got := p.Status(now.Add(p.maxAge + time.Second))[0].Models; got != nil {
+		t.Errorf("endpoint 0's models from a stale scrape = %q, want nil", got)
+	}
+}
