@@ -1,7 +1,8 @@
 package openai
 
 // An answer's token accounting, as OpenAI reports it, read from a whole
-// answer or a stream chunk without decoding the rest of it.
+// answer or a stream chunk without decoding the rest of it; the cached
+// prompt tokens from llama.cpp's timings where its usage has none.
 
 import (
 	"encoding/json"
@@ -28,7 +29,9 @@ func (u *Usage) CachedTokens() int64 {
 }
 
 // UsageOf reads the usage object of a JSON response or stream chunk; nil
-// when there is none. It reads that object alone, not the whole body, and
+// when there is none. Where the usage has no prompt_tokens_details and a
+// timings object beside it has cache_n (llama.cpp's server), cache_n is
+// its cached tokens. It reads that object alone, not the whole body, and
 // its four counts without reflection; anything unusual in it goes to the
 // JSON decoder.
 func UsageOf(body []byte) (*Usage, error) {
@@ -42,14 +45,52 @@ func UsageOf(body []byte) (*Usage, error) {
 	}
 	obj := body[i:end]
 	u := new(Usage)
-	if scanUsage(obj, u) {
-		return u, nil
+	if !scanUsage(obj, u) {
+		*u = Usage{}
+		if err := json.Unmarshal(obj, u); err != nil {
+			return nil, fmt.Errorf("reading usage: %w", err)
+		}
 	}
-	*u = Usage{}
-	if err := json.Unmarshal(obj, u); err != nil {
-		return nil, fmt.Errorf("reading usage: %w", err)
+	if u.PromptTokensDetails == nil {
+		if cached, ok := timingsCached(body, u.PromptTokens); ok {
+			u.PromptTokensDetails = &struct {
+				CachedTokens int64 `json:"cached_tokens"`
+			}{cached}
+		}
 	}
 	return u, nil
+}
+
+// timingsCached is the prompt tokens that llama.cpp's server reports it
+// took from its cache, the timings object's cache_n beside the usage,
+// and false where there is none, or it is not a whole number from 0 to
+// prompt: llama.cpp's usage has no prompt_tokens_details.
+func timingsCached(body []byte, prompt int64) (int64, bool) {
+	i := valueAt(body, `"timings"`)
+	if i < 0 || body[i] != '{' {
+		return 0, false
+	}
+	end, err := scanValue(body, i)
+	if err != nil {
+		return 0, false
+	}
+	t := body[i:end]
+	j := valueAt(t, `"cache_n"`)
+	if j < 0 {
+		return 0, false
+	}
+	k := j
+	for k < len(t) && t[k] >= '0' && t[k] <= '9' {
+		k++
+	}
+	if k == j || k == len(t) || !endsNumber(t[k]) {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(t[j:k]), 10, 64)
+	if err != nil || n > prompt {
+		return 0, false
+	}
+	return n, true
 }
 
 // endsNumber reports whether c may follow a number in JSON.
