@@ -28,9 +28,16 @@
 # their CPU time per request is steadier than that of runs one after the
 # other; each round's ratio is printed, then their median and range.
 #
+# With NGINX_PAIRS=N, llmgw is measured against nginx the same way: nginx
+# and core (`llmgw serve --upstream`) in front of the same sim at once,
+# each under a wrk of its own at half the concurrency, for N rounds; each
+# round's ratio of CPU time per request (llmgw ÷ nginx) is printed, then
+# their median and range.
+#
 #   scripts/overhead.sh [DURATION_SECONDS] [CONCURRENCY]
 #   BASE=path/to/llmgw scripts/overhead.sh ...   (adds the -base rows)
 #   BASE=path/to/llmgw PAIRS=8 scripts/overhead.sh 10   (the pairs alone)
+#   NGINX_PAIRS=8 scripts/overhead.sh 10   (core beside nginx alone)
 #
 # LLMGW=path measures a binary already built in place of the working tree.
 #
@@ -136,27 +143,24 @@ measure() {
 
 url=http://127.0.0.1:19180/v1/chat/completions
 
-# pair NAME SCRIPT BASE_SCRIPT ARGS BASE_ARGS: $PAIRS rounds of this
-# build on :19180 (serve ARGS, wrk SCRIPT) and $BASE on :19182 (BASE_ARGS,
-# BASE_SCRIPT) serving at once, each under its own wrk; notes each
-# round's CPU µs per request of both and their ratio in pairs.txt.
-pair() {
-	local name=$1 script=$2 base_script=$3 i new base t0 t1 b0 b1
-	# shellcheck disable=SC2086 # the arguments are words without spaces
-	port=19180 start_gateway $4
-	new=$pid
-	# shellcheck disable=SC2086
-	port=19182 bin=$BASE start_gateway $5
-	base=$pid
+# rounds NAME URL SCRIPT PIDS BASE_URL BASE_SCRIPT BASE_PIDS: $PAIRS rounds
+# of two servers loaded at once, each under its own wrk at half the
+# concurrency (URL with SCRIPT, BASE_URL with BASE_SCRIPT), after a
+# warm-up; notes each round's CPU µs per request of both (the processes
+# PIDS and BASE_PIDS) and their ratio in pairs.txt.
+rounds() {
+	local name=$1 url=$2 script=$3 pids=$4 base_url=$5 base_script=$6 base_pids=$7 i t0 t1 b0 b1
 	wrk -t1 -c$((conns / 2)) -d2s -s "$script" "$url" >/dev/null &
-	wrk -t1 -c$((conns / 2)) -d2s -s "$base_script" "${url/19180/19182}" >/dev/null
+	wrk -t1 -c$((conns / 2)) -d2s -s "$base_script" "$base_url" >/dev/null
 	wait $!
 	for i in $(seq "$PAIRS"); do
-		t0=$(cpu_ticks $new) b0=$(cpu_ticks $base)
+		# shellcheck disable=SC2086 # the pids are words without spaces
+		t0=$(cpu_ticks $pids) b0=$(cpu_ticks $base_pids)
 		wrk -t1 -c$((conns / 2)) -d"${duration}s" -s "$script" "$url" >"$work/pair-new.txt" &
-		wrk -t1 -c$((conns / 2)) -d"${duration}s" -s "$base_script" "${url/19180/19182}" >"$work/pair-base.txt"
+		wrk -t1 -c$((conns / 2)) -d"${duration}s" -s "$base_script" "$base_url" >"$work/pair-base.txt"
 		wait $!
-		t1=$(cpu_ticks $new) b1=$(cpu_ticks $base)
+		# shellcheck disable=SC2086
+		t1=$(cpu_ticks $pids) b1=$(cpu_ticks $base_pids)
 		cat "$work"/pair-*.txt | grep -q "Non-2xx" && { echo "pair $name: some answers were not 200" >&2; cat "$work"/pair-*.txt >&2; exit 1; }
 		awk -v name="$name" -v i="$i" -v hz="$hz" -v tn=$((t1 - t0)) -v tb=$((b1 - b0)) \
 			-v nn="$(reqs "$work/pair-new.txt")" -v nb="$(reqs "$work/pair-base.txt")" 'BEGIN {
@@ -164,23 +168,56 @@ pair() {
 			printf "%s %d %.2f %.2f %d %d %.4f\n", name, i, un, ub, nn, nb, un / ub
 		}' >>"$work/pairs.txt"
 	done
+}
+
+# pair NAME SCRIPT BASE_SCRIPT ARGS BASE_ARGS: rounds of this build on
+# :19180 (serve ARGS, wrk SCRIPT) and $BASE on :19182 (BASE_ARGS,
+# BASE_SCRIPT) serving at once.
+pair() {
+	local new base
+	# shellcheck disable=SC2086 # the arguments are words without spaces
+	port=19180 start_gateway $4
+	new=$pid
+	# shellcheck disable=SC2086
+	port=19182 bin=$BASE start_gateway $5
+	base=$pid
+	rounds "$1" "$url" "$2" "$new" "${url/19180/19182}" "$3" "$base"
 	kill "$new" "$base"
 	wait "$new" "$base" 2>/dev/null || true
 }
-if [ -n "${BASE:-}" ] && [ "${PAIRS:-0}" -gt 0 ]; then
-	pair core "$work/post.lua" "$work/post.lua" "${core_args[*]}" "${core_args[*]}"
-	pair vllm "$work/post.lua" "$work/post.lua" "--config $work/vllm.yaml" "--config $work/vllm.yaml"
-	pair keys "$work/post.lua" "$work/post-base.lua" "--config $work/keys.yaml" "--config $work/keys-base.yaml"
-	printf '\nBoth builds at once, %s rounds of %s s, %d connections each:\n\n' "$PAIRS" "$duration" $((conns / 2))
-	printf '| run | round | CPU µs/request | base CPU µs/request | requests | base requests | ÷ base |\n|---|---|---|---|---|---|---|\n'
+
+# pairs_table BASE_NAME RUN...: the rounds in pairs.txt, then each run's
+# median ratio and range, the ratio's divisor named BASE_NAME.
+pairs_table() {
+	local b=$1 r
+	shift
+	printf '| run | round | CPU µs/request | %s CPU µs/request | requests | %s requests | ÷ %s |\n|---|---|---|---|---|---|---|\n' "$b" "$b" "$b"
 	awk '{ printf "| %s | %d | %s | %s | %d | %d | %s |\n", $1, $2, $3, $4, $5, $6, $7 }' "$work/pairs.txt"
-	printf '\n| run | ÷ base, median | lowest | highest |\n|---|---|---|---|\n'
-	for r in core vllm keys; do
+	printf '\n| run | ÷ %s, median | lowest | highest |\n|---|---|---|---|\n' "$b"
+	for r; do
 		awk -v r="$r" '$1 == r { print $7 }' "$work/pairs.txt" | sort -g | awk -v r="$r" '{ v[NR] = $1 } END {
 			m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
 			printf "| %s | %.4f | %.4f | %.4f |\n", r, m, v[1], v[NR]
 		}'
 	done
+}
+
+if [ "${NGINX_PAIRS:-0}" -gt 0 ]; then
+	command -v nginx >/dev/null || { echo "NGINX_PAIRS needs nginx: apt-get install nginx-light" >&2; exit 1; }
+	PAIRS=$NGINX_PAIRS
+	start_nginx
+	port=19180 start_gateway "${core_args[@]}"
+	rounds core "$url" "$work/post.lua" "$pid" http://127.0.0.1:19190/v1/chat/completions "$work/post.lua" "$(pgrep -d ' ' -P "$nginx_pid")"
+	printf '\nllmgw (core) and nginx at once, %s rounds of %s s, %d connections each:\n\n' "$PAIRS" "$duration" $((conns / 2))
+	pairs_table nginx core
+	exit 0
+fi
+if [ -n "${BASE:-}" ] && [ "${PAIRS:-0}" -gt 0 ]; then
+	pair core "$work/post.lua" "$work/post.lua" "${core_args[*]}" "${core_args[*]}"
+	pair vllm "$work/post.lua" "$work/post.lua" "--config $work/vllm.yaml" "--config $work/vllm.yaml"
+	pair keys "$work/post.lua" "$work/post-base.lua" "--config $work/keys.yaml" "--config $work/keys-base.yaml"
+	printf '\nBoth builds at once, %s rounds of %s s, %d connections each:\n\n' "$PAIRS" "$duration" $((conns / 2))
+	pairs_table base core vllm keys
 	exit 0
 fi
 
