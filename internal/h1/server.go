@@ -310,7 +310,7 @@ func (c *conn) serve() {
 		if c.br != nil {
 			c.releaseReader()
 		}
-		c.watch.close()
+		c.watch.close(c)
 		c.srv.trackConn(c, false)
 	}()
 	c.r.c = c.rwc

@@ -64,9 +64,11 @@ func (w *watch) stop(c *conn) {
 	w.aborting.Store(false)
 }
 
-// close ends the connection's goroutine, if it has one.
-func (w *watch) close() {
+// close ends the connection's goroutine, if it has one, and its
+// registration with the poller, if it has one, as the connection closes.
+func (w *watch) close(c *conn) {
 	if w.watches != nil {
 		close(w.watches)
 	}
+	poll.forget(c)
 }

@@ -3,38 +3,164 @@ package h1
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// On Linux the poller watches a connection while its handler works, and
-// forgets it when the handler returns.
-func TestPollerWatches(t *testing.T) {
-	watched := func() int {
-		poll.mu.Lock()
-		defer poll.mu.Unlock()
-		return len(poll.conns)
+// registration is the poller's entry for connection id, and whether it
+// has one.
+func registration(id uint64) (polled, bool) {
+	poll.mu.Lock()
+	defer poll.mu.Unlock()
+	e, ok := poll.conns[id]
+	return e, ok
+}
+
+// inEpoll reports whether connection id is in the poller's epoll
+// instance, as the kernel lists it.
+func inEpoll(t *testing.T, id uint64) bool {
+	t.Helper()
+	info, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", poll.epfd))
+	if err != nil {
+		t.Fatal(err)
 	}
-	during := make(chan int, 1)
+	for line := range strings.Lines(string(info)) {
+		f := strings.Fields(line)
+		for i := 0; i+1 < len(f); i++ {
+			if f[i] == "data:" {
+				if d, err := strconv.ParseUint(f[i+1], 16, 64); err == nil && d == id {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// gone waits until connection id has left the poller, and reports
+// whether it did.
+func gone(id uint64) bool {
+	for range 500 {
+		if _, ok := registration(id); !ok {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
+// watchedConn is the server's side of a connection, as its handler sees
+// it: its number with the poller, and whether its watch runs now.
+func watchedConn(w http.ResponseWriter) (id uint64, watched bool) {
+	id = w.(*response).c.watch.p.id
+	e, ok := registration(id)
+	return id, ok && e.cancel != nil && e.armed
+}
+
+// On Linux a connection joins the poller with its first watch and stays
+// until it closes: each request's watch arms its registration, and ends
+// with it disarmed. When the connection closes — the client leaving
+// between requests — it leaves the poller and the epoll instance.
+func TestPollerWatchesEachConnectionOnce(t *testing.T) {
+	type seen struct {
+		id      uint64
+		watched bool
+	}
+	during := make(chan seen, 2)
 	_, addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		during <- watched()
+		id, watched := watchedConn(w)
+		during <- seen{id, watched}
 		io.WriteString(w, "ok")
 	}))
 	c := dial(t, addr)
-	c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-	c.answer("GET")
-	if n := <-during; n != 1 {
-		t.Errorf("%d connections polled while the handler worked, want 1", n)
+	var first seen
+	for i := range 2 {
+		c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		c.answer("GET")
+		got := <-during
+		if got.id == 0 || !got.watched {
+			t.Fatalf("request %d: connection %d watched %v while its handler worked, want a number and true", i, got.id, got.watched)
+		}
+		if i == 0 {
+			first = got
+		} else if got.id != first.id {
+			t.Errorf("the second request's connection is number %d, the first's %d: registered twice", got.id, first.id)
+		}
+		e, ok := registration(got.id)
+		if !ok || e.cancel != nil || e.armed {
+			t.Errorf("after request %d: registered %v, cancel %v, armed %v; want registered, unwatched", i, ok, e.cancel != nil, e.armed)
+		}
+		if !inEpoll(t, got.id) {
+			t.Errorf("after request %d the connection is not in the epoll instance", i)
+		}
 	}
-	if n := watched(); n != 0 {
-		t.Errorf("%d connections polled after, want 0", n)
+	c.conn.Close()
+	if !gone(first.id) {
+		t.Fatal("a closed connection stays with the poller")
+	}
+	if inEpoll(t, first.id) {
+		t.Error("a closed connection stays in the epoll instance")
+	}
+}
+
+// A request after the first, whose watch re-arms the registration, is
+// watched as the first is: a request pipelined during it is not taken
+// for the client leaving, and is kept and answered; the request after
+// that, watched again, ends its context when the client leaves.
+func TestPollerRearms(t *testing.T) {
+	release, started, ended := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	_, addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/slow":
+			<-release
+			if err := r.Context().Err(); err != nil {
+				t.Errorf("the slow request's context ended: %v", err)
+			}
+		case "/wait":
+			if _, watched := watchedConn(w); !watched {
+				t.Error("the request after a pipelined one is not watched")
+			}
+			close(started)
+			select {
+			case <-r.Context().Done():
+				ended <- r.Context().Err()
+			case <-time.After(10 * time.Second):
+				ended <- errors.New("the context did not end")
+			}
+			return
+		}
+		io.WriteString(w, r.URL.Path)
+	}))
+	c := dial(t, addr)
+	c.send("GET /first HTTP/1.1\r\nHost: x\r\n\r\n")
+	if _, body := c.answer("GET"); body != "/first" {
+		t.Fatalf("answer %q, want /first", body)
+	}
+	c.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(50 * time.Millisecond) // the slow request is watched when the next comes
+	c.send("GET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	for _, want := range []string{"/slow", "/next"} {
+		if _, body := c.answer("GET"); body != want {
+			t.Fatalf("answer %q, want %q", body, want)
+		}
+	}
+	c.send("GET /wait HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-started
+	c.conn.Close()
+	if err := <-ended; !errors.Is(err, context.Canceled) {
+		t.Errorf("the client left during the third request: %v", err)
 	}
 }
 
@@ -152,6 +278,7 @@ func TestPollerEventAfterClose(t *testing.T) {
 		t.Error("the watch of a connection the server closed did not end its context")
 	}
 	poll.remove(ca)
+	poll.forget(ca)
 
 	b.SetReadDeadline(time.Now().Add(5 * time.Second))
 	buf := make([]byte, 2)

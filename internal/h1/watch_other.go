@@ -15,3 +15,4 @@ type pollWatch struct{}
 
 func (noPoller) add(*conn, context.CancelFunc) bool { return false }
 func (noPoller) remove(*conn)                       {}
+func (noPoller) forget(*conn)                       {}
