@@ -177,7 +177,6 @@ func (w *response) SetReadDeadline(t time.Time) error {
 	if w.body.done || w.finished {
 		return nil
 	}
-	w.body.deadline = true
 	return w.c.rwc.SetReadDeadline(t)
 }
 

@@ -43,8 +43,8 @@ type Server struct {
 	IdleTimeout       time.Duration
 	// BodyTimeout bounds reading a request's body, from the end of its
 	// headers to its last byte, as a read deadline the handler may set
-	// again through http.ResponseController; it is lifted once the body
-	// is read. Zero means no limit.
+	// again through http.ResponseController; once the body is read it
+	// bounds nothing. Zero means no limit.
 	BodyTimeout time.Duration
 
 	// MaxHeaderBytes bounds a request's line and headers; a longer one
@@ -378,9 +378,9 @@ func (c *conn) readRequest(first bool) (*http.Request, bool) {
 		return nil, false
 	}
 	c.afterPost = req.Method == http.MethodPost
-	if c.srv.ReadHeaderTimeout > 0 {
-		c.rwc.SetReadDeadline(time.Time{})
-	}
+	// The headers' deadline stays until the body's takes its place, or,
+	// without a body, until the next request's: no read is made
+	// meanwhile but the watch's, which is bounded by neither.
 	req.RemoteAddr = c.remote
 	return req, true
 }
@@ -456,9 +456,11 @@ func (c *conn) handle(req *http.Request) (keepAlive bool) {
 	if req.ContentLength == 0 {
 		body.done = true // and the watch starts now
 		c.startWatch(cancel)
-	} else if d := c.srv.BodyTimeout; d > 0 {
-		c.rwc.SetReadDeadline(time.Now().Add(d))
-		body.deadline = true // lifted when the body is read
+	} else if d := c.srv.BodyTimeout; d > 0 || c.srv.ReadHeaderTimeout > 0 {
+		// The body's deadline, in place of the headers'. It bounds the
+		// body alone: once the body is read nothing reads the connection
+		// but the watch, and the next request sets its own.
+		c.rwc.SetReadDeadline(deadline(d))
 	}
 
 	if !c.runHandler(w, req) {
@@ -540,9 +542,6 @@ type requestBody struct {
 	done   bool  // read to its end
 	err    error // the error reading ended with
 	cancel context.CancelFunc
-	// deadline reports whether the handler set a read deadline, which
-	// bounds the body's reading only.
-	deadline bool
 }
 
 func (b *requestBody) Read(p []byte) (int, error) {
@@ -569,12 +568,6 @@ func (b *requestBody) Read(p []byte) (int, error) {
 			b.req.Trailer = b.parsed.Trailer
 		}
 		b.parsed = nil
-		if b.deadline {
-			// The watch's goroutine reads on with no deadline of the
-			// handler's: a stream outlasting it is not a client gone.
-			b.c.rwc.SetReadDeadline(time.Time{})
-			b.deadline = false
-		}
 		b.c.startWatch(b.cancel)
 		if n > 0 {
 			err = nil

@@ -20,9 +20,10 @@ type Deadlines struct {
 	// last byte; a read of the body past it fails with a timeout (an
 	// os.ErrDeadlineExceeded), which the handler answers, and the
 	// connection closes after the answer. Once the body is read the
-	// deadline is lifted, so that a long answer is not bounded by it. A
-	// handler may set a deadline of its own in its place through
-	// http.ResponseController.
+	// deadline bounds nothing, so that a long answer is not bounded by
+	// it. A handler may set a deadline of its own in its place through
+	// http.ResponseController. It is the only deadline on a body: the
+	// router sets none of its own.
 	Body time.Duration
 	// Idle bounds the wait for the next request on a kept-alive
 	// connection.

@@ -36,6 +36,10 @@ func (w *watch) start(c *conn, cancel context.CancelFunc) {
 		w.watches, w.watched = make(chan context.CancelFunc, 1), make(chan struct{})
 		go w.read(c)
 	}
+	// The goroutine reads with no deadline of the request's, the
+	// headers' or the body's: a stream outlasting it is not a client
+	// gone.
+	c.rwc.SetReadDeadline(time.Time{})
 	w.watches <- cancel
 }
 
