@@ -10,7 +10,6 @@ import (
 func serverOptions(s config.Server) router.ServerOptions {
 	return router.ServerOptions{
 		MaxBodyBytes:      s.MaxBodyBytes,
-		BodyTimeout:       s.BodyTimeout,
 		ConnectTimeout:    s.ConnectTimeout,
 		FirstTokenTimeout: s.FirstTokenTimeout,
 		IdleTimeout:       s.IdleTimeout,

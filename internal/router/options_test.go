@@ -8,7 +8,6 @@ import "gitea.mynodes.xyz/ilker/llmgw/internal/config"
 func serverOptions(s config.Server) ServerOptions {
 	return ServerOptions{
 		MaxBodyBytes:      s.MaxBodyBytes,
-		BodyTimeout:       s.BodyTimeout,
 		ConnectTimeout:    s.ConnectTimeout,
 		FirstTokenTimeout: s.FirstTokenTimeout,
 		IdleTimeout:       s.IdleTimeout,

@@ -101,10 +101,6 @@ type ServerOptions struct {
 	// MaxBodyBytes is the largest request body read; a larger one gets
 	// 413. Zero or less lets no body in.
 	MaxBodyBytes int64
-	// BodyTimeout bounds reading a request's body, from the end of its
-	// headers to its last byte; a slower body gets 408. Zero or less
-	// means no bound.
-	BodyTimeout time.Duration
 	// ConnectTimeout bounds dialling an endpoint; zero means the system's
 	// bound alone.
 	ConnectTimeout time.Duration

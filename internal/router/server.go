@@ -245,12 +245,10 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 // reads and parses its body.
 func (r *Router) receive(w http.ResponseWriter, hr *http.Request, req *parsedRequest) error {
 	// A body that trickles in holds its connection and what it has sent:
-	// all of it must arrive within server.body_timeout. The deadline is
-	// lifted once it has, as the connection then only waits for the
-	// client to leave; a request refused before then keeps it, so that
-	// the server's reading of the unread rest is bounded too.
-	rc := http.NewResponseController(w)
-	timed := r.opts.Server.BodyTimeout > 0 && rc.SetReadDeadline(req.start.Add(r.opts.Server.BodyTimeout)) == nil
+	// all of it must arrive within server.body_timeout, the deadline the
+	// listener's server sets on every body (h1.Deadlines.Body), past
+	// which a read fails with a timeout, answered 408 (parse).
+	//
 	// The key is in a header: a request without a valid one is refused
 	// before its body is read, so that nobody without a key can make the
 	// gateway hold a body.
@@ -268,11 +266,7 @@ func (r *Router) receive(w http.ResponseWriter, hr *http.Request, req *parsedReq
 		req.anthropicVersion = hr.Header.Get("anthropic-version")
 		req.anthropicBeta = strings.Join(hr.Header["Anthropic-Beta"], ",") // the key as parsed headers hold it: no canonicalising
 	}
-	err := r.parse(hr.Context(), w, hr, req)
-	if timed {
-		rc.SetReadDeadline(time.Time{})
-	}
-	return err
+	return r.parse(hr.Context(), w, hr, req)
 }
 
 // findModel resolves a received request's model for its key, in the
