@@ -56,7 +56,11 @@ func RequestTenant(hr *http.Request, key *tenant.Key) string {
 	if key != nil {
 		return key.Tenant
 	}
-	p, err := tenant.ParsePath(hr.Header.Get(TenantHeader))
+	h := hr.Header.Get(TenantHeader)
+	if h == "" {
+		return "" // the usual case, without the parser's error
+	}
+	p, err := tenant.ParsePath(h)
 	if err != nil {
 		return ""
 	}

@@ -506,16 +506,18 @@ func ReadBody(r io.Reader, length int64) ([]byte, error) {
 // rather than passed on in part. So is one shorter or longer than its
 // length.
 func readAnswer(body io.Reader, length int64) ([]byte, error) {
-	tooLarge := fmt.Errorf("upstream answer is larger than %d bytes", maxResponseBytes)
 	if length > maxResponseBytes {
-		return nil, tooLarge
+		return nil, errAnswerTooLarge
 	}
 	b, err := ReadBody(io.LimitReader(body, maxResponseBytes+1), length)
 	if err == nil && int64(len(b)) > maxResponseBytes {
-		return nil, tooLarge
+		return nil, errAnswerTooLarge
 	}
 	return b, err
 }
+
+// errAnswerTooLarge is an answer over maxResponseBytes.
+var errAnswerTooLarge = fmt.Errorf("upstream answer is larger than %d bytes", maxResponseBytes)
 
 // copyPlain relays a whole (not streamed) answer.
 func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, resp *http.Response) Outcome {
