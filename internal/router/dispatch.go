@@ -42,7 +42,8 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 	var res dispatchResult
 	gap := r.metrics.Gap(req.model.Name)
 	prompt := req.Prompt(req.body)
-	rt := pool.Route{Key: pool.CacheKeyPlace(req.PromptCacheKey, req.salt.seed)}
+	rt := &req.route
+	*rt = pool.Route{Key: pool.CacheKeyPlace(req.PromptCacheKey, req.salt.seed)}
 	hedged := false // a request is hedged at most once
 	first := req.model
 	if to := req.ticket.FallbackTo(); to != nil {
@@ -60,11 +61,11 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 			if err != nil {
 				return dispatchResult{outcome: proxy.Outcome{Status: openai.AsError(err).Status, Err: err}, model: m}
 			}
-			r.aim(&rt, req, p, m, prompt)
+			r.aim(rt, req, p, m, prompt)
 			var tried uint64
 			for try := 0; try <= r.opts.Server.Retries; try++ {
 				now := time.Now()
-				i, reason := p.Pick(&rt, p.Candidates(tried, now, relaxed), now)
+				i, reason := p.Pick(rt, p.Candidates(tried, now, relaxed), now)
 				if i < 0 {
 					break
 				}
@@ -88,7 +89,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 				var o proxy.Outcome
 				if !hedged && p.hedges(r.opts.Server.Retries-try, relaxed) {
 					// A hedge is one of the request's retries.
-					rc := r.race(ctx, w, req, p, m, &rt, call, i, tried)
+					rc := r.race(ctx, w, req, p, m, rt, call, i, tried)
 					if rc.hedge >= 0 {
 						hedged, try, tried = true, try+1, tried|1<<rc.hedge
 					}
@@ -96,7 +97,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 				} else {
 					w.Header().Set(modelHeader, m.Name)
 					call.URL = p.target(ep, req.api.upstreamPath, m.UpstreamName())
-					o = r.send(ctx, w, req, p, i, &rt, &call, nil)
+					o = r.send(ctx, w, req, p, i, rt, &call, nil)
 					r.settle(req, p, ep, o)
 				}
 				res = dispatchResult{outcome: o, pool: p.name, endpoint: ep.Name(), model: m, tier: req.tier(p.kind, m)}

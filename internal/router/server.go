@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -110,6 +111,9 @@ type parsedRequest struct {
 	// done is what the request came to, filled in and handed to the
 	// observers once it ends (account.go).
 	done observe.Completed
+	// route is the request as routing sees it, made ready for each pool
+	// it is sent to (dispatch.go).
+	route pool.Route
 }
 
 // ServeHTTP answers the OpenAI API, and Anthropic's Messages API and
@@ -180,11 +184,29 @@ func (r *Router) serveModels(w http.ResponseWriter, hr *http.Request) {
 	w.Write(models)
 }
 
-// serveCompletion takes a request through its steps: receive it, find
-// its model, then admit, dispatch and account it; a count is answered
-// once its limits are reserved.
+// requests are parsedRequests to reuse: one is a few KiB, most of what a
+// request allocates, and so most of what the collector is run for.
+// Nothing holds a request past its handler (an observer keeps no
+// Completed past its call, and a hedged try returns once its calls
+// end), so a request goes back once it is served; one whose handler
+// panicked is left to the collector.
+var requests = sync.Pool{New: func() any { return new(parsedRequest) }}
+
+// serveCompletion serves a request of api a, its parsedRequest taken from
+// requests and put back, emptied, when it is served.
 func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api) {
-	req := &parsedRequest{id: r.ids.next(), api: a, start: time.Now()}
+	req := requests.Get().(*parsedRequest)
+	req.id, req.api, req.start = r.ids.next(), a, time.Now()
+	r.serve(w, hr, req)
+	*req = parsedRequest{}
+	requests.Put(req)
+}
+
+// serve takes a request through its steps: receive it, find its model,
+// then admit, dispatch and account it; a count is answered once its
+// limits are reserved.
+func (r *Router) serve(w http.ResponseWriter, hr *http.Request, req *parsedRequest) {
+	a := req.api
 	w.Header().Set("X-Request-Id", req.id)
 	hr = startSpan(r.tracing, hr, req)
 	if err := r.receive(w, hr, req); err != nil {
