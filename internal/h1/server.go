@@ -437,7 +437,9 @@ func (c *conn) handle(req *http.Request) (keepAlive bool) {
 	defer cancel()
 	parsed := req
 	req = req.WithContext(ctx)
-	w := &response{c: c, req: req, header: make(http.Header, 4), contentLength: -1, close: closeAfter(req)}
+	x := new(requestState)
+	w := &x.w
+	*w = response{c: c, req: req, header: make(http.Header, 4), contentLength: -1, close: closeAfter(req)}
 
 	// As with net/http, an HTTP/1.0 client's 100-continue is ignored,
 	// and any other expectation fails.
@@ -450,7 +452,8 @@ func (c *conn) handle(req *http.Request) (keepAlive bool) {
 		w.finish()
 		return false
 	}
-	body := &requestBody{c: c, w: w, req: req, parsed: parsed, src: req.Body, remain: req.ContentLength, cancel: cancel}
+	body := &x.body
+	*body = requestBody{c: c, w: w, req: req, parsed: parsed, src: req.Body, remain: req.ContentLength, cancel: cancel}
 	req.Body = body
 	w.body = body
 	if req.ContentLength == 0 {
@@ -482,6 +485,12 @@ func (c *conn) handle(req *http.Request) (keepAlive bool) {
 		return false
 	}
 	return !drain || body.drain()
+}
+
+// requestState is one request's response and body, made in one allocation.
+type requestState struct {
+	w    response
+	body requestBody
 }
 
 // runHandler calls the handler, and reports false if it panicked.
