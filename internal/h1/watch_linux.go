@@ -2,17 +2,17 @@ package h1
 
 // The poller watches every connection whose handler works, for the whole
 // process: one epoll instance, and one goroutine waiting on it. It hears
-// of a connection only when something happens there: the client closed
-// it, reset it, or sent its next request early. A stream that waits on its
-// upstream then costs nothing to watch.
+// of a connection only when the client closes or resets it. A stream that
+// waits on its upstream then costs nothing to watch.
 //
 // A connection joins the epoll instance with its first watch and stays
-// until it closes, which takes it out with its descriptor: each request
-// arms its registration (EPOLLONESHOT, re-armed with EPOLL_CTL_MOD) when
-// its watch starts and disarms it when the watch ends, one system call
-// each. A disarmed registration still reports an error or a hang-up once,
-// as epoll always does; the poller lets be an event for a connection with
-// no watch running.
+// until it closes, which takes it out with its descriptor. It is
+// registered edge-triggered for the client's end alone (EPOLLRDHUP, and
+// the error and hang-up epoll always reports), not for its bytes: a
+// request's watch then begins and ends with no system call, and the
+// client's next request, whenever it comes, wakes nobody. An edge comes
+// once: one that comes while no watch runs, or that finds the client sent
+// more before it closed, is noted, and the next watch looks for itself.
 //
 // Every system call on a connection's descriptor is made inside its
 // RawConn's Control, which keeps the descriptor open meanwhile, so that a
@@ -40,26 +40,20 @@ type poller struct {
 	conns   map[uint64]polled // key: the connection's number; every connection registered
 	last    uint64            // the last connection's number
 	retired bool              // epoll failed: new watches use goroutines
-
-	// The run goroutine's, for peeking at a connection inside its
-	// Control: peekFn is peek bound once, and ev, n and err its input
-	// and results.
-	peekFn func(fd uintptr)
-	ev     syscall.EpollEvent
-	buf    [1]byte
-	n      int
-	err    error
+	k       peeker            // the run goroutine's, under mu
 }
 
 // polled is one registered connection.
 type polled struct {
 	rc syscall.RawConn
 	// cancel ends the handler's context when the client leaves; nil
-	// while no watch runs, when events are let be.
+	// while no watch runs.
 	cancel context.CancelFunc
-	// armed reports whether the registration waits for an event: set
-	// when a watch starts, cleared by an event, which disarms it.
-	armed bool
+	// ended reports whether an edge came that no watch acted on: the
+	// client closed or reset the connection while no watch ran, or after
+	// it sent more. The edge does not come again, so each watch from then
+	// on looks at the connection as it starts.
+	ended bool
 }
 
 // pollWatch is the poller's part of a connection's watch.
@@ -68,24 +62,20 @@ type pollWatch struct {
 	noFD bool            // the connection has no descriptor to poll
 	id   uint64          // the connection's number, which its events carry; 0 until registered
 
-	// ctlFn is ctl bound once, for rc.Control to register, arm or
-	// disarm without allocating; epfd, op and ev are its input, err its
+	// ctlFn is ctl bound once, for rc.Control to register the
+	// connection without allocating; epfd and ev are its input, err its
 	// result.
 	ctlFn func(fd uintptr)
 	epfd  int
-	op    int
 	ev    syscall.EpollEvent
 	err   error
+	k     peeker // for a watch that starts after an edge
 }
 
-const (
-	// pollEvents are what a watch waits for, once: the next event
-	// disarms the registration until it is armed again.
-	pollEvents = syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT
-	// pollOff disarms a registration: no event of pollEvents wakes the
-	// poller; epoll adds an error and a hang-up, reported once.
-	pollOff = syscall.EPOLLONESHOT
-)
+// pollEvents is what a connection is registered for: the client's end of
+// it, once for each time it happens. epoll adds an error and a hang-up.
+// (Package syscall has EPOLLET as a negative number, its sign bit.)
+const pollEvents uint32 = syscall.EPOLLRDHUP | syscall.EPOLLET&0xffffffff
 
 func (p *poller) init() {
 	fd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
@@ -98,13 +88,13 @@ func (p *poller) init() {
 
 // start runs the poller on the epoll instance epfd.
 func (p *poller) start(epfd int) {
-	p.epfd, p.conns, p.peekFn = epfd, make(map[uint64]polled), p.peek
+	p.epfd, p.conns = epfd, make(map[uint64]polled)
 	go p.run()
 }
 
 // add watches c until remove, and reports false when it cannot: c then
-// watches with a goroutine. c's first watch registers it; later ones arm
-// its registration.
+// watches with a goroutine. c's first watch registers it; a later one
+// only notes whom to tell, and looks at c when an edge came meanwhile.
 func (p *poller) add(c *conn, cancel context.CancelFunc) bool {
 	p.once.Do(p.init)
 	w := &c.watch.p
@@ -123,40 +113,39 @@ func (p *poller) add(c *conn, cancel context.CancelFunc) bool {
 		p.mu.Unlock()
 		return false
 	}
-	w.op = syscall.EPOLL_CTL_MOD
-	if w.id == 0 {
+	register := w.id == 0
+	if register {
 		p.last++
-		w.id, w.op = p.last, syscall.EPOLL_CTL_ADD
+		w.id = p.last
 	}
-	// The cancel is in place before the registration is armed, for an
-	// event that comes at once.
-	p.conns[w.id] = polled{rc: w.rc, cancel: cancel, armed: true}
+	// The cancel is in place before the connection is registered, for an
+	// edge that comes at once: the client already gone.
+	e := p.conns[w.id]
+	e.rc, e.cancel = w.rc, cancel
+	p.conns[w.id] = e
 	p.mu.Unlock()
-	w.ev = epollEvent(w.id, pollEvents)
-	if err := w.rc.Control(w.ctlFn); err != nil || w.err != nil {
-		p.forget(c)
-		return false
+	if register {
+		w.ev = epollEvent(w.id, pollEvents)
+		if err := w.rc.Control(w.ctlFn); err != nil || w.err != nil {
+			p.forget(c)
+			w.noFD = true // not to be polled: each watch from now on a goroutine's
+			return false
+		}
+	} else if e.ended && w.k.left(w.rc) {
+		cancel()
 	}
 	return true
 }
 
-// remove ends c's watch: its events are let be from now on, and its
-// registration, if still armed, is disarmed.
+// remove ends c's watch: an edge from now on is noted for the next.
 func (p *poller) remove(c *conn) {
 	w := &c.watch.p
 	p.mu.Lock()
-	e, ok := p.conns[w.id]
-	if ok {
-		p.conns[w.id] = polled{rc: e.rc}
+	if e, ok := p.conns[w.id]; ok {
+		e.cancel = nil
+		p.conns[w.id] = e
 	}
 	p.mu.Unlock()
-	if ok && e.armed {
-		// An event that comes meanwhile finds no cancel: let be. A
-		// connection already closed has left the epoll instance with its
-		// descriptor, and its Control fails.
-		w.op, w.ev = syscall.EPOLL_CTL_MOD, epollEvent(w.id, pollOff)
-		w.rc.Control(w.ctlFn)
-	}
 }
 
 // forget drops c's registration as c closes, which takes its descriptor
@@ -172,10 +161,10 @@ func (p *poller) forget(c *conn) {
 	w.id = 0
 }
 
-// ctl registers, arms or disarms the watch in the epoll instance; it runs
-// inside the connection's Control.
+// ctl registers the connection with the epoll instance; it runs inside
+// the connection's Control.
 func (w *pollWatch) ctl(fd uintptr) {
-	w.err = syscall.EpollCtl(w.epfd, w.op, int(fd), &w.ev)
+	w.err = syscall.EpollCtl(w.epfd, syscall.EPOLL_CTL_ADD, int(fd), &w.ev)
 }
 
 // run waits for events until epoll fails, when the poller retires.
@@ -194,13 +183,15 @@ func (p *poller) run() {
 		for _, ev := range events[:n] {
 			id := eventID(ev)
 			e, ok := p.conns[id]
-			if !ok {
-				continue // a connection gone
+			switch {
+			case !ok:
+				// A connection gone.
+			case e.cancel != nil && p.k.left(e.rc):
+				e.cancel()
+			default:
+				e.ended = true
+				p.conns[id] = e
 			}
-			// The event disarmed the registration; a connection with no
-			// watch running is let be.
-			e.armed = e.cancel != nil && p.happened(e, ev)
-			p.conns[id] = e
 		}
 		p.mu.Unlock()
 	}
@@ -210,8 +201,8 @@ func (p *poller) run() {
 // misused: the instance is gone or was never one. A new watch then uses a
 // goroutine. A watch already added hears of nothing more: its handler
 // learns that its client left only when a write fails, and its remove
-// drops it as usual. The epoll descriptor stays open for those removes,
-// so that its number cannot go to another file meanwhile.
+// drops it as usual. The epoll descriptor stays open meanwhile, so that
+// its number cannot go to another file while connections are registered.
 func (p *poller) retire(err error) {
 	p.mu.Lock()
 	p.retired = true
@@ -223,37 +214,39 @@ func (p *poller) retire(err error) {
 	log.Error("watching connections with epoll failed; each connection now watches with a goroutine", "err", err)
 }
 
-// happened learns what an event on a watched connection was, by a look
-// at what it has to read, and reports whether the connection is watched
-// on.
-func (p *poller) happened(e polled, ev syscall.EpollEvent) bool {
-	p.ev, p.n, p.err = ev, 0, nil
-	if e.rc.Control(p.peekFn) != nil {
-		e.cancel() // closed by the server
-		return false
-	}
-	switch {
-	case p.n > 0:
-		// The next request has begun: it is read when this one is done,
-		// and the watch stays off until then. Peeked, its bytes are still
-		// the connection's.
-		return false
-	case p.err == syscall.EAGAIN || p.err == syscall.EINTR:
-		return true // nothing after all: watched on
-	default:
-		e.cancel() // closed, or reset
-		return false
-	}
+// peeker looks at what a connection has to read, without taking it.
+type peeker struct {
+	fn  func(fd uintptr) // look bound once, as a method value is an allocation
+	buf [1]byte
+	n   int
+	err error
 }
 
-// peek looks at what a connection has to read, and when it has nothing
-// yet, watches it on; it runs inside the connection's Control.
-func (p *poller) peek(fd uintptr) {
-	p.n, _, p.err = syscall.Recvfrom(int(fd), p.buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	if p.n <= 0 && (p.err == syscall.EAGAIN || p.err == syscall.EINTR) {
-		p.ev.Events = pollEvents
-		syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_MOD, int(fd), &p.ev)
+// left reports whether the client of rc has left: closed the connection
+// with nothing more sent, or reset it; and whether the server has closed
+// it. Bytes sent are the next request, read when this one is done, and
+// still the connection's: they were only peeked at.
+func (k *peeker) left(rc syscall.RawConn) bool {
+	if k.fn == nil {
+		k.fn = k.look
 	}
+	k.n, k.err = 0, nil
+	if rc.Control(k.fn) != nil {
+		return true // closed by the server
+	}
+	switch {
+	case k.n > 0:
+		return false
+	case k.err == syscall.EAGAIN || k.err == syscall.EINTR:
+		return false // nothing after all
+	}
+	return true
+}
+
+// look peeks at the connection's next byte; it runs inside the
+// connection's Control.
+func (k *peeker) look(fd uintptr) {
+	k.n, _, k.err = syscall.Recvfrom(int(fd), k.buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 }
 
 // epollEvent is the registration of connection id for events.

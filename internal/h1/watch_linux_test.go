@@ -50,8 +50,20 @@ func inEpoll(t *testing.T, id uint64) bool {
 // gone waits until connection id has left the poller, and reports
 // whether it did.
 func gone(id uint64) bool {
+	return eventually(func() bool { _, ok := registration(id); return !ok })
+}
+
+// ended waits until an edge on connection id has been noted for its next
+// watch, and reports whether one was.
+func ended(id uint64) bool {
+	return eventually(func() bool { e, _ := registration(id); return e.ended })
+}
+
+// eventually reports whether f comes true within a few seconds, asked
+// every few milliseconds.
+func eventually(f func() bool) bool {
 	for range 500 {
-		if _, ok := registration(id); !ok {
+		if f() {
 			return true
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -64,13 +76,13 @@ func gone(id uint64) bool {
 func watchedConn(w http.ResponseWriter) (id uint64, watched bool) {
 	id = w.(*response).c.watch.p.id
 	e, ok := registration(id)
-	return id, ok && e.cancel != nil && e.armed
+	return id, ok && e.cancel != nil
 }
 
 // On Linux a connection joins the poller with its first watch and stays
-// until it closes: each request's watch arms its registration, and ends
-// with it disarmed. When the connection closes — the client leaving
-// between requests — it leaves the poller and the epoll instance.
+// until it closes: each request's watch begins and ends on the same
+// registration. When the connection closes — the client leaving between
+// requests — it leaves the poller and the epoll instance.
 func TestPollerWatchesEachConnectionOnce(t *testing.T) {
 	type seen struct {
 		id      uint64
@@ -97,8 +109,8 @@ func TestPollerWatchesEachConnectionOnce(t *testing.T) {
 			t.Errorf("the second request's connection is number %d, the first's %d: registered twice", got.id, first.id)
 		}
 		e, ok := registration(got.id)
-		if !ok || e.cancel != nil || e.armed {
-			t.Errorf("after request %d: registered %v, cancel %v, armed %v; want registered, unwatched", i, ok, e.cancel != nil, e.armed)
+		if !ok || e.cancel != nil {
+			t.Errorf("after request %d: registered %v, watched %v; want registered, not watched", i, ok, e.cancel != nil)
 		}
 		if !inEpoll(t, got.id) {
 			t.Errorf("after request %d the connection is not in the epoll instance", i)
@@ -113,12 +125,12 @@ func TestPollerWatchesEachConnectionOnce(t *testing.T) {
 	}
 }
 
-// A request after the first, whose watch re-arms the registration, is
-// watched as the first is: a request pipelined during it is not taken
-// for the client leaving, and is kept and answered; the request after
-// that, watched again, ends its context when the client leaves.
-func TestPollerRearms(t *testing.T) {
-	release, started, ended := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+// A request after the first is watched as the first is: a request
+// pipelined during it is not taken for the client leaving, and is kept
+// and answered; the request after that ends its context when the client
+// leaves.
+func TestPollerWatchesEachRequest(t *testing.T) {
+	release, started, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	_, addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/slow":
@@ -131,12 +143,7 @@ func TestPollerRearms(t *testing.T) {
 				t.Error("the request after a pipelined one is not watched")
 			}
 			close(started)
-			select {
-			case <-r.Context().Done():
-				ended <- r.Context().Err()
-			case <-time.After(10 * time.Second):
-				ended <- errors.New("the context did not end")
-			}
+			done <- waitDone(r)
 			return
 		}
 		io.WriteString(w, r.URL.Path)
@@ -159,8 +166,79 @@ func TestPollerRearms(t *testing.T) {
 	c.send("GET /wait HTTP/1.1\r\nHost: x\r\n\r\n")
 	<-started
 	c.conn.Close()
-	if err := <-ended; !errors.Is(err, context.Canceled) {
+	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("the client left during the third request: %v", err)
+	}
+}
+
+// waitDone waits for r's context to end, and returns why, or an error
+// when it has not ended within 10 s.
+func waitDone(r *http.Request) error {
+	select {
+	case <-r.Context().Done():
+		return r.Context().Err()
+	case <-time.After(10 * time.Second):
+		return errors.New("the context did not end")
+	}
+}
+
+// A client that closes its connection while no watch runs — here while
+// its request's body waits to be read — is noticed when the watch
+// starts: the edge, which does not come again, was noted.
+func TestPollerNoticesEndBeforeWatch(t *testing.T) {
+	done := make(chan error, 1)
+	_, addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/wait" {
+			id, _ := watchedConn(w)
+			if !ended(id) {
+				t.Error("the client's closing was not noted")
+			}
+			io.ReadAll(r.Body)
+			done <- waitDone(r)
+			return
+		}
+		io.WriteString(w, r.URL.Path)
+	}))
+	c := dial(t, addr)
+	c.send("GET /first HTTP/1.1\r\nHost: x\r\n\r\n") // registers the connection
+	c.answer("GET")
+	c.send("POST /wait HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+	c.conn.(*net.TCPConn).CloseWrite()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("the client closed before the watch: %v", err)
+	}
+}
+
+// A client that sends its next request and then closes while a request is
+// watched is not taken to have left: the request is answered, its context
+// whole. The next request, read after it, is watched with the end already
+// come, and its context ends, as net/http's server ends it.
+func TestPollerEndAfterPipelined(t *testing.T) {
+	release, done := make(chan struct{}), make(chan error, 1)
+	_, addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/slow":
+			<-release
+			if err := r.Context().Err(); err != nil {
+				t.Errorf("the slow request's context ended: %v", err)
+			}
+		case "/next":
+			done <- waitDone(r)
+		}
+		io.WriteString(w, r.URL.Path)
+	}))
+	c := dial(t, addr)
+	c.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(50 * time.Millisecond) // the slow request is watched when the next comes
+	c.send("GET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+	c.conn.(*net.TCPConn).CloseWrite()
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	if _, body := c.answer("GET"); body != "/slow" {
+		t.Fatalf("answer %q, want /slow", body)
+	}
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("the request after the client closed: %v", err)
 	}
 }
 
