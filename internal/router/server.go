@@ -9,6 +9,7 @@ package router
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -338,7 +339,14 @@ func (r *Router) parse(ctx context.Context, w http.ResponseWriter, hr *http.Requ
 		w.Header().Set("Connection", "close")
 		return openai.TooLarge(limit)
 	}
-	body, err := proxy.ReadBody(http.MaxBytesReader(w, hr.Body, limit), hr.ContentLength)
+	// A body of known length was held to the limit above, and is read no
+	// further than its length; only a chunked one needs its reads
+	// counted.
+	var src io.Reader = hr.Body
+	if hr.ContentLength < 0 {
+		src = http.MaxBytesReader(w, hr.Body, limit)
+	}
+	body, err := proxy.ReadBody(src, hr.ContentLength)
 	if err != nil {
 		w.Header().Set("Connection", "close")
 		hr.Body.Close()
