@@ -4,6 +4,7 @@ scripts/admission.sh writes: per workload and load, admission on against
 off, each figure the mean over seeds with its range. Standard library only.
 
     scripts/admission_table.py OUT_DIR
+    scripts/admission_table.py --paired OUT_DIR   (BASE= runs: two builds by seed)
 """
 import glob, json, os, re, sys
 
@@ -47,7 +48,61 @@ def row(rs, adm):
     ]
 
 
+def paired(out):
+    """{(workload, load): {seed: {build: report}}} of admission.sh's BASE
+    runs, load being how their load was set: "2x" (times the capacity)
+    or "80rps"."""
+    by = {}
+    for path in glob.glob(os.path.join(out, "paired-*.json")):
+        m = re.fullmatch(r"paired-(mixed|noisy)-([\d.]+(?:x|rps))-(base|this)-(\d+)\.json", os.path.basename(path))
+        if m:
+            by.setdefault((m[1], m[2]), {}).setdefault(int(m[4]), {})[m[3]] = json.load(open(path))
+    return by
+
+
+def figures(r):
+    """A run's critical, overall and sheddable goodput, and its fairness
+    as a share of the max-min bound; None where the run has none."""
+    cls = lambda c: r["by_class"].get(c, {}).get("goodput")
+    fair = r["jain"] / r["jain_max_min"] if r.get("jain") and r.get("jain_max_min") else None
+    return [cls("critical"), r["goodput"], cls("sheddable"), fair]
+
+
+def print_paired(out):
+    """Each seed's figures for the two builds side by side, then their
+    means and how many seeds this build is at or above the base on."""
+    names = ["critical goodput", "goodput", "sheddable goodput", "Jain ÷ max-min"]
+    cell = lambda v: "—" if v is None else f"{v:.3f}"
+    for (w, load), seeds in sorted(paired(out).items()):
+        pairs = {s: b for s, b in seeds.items() if "base" in b and "this" in b}
+        if not pairs:
+            continue
+        rate = next(iter(pairs.values()))["this"]["rate"]
+        times = f" ({load[:-1]}× capacity)" if load.endswith("x") else ""
+        print(f"\n{w} at {rate:g} req/s{times}, admission on: base / this build, by seed\n")
+        print("| seed | " + " | ".join(names) + " |")
+        print("|---|" + "---|" * len(names))
+        cols = [[] for _ in names]
+        for s in sorted(pairs):
+            fb, ft = figures(pairs[s]["base"]), figures(pairs[s]["this"])
+            for i, (b, t) in enumerate(zip(fb, ft)):
+                if b is not None and t is not None:
+                    cols[i].append((b, t))
+            print(f"| {s} | " + " | ".join(f"{cell(b)} / {cell(t)}" for b, t in zip(fb, ft)) + " |")
+        mean = lambda xs: sum(xs) / len(xs)
+        print("| mean | " + " | ".join(
+            f"{mean([b for b, _ in c]):.3f} / {mean([t for _, t in c]):.3f}" if c else "—" for c in cols) + " |")
+        print("| this ≥ base | " + " | ".join(
+            f"{sum(t >= b for b, t in c)} of {len(c)}" if c else "—" for c in cols) + " |")
+        crit = [t for _, t in cols[0]]
+        if crit:
+            print(f"\ncritical goodput ≥ 0.99 on {sum(c >= 0.99 for c in crit)} of {len(crit)} seeds (this build)")
+
+
 def main():
+    if sys.argv[1] == "--paired":
+        print_paired(sys.argv[2])
+        return
     out = sys.argv[1]
     by = reports(out)
     head = ["admission", "seeds", "goodput", "critical goodput", "standard goodput", "Jain",
