@@ -34,11 +34,13 @@ func (p *Pool) OnPlace(f PlaceFunc) { p.placed = f }
 // at now. The endpoint counts it in flight and owing the prompt it does
 // not hold; the pool's mean prompt takes that share; the index promises
 // the prompt's blocks there. A streamed call teaches the endpoint's
-// models; a critical one counts, past its first token, as a stream to
+// models, or its cold start where the endpoint said rt's model was not
+// loaded; a critical one counts, past its first token, as a stream to
 // keep prefill off.
 func (p *Pool) Begin(rt *Route, i int, stream, critical bool, now time.Time) Attempt {
 	uncached := rt.Uncached(i)
 	a := Attempt{p: p, rt: rt, i: i, call: p.Send(i, uncached, stream, critical, now)}
+	a.call.cold = p.endpoints[i].coldFor(rt.Model, now, p.maxAge)
 	p.NotePrompt(uncached)
 	if rt.Indexed() {
 		a.place(rt.Hashes(), false)
@@ -116,6 +118,10 @@ type Call struct {
 	stream   bool
 	critical bool // the request is of class critical
 	first    bool // the first token is in
+	// cold reports that the endpoint said, as the call was sent, that
+	// its model was not loaded: its first token teaches the cold start,
+	// not the cost model.
+	cold bool
 }
 
 // Send counts a call to endpoint i sent at now, whose prompt the endpoint
@@ -149,7 +155,10 @@ func (c *Call) FirstToken(now time.Time) bool {
 	if c.critical {
 		c.e.critical.Add(1)
 	}
-	if c.stream {
+	switch {
+	case c.stream && c.cold:
+		c.e.learnColdStart(now.Sub(c.at).Seconds() - c.e.firstTokenCost().Predict(float64(c.uncached), c.ahead, c.waiting))
+	case c.stream:
 		if c.stale {
 			c.e.forget(c.at)
 		}

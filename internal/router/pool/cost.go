@@ -24,6 +24,10 @@ type costModel struct {
 	// first tokens, taken and predicted, in seconds (float64 bits; zero
 	// before the first): for the status alone (status.go).
 	ttftMeasured, ttftPredicted atomic.Uint64
+	// coldStart is the mean of recent cold starts' time past what the
+	// cost model predicted, in seconds (float64 bits; zero before the
+	// first: priorColdStart) (loaded.go).
+	coldStart atomic.Uint64
 }
 
 // The first-token cost model's prior, used until an endpoint has answered:

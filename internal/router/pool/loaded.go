@@ -3,15 +3,23 @@ package pool
 // Which models an endpoint's server has loaded, where the server says
 // (an Ollama pool's /api/ps): a request for a model not loaded there
 // waits for it to load before its prompt is computed, a cold start of
-// seconds to minutes that no cost model learns from a few answers, so a
-// pick takes an endpoint where the request's model is loaded while one is
-// a candidate.
+// seconds to minutes. auto predicts it, as the endpoint's cold starts
+// have taken past what its cost model predicted, on top of the first
+// token's time, so that a warm endpoint wins unless its queue is longer
+// than a load; a call begun cold teaches that, and not the cost model.
+// The policies that predict no first token pick an endpoint where the
+// request's model is loaded while one is a candidate.
 
 import (
+	"math"
 	"math/bits"
 	"slices"
 	"time"
 )
+
+// priorColdStart is the cold start charged, in seconds, before an
+// endpoint has shown its own: a small model's load from a local disk.
+const priorColdStart = 5.0
 
 // loadedModels is what one scrape said the server has loaded.
 type loadedModels struct {
@@ -54,4 +62,48 @@ func (p *Pool) preferLoaded(model string, c uint64, now time.Time) uint64 {
 		return c
 	}
 	return warm
+}
+
+// coldAt is the candidates in c where the servers said, while fresh,
+// that model is not loaded: an endpoint that has not said is not cold.
+func (p *Pool) coldAt(model string, c uint64, now time.Time) uint64 {
+	var cold uint64
+	for m := c; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		if p.endpoints[i].coldFor(model, now, p.maxAge) {
+			cold |= 1 << i
+		}
+	}
+	return cold
+}
+
+// coldFor reports whether the endpoint's server said, while fresh, that
+// model is not loaded; false for an empty model.
+func (e *Endpoint) coldFor(model string, now time.Time, maxAge time.Duration) bool {
+	l := e.loadedNow(now, maxAge)
+	return model != "" && l != nil && !slices.Contains(l.names, model)
+}
+
+// coldStartCost is the cold start auto predicts at the endpoint, in
+// seconds.
+func (m *costModel) coldStartCost() float64 {
+	if v := math.Float64frombits(m.coldStart.Load()); v > 0 {
+		return v
+	}
+	return priorColdStart
+}
+
+// learnColdStart folds one cold start into the endpoint's: extra is how
+// long its first token took past what the cost model predicted.
+// Racing updates may lose one observation.
+func (m *costModel) learnColdStart(extra float64) {
+	if !(extra > 0) {
+		extra = 0.001 // a model loaded meanwhile; a charge stays above zero
+	}
+	old := math.Float64frombits(m.coldStart.Load())
+	if old == 0 {
+		m.coldStart.Store(math.Float64bits(extra))
+		return
+	}
+	m.coldStart.Store(math.Float64bits(old + CostSmoothing*(extra-old)))
 }

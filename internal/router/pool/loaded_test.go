@@ -3,6 +3,7 @@ package pool
 // A pick among endpoints whose servers list the models they have loaded.
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -11,8 +12,9 @@ import (
 
 // TestPickPrefersTheModelLoaded: every policy picks among the endpoints
 // where the request's model is loaded while there are any, whatever
-// their load; with it loaded nowhere, or only as a stale scrape said, the
-// policy picks as it would.
+// their load (auto, while their queues are shorter than a cold start);
+// with it loaded nowhere, or only as a stale scrape said, the policy
+// picks as it would.
 func TestPickPrefersTheModelLoaded(t *testing.T) {
 	now := time.Unix(1000, 0)
 	for _, policy := range catalog.Policies {
@@ -70,5 +72,77 @@ func TestStatusShowsModelsLoaded(t *testing.T) {
 	}
 	if got := p.Status(now.Add(p.maxAge + time.Second))[0].Models; got != nil {
 		t.Errorf("endpoint 0's models from a stale scrape = %q, want nil", got)
+	}
+}
+
+// TestAutoChargesAColdStart: auto takes the endpoint where the model is
+// loaded while its predicted first token is sooner than a cold start
+// elsewhere, and the cold endpoint once the warm one's queue is longer
+// than the load; the policies that predict nothing keep to the warm one.
+func TestAutoChargesAColdStart(t *testing.T) {
+	now := time.Unix(1000, 0)
+	for _, policy := range []string{catalog.PolicyAuto, catalog.PolicyLeastRequest} {
+		p := testPool(policy, 1, 1)
+		for _, e := range p.endpoints {
+			e.SetCost(0.05, 1e-3) // a millisecond a prompt token
+		}
+		p.endpoints[0].SetModels([]string{"llama3.2:1b"}, now)
+		p.endpoints[1].SetModels([]string{"other:latest"}, now)
+		rt := routeFor(p, promptText(1, 1), 0)
+		rt.Model = "llama3.2:1b"
+		// 1,000 prompt tokens owed at the warm endpoint: a second of
+		// prefill, short of the 5 s a cold start is charged before one is
+		// seen.
+		p.Send(0, 1000, false, false, now)
+		if i, _ := p.Pick(rt, all(p), now); i != 0 {
+			t.Errorf("%s, 1 s queued where it is loaded: picked %d, want 0", policy, i)
+		}
+		// 8,000: past it.
+		p.Send(0, 7000, false, false, now)
+		want := 1
+		if policy != catalog.PolicyAuto {
+			want = 0
+		}
+		if i, _ := p.Pick(rt, all(p), now); i != want {
+			t.Errorf("%s, 8 s queued where it is loaded: picked %d, want %d", policy, i, want)
+		}
+	}
+}
+
+// TestColdStartLearned: a streamed call begun where the endpoint said its
+// model was not loaded teaches the endpoint's cold start, what its first
+// token took past the cost model's prediction, and leaves the cost model
+// as it was; a call begun warm teaches the cost model.
+func TestColdStartLearned(t *testing.T) {
+	now := time.Unix(1000, 0)
+	p := testPool(catalog.PolicyAuto, 1)
+	e := p.endpoints[0]
+	e.SetModels([]string{}, now)
+	rt := routeFor(p, nil, 0)
+	rt.Model = "llama3.2:1b"
+	if got := e.coldStartCost(); got != priorColdStart {
+		t.Fatalf("cold start before any: %v, want the prior %v", got, priorColdStart)
+	}
+	before := *e.firstTokenCost()
+	a := p.Begin(rt, 0, true, false, now)
+	a.FirstToken(now.Add(2 * time.Second))
+	a.End(0, true)
+	predicted := before.Predict(0, 0, 0)
+	if got, want := e.coldStartCost(), 2-predicted; math.Abs(got-want) > 1e-9 {
+		t.Errorf("cold start after one of 2 s: %v, want %v (2 s less the %v predicted)", got, want, predicted)
+	}
+	if e.cost.Load() != nil {
+		t.Errorf("a cold call taught the cost model: %+v", *e.cost.Load())
+	}
+
+	e.SetModels([]string{"llama3.2:1b"}, now)
+	b := p.Begin(rt, 0, true, false, now)
+	b.FirstToken(now.Add(100 * time.Millisecond))
+	b.End(0, true)
+	if e.cost.Load() == nil {
+		t.Error("a warm call taught the cost model nothing")
+	}
+	if got, want := e.coldStartCost(), 2-predicted; math.Abs(got-want) > 1e-9 {
+		t.Errorf("a warm call moved the cold start: %v, want %v", got, want)
 	}
 }

@@ -88,9 +88,9 @@ const (
 // TPOT SLO and another candidate qualifies. Near ties go by rendezvous
 // hashing of the prompt's place key. The chosen candidate's prediction is
 // left in rt.predicted, for hedging to wait by.
-func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
+func (p *Pool) pickAuto(rt *Route, c, cold uint64, now time.Time) (int, string) {
 	var pred, score [64]float64
-	fastest := p.scoreAuto(rt, c, now, &pred, &score)
+	fastest := p.scoreAuto(rt, c, cold, now, &pred, &score)
 	eligible := c // all, or those clear of critical streams
 	best, bestScore := leastScore(eligible, &score)
 	spared := false
@@ -131,9 +131,10 @@ func (p *Pool) pickAuto(rt *Route, c uint64, now time.Time) (int, string) {
 // holder, weighted by cacheCredit where others wait behind it, plus the
 // charges for storing its prompt and for stalling the streams there
 // (charges), plus missCharge of rt's SLO where the prediction is past
-// what is left of it, and a part of it near it (missShare). It returns
-// the candidate with the least prediction.
-func (p *Pool) scoreAuto(rt *Route, c uint64, now time.Time, pred, score *[64]float64) (fastest int) {
+// what is left of it, and a part of it near it (missShare). A candidate
+// in cold, where the request's model is not loaded, is predicted its
+// cold start on top. It returns the candidate with the least prediction.
+func (p *Pool) scoreAuto(rt *Route, c, cold uint64, now time.Time, pred, score *[64]float64) (fastest int) {
 	var uncached [64]int64
 	least := rt.prompt // the least any candidate owes: the prefix holder's
 	for m := c; m != 0; m &= m - 1 {
@@ -150,6 +151,9 @@ func (p *Pool) scoreAuto(rt *Route, c uint64, now time.Time, pred, score *[64]fl
 		peers := e.Peers(now)
 		cost := e.costAt(now)
 		pred[i] = e.predictTTFT(cost, uncached[i], e.freshLoad(now, p.maxAge), peers, meanPrompt)
+		if cold&(1<<i) != 0 {
+			pred[i] += e.coldStartCost()
+		}
 		score[i] = pred[i]
 		if othersWait(e, cost, pred[i], uncached[i], peers) {
 			score[i] += cacheCredit * cost.PerToken * float64(uncached[i]-least)

@@ -161,15 +161,22 @@ func (p *Pool) Candidates(tried uint64, now time.Time, relaxed bool) uint64 {
 
 // Pick is the endpoint the pool's policy takes for rt among candidates,
 // and why; -1 when there are none. Where rt names its model as the
-// servers list what they have loaded, the policy picks among the
-// candidates where it is loaded, while there are any.
+// servers list what they have loaded, auto charges a cold start to the
+// endpoints where it is not loaded; the other policies, which predict no
+// first token, pick among the candidates where it is loaded, while there
+// are any.
 func (p *Pool) Pick(rt *Route, candidates uint64, now time.Time) (int, string) {
 	if candidates == 0 {
 		return -1, ""
 	}
 	rt.predicted = 0
+	var cold uint64
 	if rt.Model != "" {
-		candidates = p.preferLoaded(rt.Model, candidates, now)
+		if p.policy == catalog.PolicyAuto {
+			cold = p.coldAt(rt.Model, candidates, now)
+		} else {
+			candidates = p.preferLoaded(rt.Model, candidates, now)
+		}
 	}
 	switch p.policy {
 	case catalog.PolicyRoundRobin:
@@ -183,7 +190,7 @@ func (p *Pool) Pick(rt *Route, candidates uint64, now time.Time) (int, string) {
 	case catalog.PolicySGLang:
 		return p.pickSGLang(rt, candidates)
 	default:
-		return p.pickAuto(rt, candidates, now)
+		return p.pickAuto(rt, candidates, cold, now)
 	}
 }
 

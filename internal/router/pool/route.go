@@ -37,8 +37,9 @@ type Route struct {
 	// when its policy predicts one (auto); zero when it does not.
 	predicted float64
 	// Model is the request's model as the pool's servers list what they
-	// have loaded (an Ollama pool's, scrape.OllamaName); a pick prefers
-	// the endpoints where it is loaded. Empty where they list nothing.
+	// have loaded (an Ollama pool's, scrape.OllamaName): auto charges a
+	// cold start where it is not loaded, and the other policies prefer
+	// the endpoints where it is. Empty where they list nothing.
 	Model string
 	// Key is the request's prompt_cache_key hashed from its isolation
 	// domain's seed (CacheKeyPlace), what it is placed by in place of its
