@@ -10,12 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -190,99 +188,21 @@ func (p *Proxy) CloseIdleTo(host string) {
 	}
 }
 
-// The causes a watchdog ends a call with.
-var (
-	errFirstByte = errors.New("no first byte from upstream in time")
-	errIdle      = errors.New("upstream stream idle too long")
-	errDeadline  = errors.New("request took longer than its time limit")
-
-	errNoURL = errors.New("the endpoint's URL does not parse")
-)
-
-// watchdog cancels a call that takes too long: waiting for its first
-// byte, silent between two events, or past its deadline. One timer serves
-// all three, armed each time for the bound that comes first, so a call
-// costs one timer and one context however many bounds it has.
-type watchdog struct {
-	t        *time.Timer // nil when no bound is set
-	idle     time.Duration
-	deadline time.Time   // zero: none
-	started  atomic.Bool // the first byte is in
-}
-
-func newWatchdog(cancel context.CancelCauseFunc, firstByte, idle time.Duration, deadline time.Time) *watchdog {
-	d := &watchdog{idle: idle, deadline: deadline}
-	wait, ok := d.bound(firstByte)
-	switch {
-	case !ok && idle <= 0:
-		return d
-	case !ok:
-		wait = math.MaxInt64 // until the first event arms the idle bound
-	}
-	d.t = time.AfterFunc(wait, func() {
-		switch {
-		case !d.deadline.IsZero() && !time.Now().Before(d.deadline):
-			cancel(errDeadline)
-		case d.started.Load():
-			cancel(errIdle)
-		default:
-			cancel(errFirstByte)
-		}
-	})
-	return d
-}
-
-// bound is how long the timer waits for a bound of wait (zero: none) and
-// the deadline, whichever comes first; false when neither is set.
-func (d *watchdog) bound(wait time.Duration) (time.Duration, bool) {
-	if d.deadline.IsZero() {
-		return wait, wait > 0
-	}
-	if left := time.Until(d.deadline); wait <= 0 || left < wait {
-		return left, true
-	}
-	return wait, true
-}
-
-// rearm points the timer at a bound of wait from now, or the deadline.
-func (d *watchdog) rearm(wait time.Duration) {
-	if d.t == nil {
-		return
-	}
-	d.started.Store(true)
-	if w, ok := d.bound(wait); ok {
-		d.t.Reset(w)
-	} else {
-		d.t.Stop()
-	}
-}
-
-// event notes that the upstream sent an event: the next must come within
-// the idle bound.
-func (d *watchdog) event() { d.rearm(d.idle) }
-
-// answered notes that a plain answer's headers are in: only the deadline
-// bounds reading the rest.
-func (d *watchdog) answered() { d.rearm(0) }
-
-func (d *watchdog) stop() {
-	if d.t != nil {
-		d.t.Stop()
-	}
-}
-
 // Do sends c upstream and relays the answer to w. It writes nothing when the
 // upstream fails before answering, so that the caller may try elsewhere.
 func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome {
+	cs := new(callState)
+	dog := &cs.dog
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	dog := newWatchdog(cancel, c.FirstByte, c.Idle, c.Deadline)
+	dog.start(cancel, c.FirstByte, c.Idle, c.Deadline)
 	defer dog.stop()
 
 	if c.URL == nil {
 		return Outcome{Status: http.StatusBadGateway, Reason: ReasonConnect, Err: openai.BadGateway(errNoURL)}
 	}
-	req := (&http.Request{
+	cs.body.Reset(c.Body)
+	cs.req = http.Request{
 		Method:        http.MethodPost,
 		URL:           c.URL,
 		Host:          c.URL.Host,
@@ -290,11 +210,10 @@ func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome 
 		ProtoMajor:    1,
 		ProtoMinor:    1,
 		Header:        c.Header,
-		Body:          newRequestBody(c.Body),
+		Body:          &cs.body,
 		ContentLength: int64(len(c.Body)),
-		GetBody:       func() (io.ReadCloser, error) { return newRequestBody(c.Body), nil },
-	}).WithContext(ctx)
-	resp, err := p.rt.RoundTrip(req)
+	}
+	resp, err := p.roundTrip(ctx, &cs.req, c.Body)
 	if err != nil {
 		return failed(ctx, ReasonConnect, err)
 	}
@@ -319,6 +238,20 @@ func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome 
 		return p.upstreamError(ctx, w, c, resp)
 	}
 	return p.copyPlain(ctx, w, c, resp)
+}
+
+// roundTrip sends req, a call with body, under ctx. llmgw's own client
+// is handed ctx beside the request; a request for net/http's transport
+// carries it, in a copy.
+func (p *Proxy) roundTrip(ctx context.Context, req *http.Request, body []byte) (*http.Response, error) {
+	if t, ok := p.rt.(*h1Transport); ok && t.handles(req) {
+		if body == nil {
+			body = []byte{} // not nil: the call can be sent again
+		}
+		return t.roundTrip(ctx, req, body)
+	}
+	req.GetBody = func() (io.ReadCloser, error) { return newRequestBody(body), nil }
+	return p.rt.RoundTrip(req.WithContext(ctx))
 }
 
 // Headers is what a call to an OpenAI-compatible server carries: the JSON

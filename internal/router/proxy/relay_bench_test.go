@@ -54,3 +54,33 @@ func BenchmarkRelay(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*events), "ns/event")
 }
+
+// BenchmarkPlainCall is one plain (not streamed) chat answer from an
+// upstream through llmgw's own client: the call sent, the answer's head
+// and body read, its usage picked up and the answer written.
+func BenchmarkPlainCall(b *testing.B) {
+	answer := `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Requests flow through"},"finish_reason":"stop"}],"usage":{"prompt_tokens":31,"completion_tokens":4,"total_tokens":35}}`
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header()["Content-Type"] = []string{"application/json"}
+		io.WriteString(w, answer)
+	}))
+	defer up.Close()
+	p := New(time.Second, nil)
+	defer p.CloseIdle()
+	u, err := url.Parse(up.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := Headers("", false)
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		o := p.Do(context.Background(), w, &Call{URL: u, Header: h, Body: body, Model: "llama", Start: time.Now(),
+			FirstByte: time.Minute, Idle: time.Minute})
+		if o.Status != http.StatusOK || o.Usage == nil || o.Usage.CompletionTokens != 4 {
+			b.Fatalf("outcome %+v", o)
+		}
+	}
+}

@@ -133,10 +133,22 @@ var (
 var aLongTimeAgo = time.Unix(1, 0)
 
 func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Scheme != "http" || t.proxyEnv && usesProxy(req) {
+	if !t.handles(req) {
 		return t.fallback.RoundTrip(req)
 	}
-	ctx := req.Context()
+	return t.roundTrip(req.Context(), req, nil)
+}
+
+// handles reports whether req is for this client rather than its
+// fallback: plain HTTP, not through a proxy.
+func (t *h1Transport) handles(req *http.Request) bool {
+	return req.URL.Scheme == "http" && !(t.proxyEnv && usesProxy(req))
+}
+
+// roundTrip sends req under ctx. A call that went on a reused connection
+// the server had closed goes again on a fresh one, its body body when not
+// nil, else what req.GetBody gives.
+func (t *h1Transport) roundTrip(ctx context.Context, req *http.Request, body []byte) (*http.Response, error) {
 	host := hostPort(req.URL.Host)
 	fresh := false
 	for {
@@ -152,10 +164,16 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// A reused connection the server closed between requests fails
 		// before any answer: the request never reached it, so it goes
 		// again on a fresh connection, once.
-		if reused && ctx.Err() == nil && errors.Is(err, errStale) && req.GetBody != nil {
-			if req.Body, err = req.GetBody(); err == nil {
-				fresh = true
+		if reused && ctx.Err() == nil && errors.Is(err, errStale) {
+			switch {
+			case body != nil:
+				req.Body, fresh = newRequestBody(body), true
 				continue
+			case req.GetBody != nil:
+				if req.Body, err = req.GetBody(); err == nil {
+					fresh = true
+					continue
+				}
 			}
 		}
 		closeBody(req)

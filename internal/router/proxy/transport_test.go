@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -451,28 +452,7 @@ func TestTransportRetriesAWriteToAResetConnection(t *testing.T) {
 	tr := newTestTransport()
 	defer tr.CloseIdleConnections()
 
-	// A connection the server resets, put in the pool as if it had
-	// served a call.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.(*net.TCPConn).SetLinger(0)
-	srv.Close()
-	time.Sleep(20 * time.Millisecond) // the reset is in
-	host := strings.TrimPrefix(s.URL, "http://")
-	c := &h1Conn{Conn: noFD{nc}, host: host}
-	c.in.init(c.Conn)
-	tr.put(c)
+	tr.put(resetConn(t, strings.TrimPrefix(s.URL, "http://")))
 
 	if status, got, err := call(tr, s.URL, 5*time.Second); status != 200 || got != "ok" || err != nil {
 		t.Fatalf("got %d %q %v", status, got, err)
@@ -626,5 +606,58 @@ func BenchmarkTransportReusedCall(b *testing.B) {
 		if status, _, err := call(tr, s.URL, 5*time.Second); status != 200 || err != nil {
 			b.Fatal(status, err)
 		}
+	}
+}
+
+// resetConn is a connection to host that its server has reset, as if it
+// had served a call: the pool's to hand out next.
+func resetConn(t *testing.T, host string) *h1Conn {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.(*net.TCPConn).SetLinger(0)
+	srv.Close()
+	time.Sleep(20 * time.Millisecond) // the reset is in
+	c := &h1Conn{Conn: noFD{nc}, host: host}
+	c.in.init(c.Conn)
+	return c
+}
+
+// A call through the proxy that meets a stale connection goes again on a
+// new one with the whole of its body.
+func TestProxyResendsItsBodyAfterAStaleConnection(t *testing.T) {
+	got := make(chan string, 2)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- string(b)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+	}))
+	defer up.Close()
+	p := New(time.Second, nil)
+	defer p.CloseIdle()
+	u, err := url.Parse(up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.rt.(*h1Transport).put(resetConn(t, u.Host))
+	w := httptest.NewRecorder()
+	o := p.Do(context.Background(), w, &Call{URL: u, Header: Headers("", false), Body: []byte(`{"model":"m"}`), Start: time.Now()})
+	if o.Status != http.StatusOK || o.Err != nil {
+		t.Fatalf("outcome %+v", o)
+	}
+	if b := <-got; b != `{"model":"m"}` {
+		t.Fatalf("upstream got %q", b)
 	}
 }
