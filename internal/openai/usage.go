@@ -39,16 +39,35 @@ func UsageOf(body []byte) (*Usage, error) {
 	if i < 0 || body[i] != '{' {
 		return nil, nil
 	}
+	u := new(Usage)
+	if err := readUsageAt(body, i, u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// ReadUsage is UsageOf into u, for a caller that has one to fill: false
+// when body has no usage object, u then as it was.
+func ReadUsage(body []byte, u *Usage) (bool, error) {
+	i := valueAt(body, `"usage"`)
+	if i < 0 || body[i] != '{' {
+		return false, nil
+	}
+	return true, readUsageAt(body, i, u)
+}
+
+// readUsageAt reads into u the usage object at body[i:].
+func readUsageAt(body []byte, i int, u *Usage) error {
 	end, err := scanValue(body, i)
 	if err != nil {
-		return nil, fmt.Errorf("reading usage: %w", err)
+		return fmt.Errorf("reading usage: %w", err)
 	}
 	obj := body[i:end]
-	u := new(Usage)
+	*u = Usage{}
 	if !scanUsage(obj, u) {
 		*u = Usage{}
 		if err := json.Unmarshal(obj, u); err != nil {
-			return nil, fmt.Errorf("reading usage: %w", err)
+			return fmt.Errorf("reading usage: %w", err)
 		}
 	}
 	if u.PromptTokensDetails == nil {
@@ -58,7 +77,7 @@ func UsageOf(body []byte) (*Usage, error) {
 			}{cached}
 		}
 	}
-	return u, nil
+	return nil
 }
 
 // timingsCached is the prompt tokens that llama.cpp's server reports it

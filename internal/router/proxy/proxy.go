@@ -237,7 +237,7 @@ func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome 
 	if resp.StatusCode != http.StatusOK {
 		return p.upstreamError(ctx, w, c, resp)
 	}
-	return p.copyPlain(ctx, w, c, resp)
+	return p.copyPlain(ctx, w, c, resp, &cs.usage)
 }
 
 // roundTrip sends req, a call with body, under ctx. llmgw's own client
@@ -386,9 +386,11 @@ func writeAnswer(w http.ResponseWriter, idle time.Duration, status int, contentT
 	if idle > 0 {
 		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(idle))
 	}
+	// Both values in one allocation, each its own slice of one: an Add
+	// to either appends into a new array, not into the other.
+	vals := []string{contentType, strconv.Itoa(len(body))}
 	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h["Content-Type"], h["Content-Length"] = vals[0:1:1], vals[1:2:2]
 	w.WriteHeader(status)
 	_, err := w.Write(body)
 	return err
@@ -442,6 +444,10 @@ func readAnswer(body io.Reader, length int64) ([]byte, error) {
 	if length > maxResponseBytes {
 		return nil, errAnswerTooLarge
 	}
+	if length >= 0 {
+		// ReadBody reads no more than length+1 bytes.
+		return ReadBody(body, length)
+	}
 	b, err := ReadBody(io.LimitReader(body, maxResponseBytes+1), length)
 	if err == nil && int64(len(b)) > maxResponseBytes {
 		return nil, errAnswerTooLarge
@@ -452,8 +458,9 @@ func readAnswer(body io.Reader, length int64) ([]byte, error) {
 // errAnswerTooLarge is an answer over maxResponseBytes.
 var errAnswerTooLarge = fmt.Errorf("upstream answer is larger than %d bytes", maxResponseBytes)
 
-// copyPlain relays a whole (not streamed) answer.
-func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, resp *http.Response) Outcome {
+// copyPlain relays a whole (not streamed) answer, its usage read into
+// usage.
+func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, resp *http.Response, usage *openai.Usage) Outcome {
 	ttft := time.Since(c.Start)
 	body, err := readAnswer(resp.Body, resp.ContentLength)
 	if err != nil {
@@ -472,12 +479,11 @@ func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, r
 	if c.Finish {
 		o.FinishReason = openai.FinishReason(body)
 	}
-	if u, err := openai.UsageOf(body); err == nil && u != nil {
-		o.Usage = u
-	} else {
-		o.Usage = &openai.Usage{PromptTokens: c.PromptEstimate}
+	if ok, err := openai.ReadUsage(body, usage); !ok || err != nil {
+		*usage = openai.Usage{PromptTokens: c.PromptEstimate}
 		o.Estimated = true
 	}
+	o.Usage = usage
 	if c.Model != "" {
 		body, _ = openai.RenameModel(nil, body, c.Model)
 	}

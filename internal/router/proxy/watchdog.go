@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 )
 
 // The causes a watchdog ends a call with.
@@ -21,11 +23,13 @@ var (
 )
 
 // callState is what one call holds while it lasts, made in one
-// allocation: the request sent upstream, its body and its watchdog.
+// allocation: the request sent upstream, its body, its watchdog, and a
+// plain answer's usage, which its Outcome points to.
 type callState struct {
-	req  http.Request
-	body requestBody
-	dog  watchdog
+	req   http.Request
+	body  requestBody
+	dog   watchdog
+	usage openai.Usage
 }
 
 // watchdog cancels a call that takes too long: waiting for its first
