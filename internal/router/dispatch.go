@@ -35,6 +35,19 @@ type dispatchResult struct {
 // modelHeader names the catalog model that served the answer.
 const modelHeader = "X-Llmgw-Model"
 
+// setModelHeader names model in h as the one that answers req, in the
+// value serve made for it. Writing that value in place is safe: only h
+// holds it, and h is sent once, with the answer, after which nothing is
+// retried.
+func setModelHeader(h http.Header, req *parsedRequest, model string) {
+	if req.modelValue == nil {
+		h.Set(modelHeader, model)
+		return
+	}
+	req.modelValue[0] = model
+	h[modelHeader] = req.modelValue
+}
+
 // dispatch sends req to an endpoint of its model's pool, or of a
 // fallback's, and retries or falls back while what came of it is
 // retryable; see the top of the file.
@@ -95,7 +108,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 					}
 					o, ep = rc.outcome, p.Endpoints()[rc.endpoint]
 				} else {
-					w.Header().Set(modelHeader, m.Name)
+					setModelHeader(w.Header(), req, m.Name)
 					call.URL = p.target(ep, req.api.upstreamPath, m.UpstreamName())
 					o = r.send(ctx, w, req, p, i, rt, &call, nil)
 					r.settle(req, p, ep, o)

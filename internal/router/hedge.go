@@ -116,7 +116,7 @@ func (r *Router) race(ctx context.Context, w http.ResponseWriter, req *parsedReq
 	}
 	if !served.w.won {
 		// As an unhedged call leaves it, for the error the client gets.
-		w.Header().Set(modelHeader, m.Name)
+		setModelHeader(w.Header(), req, m.Name)
 	}
 	res := raced{outcome: served.out, endpoint: served.i, hedge: -1}
 	if hedge != nil {

@@ -75,6 +75,9 @@ type parsedRequest struct {
 	tenant   string            // the tenant admission shares the queue by; empty for none
 	salt     domainSalt        // what keeps its prompt in its isolation domain
 	ticket   *admission.Ticket // its hold on its pool's gate; nil without admission
+	// modelValue is the X-Llmgw-Model header's value, made with the
+	// request id's (serve); nil before. Only setModelHeader writes it.
+	modelValue []string
 
 	// answer makes the translator of a translated API's answer, given
 	// the model; nil for chat, completions and embeddings.
@@ -208,7 +211,13 @@ func (r *Router) serveCompletion(w http.ResponseWriter, hr *http.Request, a api)
 // limits are reserved.
 func (r *Router) serve(w http.ResponseWriter, hr *http.Request, req *parsedRequest) {
 	a := req.api
-	w.Header().Set("X-Request-Id", req.id)
+	// The request id's header value and that of the model that answers
+	// it, once dispatched, in one allocation, each its own slice of one:
+	// an Add to either appends into a new array, not into the other.
+	vals := make([]string, 2)
+	vals[0] = req.id
+	w.Header()["X-Request-Id"] = vals[0:1:1]
+	req.modelValue = vals[1:2:2]
 	hr = startSpan(r.tracing, hr, req)
 	if err := r.receive(w, hr, req); err != nil {
 		r.refuse(w, req, "", err)
