@@ -88,6 +88,9 @@ type h1Conn struct {
 	in    inbuf     // read and not yet consumed; no buffer while empty
 	head  headLimit // what an answer's head is read through
 	since time.Time // when it went idle
+	// interrupt ends whatever c is blocked in, at once: made with c's
+	// first call, for each of its calls' contexts to run when it ends.
+	interrupt func()
 }
 
 // headLimit reads an answer's head from its connection, up to a bound
@@ -372,7 +375,10 @@ func (t *h1Transport) closeIdleTo(host string) {
 // end.
 func (t *h1Transport) send(ctx context.Context, c *h1Conn, reused bool, req *http.Request) (*http.Response, error) {
 	// A context that ends interrupts whatever c is blocked in.
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(aLongTimeAgo) })
+	if c.interrupt == nil {
+		c.interrupt = func() { c.SetDeadline(aLongTimeAgo) }
+	}
+	stop := context.AfterFunc(ctx, c.interrupt)
 	fail := func(err error) (*http.Response, error) {
 		stop()
 		c.Close()
