@@ -193,9 +193,10 @@ func (p *Proxy) CloseIdleTo(host string) {
 func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome {
 	cs := new(callState)
 	dog := &cs.dog
-	ctx, cancel := context.WithCancelCause(ctx)
+	parent := ctx
+	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	dog.start(cancel, c.FirstByte, c.Idle, c.Deadline)
+	dog.start(cancel, &cs.end, c.FirstByte, c.Idle, c.Deadline)
 	defer dog.stop()
 
 	if c.URL == nil {
@@ -213,7 +214,7 @@ func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome 
 		Body:          &cs.body,
 		ContentLength: int64(len(c.Body)),
 	}
-	resp, err := p.roundTrip(ctx, &cs.req, c.Body)
+	resp, err := p.roundTrip(ctx, parent, &cs.end, &cs.req, c.Body)
 	if err != nil {
 		return failed(ctx, ReasonConnect, err)
 	}
@@ -240,15 +241,15 @@ func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome 
 	return p.copyPlain(ctx, w, c, resp, &cs.usage)
 }
 
-// roundTrip sends req, a call with body, under ctx. llmgw's own client
-// is handed ctx beside the request; a request for net/http's transport
-// carries it, in a copy.
-func (p *Proxy) roundTrip(ctx context.Context, req *http.Request, body []byte) (*http.Response, error) {
+// roundTrip sends req, a call with body, under ctx, which ends when
+// parent does or end is ended. llmgw's own client is handed both beside
+// the request; a request for net/http's transport carries ctx, in a copy.
+func (p *Proxy) roundTrip(ctx, parent context.Context, end *ender, req *http.Request, body []byte) (*http.Response, error) {
 	if t, ok := p.rt.(*h1Transport); ok && t.handles(req) {
 		if body == nil {
 			body = []byte{} // not nil: the call can be sent again
 		}
-		return t.roundTrip(ctx, req, body)
+		return t.roundTrip(ctx, parent, end, req, body)
 	}
 	req.GetBody = func() (io.ReadCloser, error) { return newRequestBody(body), nil }
 	return p.rt.RoundTrip(req.WithContext(ctx))

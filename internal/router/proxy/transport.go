@@ -139,7 +139,8 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.handles(req) {
 		return t.fallback.RoundTrip(req)
 	}
-	return t.roundTrip(req.Context(), req, nil)
+	ctx := req.Context()
+	return t.roundTrip(ctx, ctx, nil, req, nil)
 }
 
 // handles reports whether req is for this client rather than its
@@ -148,10 +149,13 @@ func (t *h1Transport) handles(req *http.Request) bool {
 	return req.URL.Scheme == "http" && !(t.proxyEnv && usesProxy(req))
 }
 
-// roundTrip sends req under ctx. A call that went on a reused connection
-// the server had closed goes again on a fresh one, its body body when not
-// nil, else what req.GetBody gives.
-func (t *h1Transport) roundTrip(ctx context.Context, req *http.Request, body []byte) (*http.Response, error) {
+// roundTrip sends req under ctx, a context that ends when parent does or
+// when end, if not nil, is ended (as a call's watchdog ends it): each
+// interrupts what the connection is blocked in. With no end, parent is
+// ctx. A call that went on a reused connection the server had closed goes
+// again on a fresh one, its body body when not nil, else what
+// req.GetBody gives.
+func (t *h1Transport) roundTrip(ctx, parent context.Context, end *ender, req *http.Request, body []byte) (*http.Response, error) {
 	host := hostPort(req.URL.Host)
 	fresh := false
 	for {
@@ -160,7 +164,7 @@ func (t *h1Transport) roundTrip(ctx context.Context, req *http.Request, body []b
 			closeBody(req)
 			return nil, err
 		}
-		resp, err := t.send(ctx, c, reused, req)
+		resp, err := t.send(ctx, parent, end, c, reused, req)
 		if err == nil {
 			return resp, nil
 		}
@@ -373,14 +377,16 @@ func (t *h1Transport) closeIdleTo(host string) {
 // send writes req on c and reads the answer's head. The answer's body reads
 // from c, which goes back to the pool when the body has been read to its
 // end.
-func (t *h1Transport) send(ctx context.Context, c *h1Conn, reused bool, req *http.Request) (*http.Response, error) {
-	// A context that ends interrupts whatever c is blocked in.
+func (t *h1Transport) send(ctx, parent context.Context, end *ender, c *h1Conn, reused bool, req *http.Request) (*http.Response, error) {
+	// The call's end interrupts whatever c is blocked in.
 	if c.interrupt == nil {
 		c.interrupt = func() { c.SetDeadline(aLongTimeAgo) }
 	}
-	stop := context.AfterFunc(ctx, c.interrupt)
+	stop := context.AfterFunc(parent, c.interrupt)
+	end.hold(c)
 	fail := func(err error) (*http.Response, error) {
 		stop()
+		end.let(c)
 		c.Close()
 		if cerr := context.Cause(ctx); cerr != nil {
 			return nil, cerr
@@ -415,10 +421,10 @@ func (t *h1Transport) send(ctx context.Context, c *h1Conn, reused bool, req *htt
 	if resp.Body == http.NoBody {
 		// No body follows the head (a 204 or 304, a length of 0): the
 		// connection is done with.
-		t.release(c, stop, reuse)
+		t.release(c, stop, end, reuse)
 		return resp, nil
 	}
-	b := &h1Body{body: body{in: &c.in, framing: byClose}, c: c, t: t, stop: stop, reuse: reuse}
+	b := &h1Body{body: body{in: &c.in, framing: byClose}, c: c, t: t, stop: stop, callEnd: end, reuse: reuse}
 	switch {
 	case len(resp.TransferEncoding) > 0 && resp.TransferEncoding[0] == "chunked":
 		b.framing = byChunks
@@ -509,10 +515,12 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 }
 
 // release gives c back to the pool once its answer is read: when reuse
-// holds, the context did not end mid-answer, and the upstream sent
-// nothing past the answer's end. Otherwise c is closed.
-func (t *h1Transport) release(c *h1Conn, stop func() bool, reuse bool) {
-	if stop() && reuse && len(c.in.buffered()) == 0 {
+// holds, the call did not end mid-answer (stop and end, its two ways to
+// end, are both let go of first), and the upstream sent nothing past the
+// answer's end. Otherwise c is closed.
+func (t *h1Transport) release(c *h1Conn, stop func() bool, end *ender, reuse bool) {
+	stopped := stop()
+	if end.let(c) && stopped && reuse && len(c.in.buffered()) == 0 {
 		c.in.release()
 		t.put(c)
 		return
@@ -525,11 +533,12 @@ func (t *h1Transport) release(c *h1Conn, stop func() bool, reuse bool) {
 // answer is unread.
 type h1Body struct {
 	body
-	c     *h1Conn
-	t     *h1Transport
-	stop  func() bool
-	reuse bool
-	ended bool // read to its end: the connection, maybe another call's now, is not to be touched
+	c       *h1Conn
+	t       *h1Transport
+	stop    func() bool
+	callEnd *ender // with stop, how the call's end reaches c
+	reuse   bool
+	ended   bool // read to its end: the connection, maybe another call's now, is not to be touched
 
 	mu       sync.Mutex // protects finished: Close may come from another goroutine
 	finished bool
@@ -582,5 +591,5 @@ func (b *h1Body) finish(reuse bool) {
 		return
 	}
 	b.finished = true
-	b.t.release(b.c, b.stop, reuse)
+	b.t.release(b.c, b.stop, b.callEnd, reuse)
 }

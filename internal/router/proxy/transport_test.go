@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 )
 
 // countingServer is an upstream that counts the connections made to it.
@@ -659,5 +661,61 @@ func TestProxyResendsItsBodyAfterAStaleConnection(t *testing.T) {
 	}
 	if b := <-got; b != `{"model":"m"}` {
 		t.Fatalf("upstream got %q", b)
+	}
+}
+
+// A call blocked writing its request to an upstream that reads nothing
+// ends when its watchdog fires, or when its caller's context ends, with
+// the cause of each.
+func TestCallStuckWritingEnds(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never read
+		}
+	}()
+	u, err := url.Parse("http://" + ln.Addr().String() + "/v1/chat/completions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 32<<20) // past what the sockets' buffers take
+	for _, tt := range []struct {
+		name       string
+		firstByte  time.Duration
+		leaveAfter time.Duration
+		want       int
+	}{
+		{"the first byte's bound", 100 * time.Millisecond, 0, http.StatusGatewayTimeout},
+		{"the client leaving", 0, 100 * time.Millisecond, openai.StatusClientClosed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := New(time.Second, nil)
+			defer p.CloseIdle()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tt.leaveAfter > 0 {
+				time.AfterFunc(tt.leaveAfter, cancel)
+			}
+			done := make(chan Outcome, 1)
+			go func() {
+				done <- p.Do(ctx, httptest.NewRecorder(), &Call{URL: u, Header: Headers("", false), Body: body, Start: time.Now(), FirstByte: tt.firstByte})
+			}()
+			select {
+			case o := <-done:
+				if o.Status != tt.want {
+					t.Fatalf("status %d, want %d (%v)", o.Status, tt.want, o.Err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the call is still writing")
+			}
+		})
 	}
 }

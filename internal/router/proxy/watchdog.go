@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,7 @@ type callState struct {
 	req   http.Request
 	body  requestBody
 	dog   watchdog
+	end   ender
 	usage openai.Usage
 }
 
@@ -39,16 +41,17 @@ type callState struct {
 type watchdog struct {
 	t        *time.Timer // nil when no bound is set
 	cancel   context.CancelCauseFunc
+	end      *ender // ended after cancel
 	idle     time.Duration
 	deadline time.Time   // zero: none
 	started  atomic.Bool // the first byte is in
 }
 
-// start arms d to end its call through cancel: after firstByte without
-// an answer, idle between two events, or at the deadline; a zero bound is
-// none.
-func (d *watchdog) start(cancel context.CancelCauseFunc, firstByte, idle time.Duration, deadline time.Time) {
-	d.cancel, d.idle, d.deadline = cancel, idle, deadline
+// start arms d to end its call through cancel, then end: after
+// firstByte without an answer, idle between two events, or at the
+// deadline; a zero bound is none.
+func (d *watchdog) start(cancel context.CancelCauseFunc, end *ender, firstByte, idle time.Duration, deadline time.Time) {
+	d.cancel, d.end, d.idle, d.deadline = cancel, end, idle, deadline
 	wait, ok := d.bound(firstByte)
 	switch {
 	case !ok && idle <= 0:
@@ -68,6 +71,63 @@ func (d *watchdog) fire() {
 		d.cancel(errIdle)
 	default:
 		d.cancel(errFirstByte)
+	}
+	d.end.end()
+}
+
+// ender is how a call's own end, past its cancelled context, reaches the
+// upstream connection it is using: the end interrupts what the
+// connection is blocked in. The context's end would as well, through an
+// AfterFunc on it; interrupting through ender, beside an AfterFunc on the
+// context the call's was made from, spares the call's context the
+// channel and the map of children an AfterFunc on it would make. A nil
+// ender holds nothing and is never ended.
+type ender struct {
+	mu    sync.Mutex // protects the fields below
+	c     *h1Conn    // the connection the call is using; nil between
+	ended bool       // the call has ended
+	hit   bool       // c was interrupted
+}
+
+// hold makes c the connection an end interrupts, at once if the call has
+// ended already.
+func (e *ender) hold(c *h1Conn) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.c, e.hit = c, e.ended
+	if e.ended {
+		c.interrupt()
+	}
+}
+
+// let lets go of c, and reports whether no end interrupted it.
+func (e *ender) let(c *h1Conn) bool {
+	if e == nil {
+		return true
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	hit := e.c == c && e.hit
+	if e.c == c {
+		e.c, e.hit = nil, false
+	}
+	return !hit
+}
+
+// end ends the call: the connection it holds, if any, is interrupted.
+func (e *ender) end() {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ended = true
+	if e.c != nil && !e.hit {
+		e.hit = true
+		e.c.interrupt()
 	}
 }
 
