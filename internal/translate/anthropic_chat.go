@@ -78,11 +78,7 @@ func (r *AnthropicRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
 		Stop:        r.StopSequences,
 		Stream:      r.Stream,
 	}
-	if r.Stream {
-		c.StreamOptions = &struct {
-			IncludeUsage bool `json:"include_usage"`
-		}{true}
-	}
+	c.usageStreamed()
 	if r.Metadata != nil {
 		c.User = r.Metadata.UserID
 	}

@@ -7,7 +7,6 @@ package translate
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 )
@@ -66,12 +65,9 @@ func (a *Anthropic) stopReason(finish string, stop json.RawMessage) (string, *st
 
 // Answer is a whole chat completion as an Anthropic message.
 func (a *Anthropic) Answer(chat []byte) ([]byte, error) {
-	var c ChatCompletion
-	if err := json.Unmarshal(chat, &c); err != nil {
+	c, err := readCompletion(chat)
+	if err != nil {
 		return nil, err
-	}
-	if len(c.Choices) == 0 {
-		return nil, errors.New("a chat completion with no choices")
 	}
 	ch := c.Choices[0]
 	msg := AnthropicAnswer{ID: a.ID, Type: "message", Role: "assistant", Model: a.Model, Content: []AnthropicBlock{}, Usage: anthropicUsage(c.Usage)}

@@ -6,6 +6,7 @@ package translate
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
@@ -30,11 +31,23 @@ type ChatRequest struct {
 	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 	// PromptCacheKey names the requests to be served from one cache,
 	// which routing places them by.
-	PromptCacheKey string `json:"prompt_cache_key,omitempty"`
-	Stream         bool   `json:"stream,omitempty"`
-	StreamOptions  *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options,omitempty"`
+	PromptCacheKey string         `json:"prompt_cache_key,omitempty"`
+	Stream         bool           `json:"stream,omitempty"`
+	StreamOptions  *StreamOptions `json:"stream_options,omitempty"`
+}
+
+// StreamOptions is a streamed chat request's stream_options.
+type StreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// usageStreamed asks a streamed request's backend for its usage in a
+// last chunk, where the client's API reports usage whether or not it
+// asked; a plain one carries usage always.
+func (c *ChatRequest) usageStreamed() {
+	if c.Stream {
+		c.StreamOptions = &StreamOptions{IncludeUsage: true}
+	}
 }
 
 // ChatMessage is one message of a chat request or answer. Content is a
@@ -169,4 +182,16 @@ func jsonString(s string) json.RawMessage { return mustJSON(s) }
 // namedToolChoice is chat's tool_choice forcing the function name.
 func namedToolChoice(name string) json.RawMessage {
 	return mustJSON(map[string]any{"type": "function", "function": map[string]string{"name": name}})
+}
+
+// readCompletion reads a whole chat completion, which has a choice.
+func readCompletion(chat []byte) (*ChatCompletion, error) {
+	var c ChatCompletion
+	if err := json.Unmarshal(chat, &c); err != nil {
+		return nil, err
+	}
+	if len(c.Choices) == 0 {
+		return nil, errors.New("a chat completion with no choices")
+	}
+	return &c, nil
 }

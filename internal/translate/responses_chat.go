@@ -88,11 +88,7 @@ func (r *ResponsesRequest) ToChat(ctx context.Context) (*ChatRequest, error) {
 		Parallel:    r.Parallel,
 		Stream:      r.Stream,
 	}
-	if r.Stream {
-		c.StreamOptions = &struct {
-			IncludeUsage bool `json:"include_usage"`
-		}{true}
-	}
+	c.usageStreamed()
 	if r.PromptCacheKey != nil {
 		c.PromptCacheKey = *r.PromptCacheKey
 	}

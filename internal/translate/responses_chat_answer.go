@@ -11,7 +11,6 @@ package translate
 
 import (
 	"encoding/json"
-	"errors"
 	"strconv"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
@@ -101,12 +100,9 @@ func (o *responseObject) finished(finish string) {
 
 // Answer is a whole chat completion as a response object.
 func (r *Responses) Answer(chat []byte) ([]byte, error) {
-	var c ChatCompletion
-	if err := json.Unmarshal(chat, &c); err != nil {
+	c, err := readCompletion(chat)
+	if err != nil {
 		return nil, err
-	}
-	if len(c.Choices) == 0 {
-		return nil, errors.New("a chat completion with no choices")
 	}
 	ch := c.Choices[0]
 	var output []any
