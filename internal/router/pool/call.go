@@ -40,7 +40,10 @@ func (p *Pool) OnPlace(f PlaceFunc) { p.placed = f }
 func (p *Pool) Begin(rt *Route, i int, stream, critical bool, now time.Time) Attempt {
 	uncached := rt.Uncached(i)
 	a := Attempt{p: p, rt: rt, i: i, call: p.Send(i, uncached, stream, critical, now)}
-	a.call.cold = p.endpoints[i].coldFor(rt.Model, now, p.maxAge)
+	if rt.Model != "" {
+		loaded, known := p.endpoints[i].holds(rt.Model, now, p.maxAge)
+		a.call.cold = known && !loaded
+	}
 	p.NotePrompt(uncached)
 	if rt.Indexed() {
 		a.place(rt.Hashes(), false)

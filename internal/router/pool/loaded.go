@@ -47,41 +47,30 @@ func (e *Endpoint) loadedNow(now time.Time, maxAge time.Duration) *loadedModels 
 	return l
 }
 
-// preferLoaded is the candidates in c where model is loaded, or c when
-// it is loaded at none of them, or none has said: a model cold
-// everywhere is loaded wherever the policy sends it.
-func (p *Pool) preferLoaded(model string, c uint64, now time.Time) uint64 {
-	var warm uint64
+// loadedAt splits the candidates in c by what their servers said, while
+// fresh, of model: warm where it is loaded, cold where it is not. An
+// endpoint that has not said is neither.
+func (p *Pool) loadedAt(model string, c uint64, now time.Time) (warm, cold uint64) {
 	for m := c; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
-		if l := p.endpoints[i].loadedNow(now, p.maxAge); l != nil && slices.Contains(l.names, model) {
+		switch loaded, known := p.endpoints[i].holds(model, now, p.maxAge); {
+		case loaded:
 			warm |= 1 << i
-		}
-	}
-	if warm == 0 {
-		return c
-	}
-	return warm
-}
-
-// coldAt is the candidates in c where the servers said, while fresh,
-// that model is not loaded: an endpoint that has not said is not cold.
-func (p *Pool) coldAt(model string, c uint64, now time.Time) uint64 {
-	var cold uint64
-	for m := c; m != 0; m &= m - 1 {
-		i := bits.TrailingZeros64(m)
-		if p.endpoints[i].coldFor(model, now, p.maxAge) {
+		case known:
 			cold |= 1 << i
 		}
 	}
-	return cold
+	return warm, cold
 }
 
-// coldFor reports whether the endpoint's server said, while fresh, that
-// model is not loaded; false for an empty model.
-func (e *Endpoint) coldFor(model string, now time.Time, maxAge time.Duration) bool {
+// holds reports whether the endpoint's server said, while fresh, that it
+// has model loaded; known is false when it has not said.
+func (e *Endpoint) holds(model string, now time.Time, maxAge time.Duration) (loaded, known bool) {
 	l := e.loadedNow(now, maxAge)
-	return model != "" && l != nil && !slices.Contains(l.names, model)
+	if l == nil {
+		return false, false
+	}
+	return slices.Contains(l.names, model), true
 }
 
 // coldStartCost is the cold start auto predicts at the endpoint, in

@@ -172,10 +172,10 @@ func (p *Pool) Pick(rt *Route, candidates uint64, now time.Time) (int, string) {
 	rt.predicted = 0
 	var cold uint64
 	if rt.Model != "" {
-		if p.policy == catalog.PolicyAuto {
-			cold = p.coldAt(rt.Model, candidates, now)
-		} else {
-			candidates = p.preferLoaded(rt.Model, candidates, now)
+		var warm uint64
+		warm, cold = p.loadedAt(rt.Model, candidates, now)
+		if p.policy != catalog.PolicyAuto && warm != 0 {
+			candidates = warm
 		}
 	}
 	switch p.policy {
