@@ -372,7 +372,7 @@ func (p *Proxy) upstreamError(ctx context.Context, w http.ResponseWriter, c *Cal
 	if c.Translate != nil {
 		body = c.Translate.ErrorBody(upstreamErrorOf(code, body))
 	}
-	if err := writeAnswer(w, c.Idle, code, "application/json", body); err != nil {
+	if err := writeAnswer(w, c.Idle, code, "application/json", "", body); err != nil {
 		o.Status, o.Err = openai.StatusClientClosed, err
 	}
 	return o
@@ -383,13 +383,16 @@ func (p *Proxy) upstreamError(ctx context.Context, w http.ResponseWriter, c *Cal
 // The server lifts the deadline once the answer is finished. An error is
 // a client that left. A writer that cannot set a deadline writes without
 // one.
-func writeAnswer(w http.ResponseWriter, idle time.Duration, status int, contentType string, body []byte) error {
+func writeAnswer(w http.ResponseWriter, idle time.Duration, status int, contentType, length string, body []byte) error {
 	if idle > 0 {
 		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(idle))
 	}
+	if length == "" {
+		length = strconv.Itoa(len(body))
+	}
 	// Both values in one allocation, each its own slice of one: an Add
 	// to either appends into a new array, not into the other.
-	vals := []string{contentType, strconv.Itoa(len(body))}
+	vals := []string{contentType, length}
 	h := w.Header()
 	h["Content-Type"], h["Content-Length"] = vals[0:1:1], vals[1:2:2]
 	w.WriteHeader(status)
@@ -456,6 +459,17 @@ func readAnswer(body io.Reader, length int64) ([]byte, error) {
 	return b, err
 }
 
+// sameLength is the upstream's Content-Length value when it is body's
+// length written as writeAnswer writes it, with no leading zero, and ""
+// when it is not: a body the gateway changed, or one sent in chunks.
+func sameLength(resp *http.Response, body []byte) string {
+	v := resp.Header["Content-Length"]
+	if len(v) != 1 || resp.ContentLength != int64(len(body)) || v[0] == "" || v[0][0] == '0' && len(v[0]) > 1 {
+		return ""
+	}
+	return v[0]
+}
+
 // errAnswerTooLarge is an answer over maxResponseBytes.
 var errAnswerTooLarge = fmt.Errorf("upstream answer is larger than %d bytes", maxResponseBytes)
 
@@ -497,7 +511,7 @@ func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, r
 		}
 		contentType = "application/json"
 	}
-	if err := writeAnswer(w, c.Idle, http.StatusOK, contentType, body); err != nil {
+	if err := writeAnswer(w, c.Idle, http.StatusOK, contentType, sameLength(resp, body), body); err != nil {
 		o.Status, o.Err = openai.StatusClientClosed, err
 	}
 	return o

@@ -442,10 +442,15 @@ func closedByPeer(err error) bool {
 }
 
 // readHead reads an answer's head, skipping the informational (1xx) heads
-// before it as net/http does. A 101 is an error. http.ReadResponse decides
-// the framing — and, by setting Body to http.NoBody, that none follows, as
-// for a 204, a 304 or an answer to HEAD whatever their headers say.
+// before it as net/http does. A 101 is an error. parseHead reads a common
+// head in place, http.ReadResponse any other: they decide the framing, and
+// by a Body of http.NoBody that none follows (a 204, a 304, an answer to
+// HEAD whatever its headers say); the caller sets any other Body.
 func (c *h1Conn) readHead(req *http.Request) (resp *http.Response, err error) {
+	if resp, n, ok := parseHead(c.in.buffered(), req); ok {
+		c.in.consume(n)
+		return resp, nil
+	}
 	c.head = headLimit{in: &c.in, left: maxResponseHead}
 	br := heads.Get().(*bufio.Reader)
 	br.Reset(&c.head)
@@ -490,7 +495,7 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 	w.WriteString(" HTTP/1.1\r\nHost: ")
 	w.WriteString(req.URL.Host)
 	w.WriteString("\r\nContent-Length: ")
-	w.WriteString(strconv.FormatInt(req.ContentLength, 10))
+	w.Write(strconv.AppendInt(w.AvailableBuffer(), req.ContentLength, 10))
 	w.WriteString("\r\n")
 	for k, vs := range req.Header {
 		for _, v := range vs {
