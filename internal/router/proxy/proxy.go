@@ -192,11 +192,9 @@ func (p *Proxy) CloseIdleTo(host string) {
 // upstream fails before answering, so that the caller may try elsewhere.
 func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome {
 	cs := new(callState)
-	dog := &cs.dog
-	parent := ctx
-	ctx, cancel := context.WithCancelCause(parent)
-	defer cancel(nil)
-	dog.start(cancel, &cs.end, c.FirstByte, c.Idle, c.Deadline)
+	dog, end := &cs.dog, &cs.end
+	end.parent = ctx
+	dog.start(end, c.FirstByte, c.Idle, c.Deadline)
 	defer dog.stop()
 
 	if c.URL == nil {
@@ -214,45 +212,66 @@ func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome 
 		Body:          &cs.body,
 		ContentLength: int64(len(c.Body)),
 	}
-	resp, err := p.roundTrip(ctx, parent, &cs.end, &cs.req, c.Body)
+	resp, err := p.roundTrip(ctx, end, &cs.req, c.Body)
 	if err != nil {
-		return failed(ctx, ReasonConnect, err)
+		return failed(end, ReasonConnect, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		// net/http's transport returns a 101, which llmgw's own refuses:
 		// what follows it is no answer.
-		return failed(ctx, ReasonConnect, errSwitchingProtocols)
+		return failed(end, ReasonConnect, errSwitchingProtocols)
 	}
 
 	if c.Stream && resp.StatusCode == http.StatusOK && isEventStream(resp.Header) {
 		// A stream lasts seconds and needs only the body: the answer's
 		// headers and the request it answered can go.
 		resp.Header, resp.Request = nil, nil
-		return p.relay(ctx, dog, w, c, resp)
+		return p.relay(end, dog, w, c, resp)
 	}
 	dog.answered()
 	if c.FirstToken != nil {
 		c.FirstToken(time.Now())
 	}
 	if resp.StatusCode != http.StatusOK {
-		return p.upstreamError(ctx, w, c, resp)
+		return p.upstreamError(end, w, c, resp)
 	}
-	return p.copyPlain(ctx, w, c, resp, &cs.usage)
+	return p.copyPlain(end, w, c, resp, &cs.usage)
 }
 
-// roundTrip sends req, a call with body, under ctx, which ends when
-// parent does or end is ended. llmgw's own client is handed both beside
-// the request; a request for net/http's transport carries ctx, in a copy.
-func (p *Proxy) roundTrip(ctx, parent context.Context, end *ender, req *http.Request, body []byte) (*http.Response, error) {
+// roundTrip sends req, a call with body, which ends when parent does or
+// end is ended. llmgw's own client is handed both beside the request; a
+// request for net/http's transport carries a context bound to both, in a
+// copy, cancelled when the call is done with.
+func (p *Proxy) roundTrip(parent context.Context, end *ender, req *http.Request, body []byte) (*http.Response, error) {
 	if t, ok := p.rt.(*h1Transport); ok && t.handles(req) {
 		if body == nil {
 			body = []byte{} // not nil: the call can be sent again
 		}
-		return t.roundTrip(ctx, parent, end, req, body)
+		return t.roundTrip(parent, end, req, body)
 	}
 	req.GetBody = func() (io.ReadCloser, error) { return newRequestBody(body), nil }
-	return p.rt.RoundTrip(req.WithContext(ctx))
+	ctx, cancel := end.bind(parent)
+	resp, err := p.rt.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel(nil)
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{resp.Body, cancel}
+	return resp, nil
+}
+
+// cancelOnClose is an answer's body from net/http's transport, whose
+// call's context is cancelled when it is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
 }
 
 // Headers is what a call to an OpenAI-compatible server carries: the JSON
@@ -286,17 +305,17 @@ func isEventStream(h http.Header) bool {
 }
 
 // failed is the Outcome of a call that broke before anything was written.
-func failed(ctx context.Context, reason Reason, err error) Outcome {
-	if o, ok := cancelled(ctx); ok {
+func failed(end *ender, reason Reason, err error) Outcome {
+	if o, ok := cancelled(end); ok {
 		return o
 	}
 	return Outcome{Status: http.StatusBadGateway, Reason: reason, Err: openai.BadGateway(err)}
 }
 
-// cancelled is the Outcome of a call whose context ended, and false if it
-// has not.
-func cancelled(ctx context.Context) (Outcome, bool) {
-	cause := context.Cause(ctx)
+// cancelled is the Outcome of a call that was ended, by its watchdog or
+// its caller's context, and false if it was not.
+func cancelled(end *ender) (Outcome, bool) {
+	cause := end.why(end.parent)
 	switch {
 	case cause == nil:
 		return Outcome{}, false
@@ -336,10 +355,10 @@ func relayedStatus(code int) bool {
 // words, the upstream's body given to the log alone, redacted: a 429 as
 // the backend's being full, a 401 or 403 as its refusing the gateway's
 // credentials, the rest as its failing.
-func (p *Proxy) upstreamError(ctx context.Context, w http.ResponseWriter, c *Call, resp *http.Response) Outcome {
+func (p *Proxy) upstreamError(end *ender, w http.ResponseWriter, c *Call, resp *http.Response) Outcome {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return failed(ctx, ReasonStreamBroken, err)
+		return failed(end, ReasonStreamBroken, err)
 	}
 	ttft := time.Since(c.Start)
 	code := resp.StatusCode
@@ -475,17 +494,17 @@ var errAnswerTooLarge = fmt.Errorf("upstream answer is larger than %d bytes", ma
 
 // copyPlain relays a whole (not streamed) answer, its usage read into
 // usage.
-func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, resp *http.Response, usage *openai.Usage) Outcome {
+func (p *Proxy) copyPlain(end *ender, w http.ResponseWriter, c *Call, resp *http.Response, usage *openai.Usage) Outcome {
 	ttft := time.Since(c.Start)
 	body, err := readAnswer(resp.Body, resp.ContentLength)
 	if err != nil {
-		o := failed(ctx, ReasonStreamBroken, err)
+		o := failed(end, ReasonStreamBroken, err)
 		o.TTFT = ttft
 		return o
 	}
 	if c.Provider != nil {
 		if body, err = c.Provider.Answer(body); err != nil {
-			o := failed(ctx, ReasonBadAnswer, err)
+			o := failed(end, ReasonBadAnswer, err)
 			o.TTFT = ttft
 			return o
 		}
@@ -505,7 +524,7 @@ func (p *Proxy) copyPlain(ctx context.Context, w http.ResponseWriter, c *Call, r
 	contentType := resp.Header.Get("Content-Type")
 	if c.Translate != nil {
 		if body, err = c.Translate.Answer(body); err != nil {
-			o = failed(ctx, ReasonBadAnswer, err)
+			o = failed(end, ReasonBadAnswer, err)
 			o.TTFT = ttft
 			return o
 		}

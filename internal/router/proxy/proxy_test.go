@@ -683,3 +683,44 @@ func TestReadBody(t *testing.T) {
 		})
 	}
 }
+
+// A call's bounds end it through either client alike: llmgw's own by
+// interrupting the connection, net/http's by the context bound to the
+// call (ender.bind).
+func TestBoundsWithEitherTransport(t *testing.T) {
+	const headers = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+	for _, tt := range []struct {
+		name     string
+		upstream string // sent, then nothing until the call ends
+		call     Call
+		reason   Reason
+	}{
+		{"no first byte", "", Call{FirstByte: 50 * time.Millisecond}, ReasonFirstByteTimeout},
+		{"no event", headers + chunk(sse(tokA)), Call{Stream: true, Idle: 50 * time.Millisecond}, ReasonIdleTimeout},
+	} {
+		for _, std := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, net/http %v", tt.name, std), func(t *testing.T) {
+				s := newScripted(t, func(c net.Conn, conn, req int) bool {
+					io.WriteString(c, tt.upstream)
+					// Until the call closes the connection, or, where
+					// its bound fails to end it, for 2 s.
+					c.SetReadDeadline(time.Now().Add(2 * time.Second))
+					io.Copy(io.Discard, c)
+					return false
+				})
+				var rt http.RoundTripper
+				if std {
+					rt = StdTransport(time.Second)
+				}
+				start := time.Now()
+				_, o := relayTo(t, rt, s.URL, tt.call)
+				if o.Status != http.StatusGatewayTimeout || o.Reason != tt.reason {
+					t.Errorf("outcome status %d reason %q, want 504 %q (%v)", o.Status, o.Reason, tt.reason, o.Err)
+				}
+				if d := time.Since(start); d > time.Second {
+					t.Errorf("the call ended after %v", d)
+				}
+			})
+		}
+	}
+}

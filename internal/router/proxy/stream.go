@@ -11,7 +11,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -224,7 +223,7 @@ func (s *streamWriter) wrote() bool {
 // relay streams resp to the client: the upstream's events framed as they
 // arrive (frameEvents), each read and written by an observer, and what the
 // stream came to settled at its end (finish).
-func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter, c *Call, resp *http.Response) Outcome {
+func (p *Proxy) relay(end *ender, dog *watchdog, w http.ResponseWriter, c *Call, resp *http.Response) Outcome {
 	sw := newStreamWriter(w, c.KeepAlive, c.Idle)
 	defer sw.close()
 	ob := observer{c: c, sw: sw}
@@ -239,7 +238,7 @@ func (p *Proxy) relay(ctx context.Context, dog *watchdog, w http.ResponseWriter,
 	if clientErr == nil {
 		clientErr = sw.flush()
 	}
-	return ob.finish(ctx, readErr, clientErr)
+	return ob.finish(end, readErr, clientErr)
 }
 
 // frameEvents reads src's events and hands each to ob as soon as its
@@ -404,7 +403,7 @@ func (ob *observer) write(kind, data []byte) error {
 // writing with clientErr. A stream that ended cleanly after a finish but
 // without [DONE] gets one; a broken stream whose client has part of an
 // answer ends with an error event and no [DONE].
-func (ob *observer) finish(ctx context.Context, readErr, clientErr error) Outcome {
+func (ob *observer) finish(end *ender, readErr, clientErr error) Outcome {
 	o := ob.o
 	if ob.events > 0 {
 		o.Decode = ob.last.Sub(ob.first)
@@ -416,7 +415,7 @@ func (ob *observer) finish(ctx context.Context, readErr, clientErr error) Outcom
 	o.Status = http.StatusOK
 	if clientErr != nil {
 		o.Status, o.Reason, o.Err = openai.StatusClientClosed, ReasonNone, clientErr
-	} else if ended, ok := cancelled(ctx); ok && !ob.sawDone {
+	} else if ended, ok := cancelled(end); ok && !ob.sawDone {
 		ended.Usage, ended.Estimated, ended.TTFT, ended.Decode = o.Usage, o.Estimated, o.TTFT, o.Decode
 		o = ended
 	} else if !ob.sawDone {

@@ -139,8 +139,7 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.handles(req) {
 		return t.fallback.RoundTrip(req)
 	}
-	ctx := req.Context()
-	return t.roundTrip(ctx, ctx, nil, req, nil)
+	return t.roundTrip(req.Context(), nil, req, nil)
 }
 
 // handles reports whether req is for this client rather than its
@@ -149,29 +148,28 @@ func (t *h1Transport) handles(req *http.Request) bool {
 	return req.URL.Scheme == "http" && !(t.proxyEnv && usesProxy(req))
 }
 
-// roundTrip sends req under ctx, a context that ends when parent does or
-// when end, if not nil, is ended (as a call's watchdog ends it): each
-// interrupts what the connection is blocked in. With no end, parent is
-// ctx. A call that went on a reused connection the server had closed goes
-// again on a fresh one, its body body when not nil, else what
-// req.GetBody gives.
-func (t *h1Transport) roundTrip(ctx, parent context.Context, end *ender, req *http.Request, body []byte) (*http.Response, error) {
+// roundTrip sends req, a call that ends when parent does or when end, if
+// not nil, is ended (as a call's watchdog ends it): each interrupts what
+// the connection is blocked in. A call that went on a reused connection
+// the server had closed goes again on a fresh one, its body body when not
+// nil, else what req.GetBody gives.
+func (t *h1Transport) roundTrip(parent context.Context, end *ender, req *http.Request, body []byte) (*http.Response, error) {
 	host := hostPort(req.URL.Host)
 	fresh := false
 	for {
-		c, reused, err := t.conn(ctx, host, fresh)
+		c, reused, err := t.conn(parent, end, host, fresh)
 		if err != nil {
 			closeBody(req)
 			return nil, err
 		}
-		resp, err := t.send(ctx, parent, end, c, reused, req)
+		resp, err := t.send(parent, end, c, reused, req)
 		if err == nil {
 			return resp, nil
 		}
 		// A reused connection the server closed between requests fails
 		// before any answer: the request never reached it, so it goes
 		// again on a fresh connection, once.
-		if reused && ctx.Err() == nil && errors.Is(err, errStale) {
+		if reused && end.why(parent) == nil && errors.Is(err, errStale) {
 			switch {
 			case body != nil:
 				req.Body, fresh = newRequestBody(body), true
@@ -210,8 +208,8 @@ func closeBody(req *http.Request) {
 }
 
 // conn is an idle connection to host that still looks alive, or a new
-// one; always a new one when fresh.
-func (t *h1Transport) conn(ctx context.Context, host string, fresh bool) (c *h1Conn, reused bool, err error) {
+// one, dialled under parent and end; always a new one when fresh.
+func (t *h1Transport) conn(parent context.Context, end *ender, host string, fresh bool) (c *h1Conn, reused bool, err error) {
 	now := time.Now()
 	t.mu.Lock()
 	for !fresh {
@@ -232,7 +230,9 @@ func (t *h1Transport) conn(ctx context.Context, host string, fresh bool) (c *h1C
 	}
 	epoch := t.epochs[host]
 	t.mu.Unlock()
+	ctx, cancel := end.bind(parent)
 	nc, err := t.dialer.DialContext(ctx, "tcp", host)
+	cancel(nil)
 	if err != nil {
 		return nil, false, err
 	}
@@ -377,7 +377,7 @@ func (t *h1Transport) closeIdleTo(host string) {
 // send writes req on c and reads the answer's head. The answer's body reads
 // from c, which goes back to the pool when the body has been read to its
 // end.
-func (t *h1Transport) send(ctx, parent context.Context, end *ender, c *h1Conn, reused bool, req *http.Request) (*http.Response, error) {
+func (t *h1Transport) send(parent context.Context, end *ender, c *h1Conn, reused bool, req *http.Request) (*http.Response, error) {
 	// The call's end interrupts whatever c is blocked in.
 	if c.interrupt == nil {
 		c.interrupt = func() { c.SetDeadline(aLongTimeAgo) }
@@ -388,7 +388,7 @@ func (t *h1Transport) send(ctx, parent context.Context, end *ender, c *h1Conn, r
 		stop()
 		end.let(c)
 		c.Close()
-		if cerr := context.Cause(ctx); cerr != nil {
+		if cerr := end.why(parent); cerr != nil {
 			return nil, cerr
 		}
 		return nil, err

@@ -34,24 +34,23 @@ type callState struct {
 	usage openai.Usage
 }
 
-// watchdog cancels a call that takes too long: waiting for its first
-// byte, silent between two events, or past its deadline. One timer serves
-// all three, armed each time for the bound that comes first, so a call
-// costs one timer and one context however many bounds it has.
+// watchdog ends a call that takes too long: waiting for its first byte,
+// silent between two events, or past its deadline. One timer serves all
+// three, armed each time for the bound that comes first, so a call costs
+// one timer however many bounds it has, and no context of its own.
 type watchdog struct {
 	t        *time.Timer // nil when no bound is set
-	cancel   context.CancelCauseFunc
-	end      *ender // ended after cancel
+	end      *ender      // what the watchdog ends the call through
 	idle     time.Duration
 	deadline time.Time   // zero: none
 	started  atomic.Bool // the first byte is in
 }
 
-// start arms d to end its call through cancel, then end: after
-// firstByte without an answer, idle between two events, or at the
-// deadline; a zero bound is none.
-func (d *watchdog) start(cancel context.CancelCauseFunc, end *ender, firstByte, idle time.Duration, deadline time.Time) {
-	d.cancel, d.end, d.idle, d.deadline = cancel, end, idle, deadline
+// start arms d to end its call through end: after firstByte without an
+// answer, idle between two events, or at the deadline; a zero bound is
+// none.
+func (d *watchdog) start(end *ender, firstByte, idle time.Duration, deadline time.Time) {
+	d.end, d.idle, d.deadline = end, idle, deadline
 	wait, ok := d.bound(firstByte)
 	switch {
 	case !ok && idle <= 0:
@@ -66,27 +65,31 @@ func (d *watchdog) start(cancel context.CancelCauseFunc, end *ender, firstByte, 
 func (d *watchdog) fire() {
 	switch {
 	case !d.deadline.IsZero() && !time.Now().Before(d.deadline):
-		d.cancel(errDeadline)
+		d.end.end(errDeadline)
 	case d.started.Load():
-		d.cancel(errIdle)
+		d.end.end(errIdle)
 	default:
-		d.cancel(errFirstByte)
+		d.end.end(errFirstByte)
 	}
-	d.end.end()
 }
 
-// ender is how a call's own end, past its cancelled context, reaches the
-// upstream connection it is using: the end interrupts what the
-// connection is blocked in. The context's end would as well, through an
-// AfterFunc on it; interrupting through ender, beside an AfterFunc on the
-// context the call's was made from, spares the call's context the
-// channel and the map of children an AfterFunc on it would make. A nil
-// ender holds nothing and is never ended.
+// ender is how a call ends before its caller's context does, and why:
+// its watchdog ends it with a cause, which interrupts what the upstream
+// connection the call holds is blocked in, and cancels the context bound
+// to the call, if one is (bind). The call has no context of its own: its
+// caller's, parent, ends it too, through an AfterFunc on it for as long
+// as a connection is held, and a context is made only for what nothing
+// else interrupts (a dial, net/http's transport). A nil ender holds
+// nothing and is never ended.
 type ender struct {
-	mu    sync.Mutex // protects the fields below
-	c     *h1Conn    // the connection the call is using; nil between
-	ended bool       // the call has ended
-	hit   bool       // c was interrupted
+	parent context.Context // the caller's context
+
+	mu     sync.Mutex              // protects the fields below
+	c      *h1Conn                 // the connection the call is using; nil between
+	ended  bool                    // the call has ended
+	hit    bool                    // c was interrupted
+	cause  error                   // why the call ended; nil when parent had ended first
+	cancel context.CancelCauseFunc // the bound context's; nil when none is
 }
 
 // hold makes c the connection an end interrupts, at once if the call has
@@ -117,18 +120,63 @@ func (e *ender) let(c *h1Conn) bool {
 	return !hit
 }
 
-// end ends the call: the connection it holds, if any, is interrupted.
-func (e *ender) end() {
+// end ends the call for cause, once: the connection it holds, if any,
+// is interrupted, and the bound context cancelled. A call whose parent
+// has ended already ended for the parent's cause, as a context made from
+// parent would have.
+func (e *ender) end(cause error) {
 	if e == nil {
 		return
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	if e.ended {
+		e.mu.Unlock()
+		return
+	}
 	e.ended = true
+	if e.parent == nil || e.parent.Err() == nil {
+		e.cause = cause
+	}
 	if e.c != nil && !e.hit {
 		e.hit = true
 		e.c.interrupt()
 	}
+	cancel := e.cancel
+	e.mu.Unlock()
+	if cancel != nil {
+		cancel(cause)
+	}
+}
+
+// why is why the call ended, as context.Cause tells of a context: the
+// watchdog's cause, or parent's, or nil while it lasts. A nil ender's
+// call ends with parent alone.
+func (e *ender) why(parent context.Context) error {
+	if e != nil {
+		e.mu.Lock()
+		cause := e.cause
+		e.mu.Unlock()
+		if cause != nil {
+			return cause
+		}
+	}
+	return context.Cause(parent)
+}
+
+// bind is a context of parent that the call's end cancels too, and its
+// cancel: for what only a context interrupts. A nil ender's is parent.
+func (e *ender) bind(parent context.Context) (context.Context, context.CancelCauseFunc) {
+	if e == nil {
+		return parent, func(error) {}
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended {
+		cancel(e.cause)
+	}
+	e.cancel = cancel
+	return ctx, cancel
 }
 
 // bound is how long the timer waits for a bound of wait (zero: none) and
