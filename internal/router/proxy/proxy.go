@@ -196,6 +196,7 @@ func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome 
 	end.parent = ctx
 	dog.start(end, c.FirstByte, c.Idle, c.Deadline)
 	defer dog.stop()
+	defer end.unbind()
 
 	if c.URL == nil {
 		return Outcome{Status: http.StatusBadGateway, Reason: ReasonConnect, Err: openai.BadGateway(errNoURL)}
@@ -242,7 +243,7 @@ func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome 
 // roundTrip sends req, a call with body, which ends when parent does or
 // end is ended. llmgw's own client is handed both beside the request; a
 // request for net/http's transport carries a context bound to both, in a
-// copy, cancelled when the call is done with.
+// copy, cancelled when the call is done with (ender.unbind).
 func (p *Proxy) roundTrip(parent context.Context, end *ender, req *http.Request, body []byte) (*http.Response, error) {
 	if t, ok := p.rt.(*h1Transport); ok && t.handles(req) {
 		if body == nil {
@@ -251,27 +252,8 @@ func (p *Proxy) roundTrip(parent context.Context, end *ender, req *http.Request,
 		return t.roundTrip(parent, end, req, body)
 	}
 	req.GetBody = func() (io.ReadCloser, error) { return newRequestBody(body), nil }
-	ctx, cancel := end.bind(parent)
-	resp, err := p.rt.RoundTrip(req.WithContext(ctx))
-	if err != nil {
-		cancel(nil)
-		return nil, err
-	}
-	resp.Body = &cancelOnClose{resp.Body, cancel}
-	return resp, nil
-}
-
-// cancelOnClose is an answer's body from net/http's transport, whose
-// call's context is cancelled when it is closed.
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelCauseFunc
-}
-
-func (b *cancelOnClose) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel(nil)
-	return err
+	ctx, _ := end.bind(parent)
+	return p.rt.RoundTrip(req.WithContext(ctx))
 }
 
 // Headers is what a call to an OpenAI-compatible server carries: the JSON

@@ -163,6 +163,15 @@ func (e *ender) why(parent context.Context) error {
 	return context.Cause(parent)
 }
 
+// unbind cancels the context last bound to the call, if any: the call is
+// done with. Only the call's own goroutine binds, so it reads e.cancel
+// without the lock.
+func (e *ender) unbind() {
+	if e.cancel != nil {
+		e.cancel(nil)
+	}
+}
+
 // bind is a context of parent that the call's end cancels too, and its
 // cancel: for what only a context interrupts. A nil ender's is parent.
 func (e *ender) bind(parent context.Context) (context.Context, context.CancelCauseFunc) {
