@@ -399,7 +399,7 @@ func (g *Gateway) adminMux() http.Handler {
 	mux.Handle("/ui", g.console)
 	mux.Handle("/ui/", g.console)
 	mux.Handle("/admin/", admin.New(g.store, g.keyring, admin.Options{Guard: g.guard, Logger: g.log}))
-	mux.Handle("/", g.guard.Wrap(guarded))
+	mux.Handle("/", g.guard.Wrap(admin.AdminOnly(guarded)))
 	return mux
 }
 

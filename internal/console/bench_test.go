@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/access"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/admin"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
@@ -111,7 +112,7 @@ func benchConsole(b *testing.B, s store.Store) (http.Handler, *http.Cookie) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ss := c.sessions.start(time.Now(), c.guard.Version())
+	ss := c.sessions.start(time.Now(), c.guard.Version(), access.AdminToken())
 	return c, &http.Cookie{Name: cookieName, Value: ss.id}
 }
 

@@ -126,25 +126,34 @@ func New(st store.Store, gw Gateway, opts Options) (*Console, error) {
 func (c *Console) routes() {
 	m := http.NewServeMux()
 	m.Handle("GET /ui/assets/", http.StripPrefix("/ui/", http.FileServerFS(assetFS)))
-	m.HandleFunc("GET /ui/{$}", c.signedIn(func(w http.ResponseWriter, r *http.Request, _ *session) {
-		http.Redirect(w, r, "/ui/overview", http.StatusSeeOther)
+	m.HandleFunc("GET /ui/{$}", c.signedIn(func(w http.ResponseWriter, r *http.Request, ss *session) {
+		http.Redirect(w, r, homePage(ss), http.StatusSeeOther)
 	}))
 	m.HandleFunc("GET /ui/login", c.loginPage)
 	m.HandleFunc("POST /ui/login", c.login)
 	m.HandleFunc("POST /ui/logout", c.write(c.logout))
-	m.HandleFunc("GET /ui/overview", c.signedIn(c.overview))
-	m.HandleFunc("GET /ui/endpoints", c.signedIn(c.endpoints))
+	m.HandleFunc("GET /ui/overview", c.readsAll(c.overview))
+	m.HandleFunc("GET /ui/endpoints", c.readsAll(c.endpoints))
 	m.HandleFunc("GET /ui/keys", c.signedIn(c.keysPage))
-	m.HandleFunc("POST /ui/keys", c.write(c.createKey))
-	m.HandleFunc("POST /ui/keys/{id}/revoke", c.write(c.revokeKey))
+	m.HandleFunc("POST /ui/keys", c.change(c.createKey))
+	m.HandleFunc("POST /ui/keys/{id}/revoke", c.change(c.revokeKey))
 	m.HandleFunc("GET /ui/usage", c.signedIn(c.usagePage))
 	m.HandleFunc("GET /ui/usage.csv", c.signedIn(c.usageCSV))
 	m.HandleFunc("GET /ui/requests", c.signedIn(c.requests))
-	m.HandleFunc("GET /ui/config", c.signedIn(c.config))
+	m.HandleFunc("GET /ui/config", c.readsAll(c.config))
 	m.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusNotFound, "error", nil, errorPage{Message: "There is no such page."})
 	})
 	c.mux = m
+}
+
+// homePage is where a session starts: the Overview for a reader of
+// everything, the Keys of its subtrees for a tenant role.
+func homePage(ss *session) string {
+	if ss.who.ReadsAll() {
+		return "/ui/overview"
+	}
+	return "/ui/keys"
 }
 
 // ServeHTTP serves the console, every answer with its security headers.

@@ -37,7 +37,8 @@ type keysPage struct {
 // keyRow is one key as the page lists it.
 type keyRow struct {
 	tenant.Key
-	Status string
+	Status    string
+	CanRevoke bool // the session may revoke it
 }
 
 // createdKey is a key just created.
@@ -77,12 +78,13 @@ func (c *Console) renderKeys(w http.ResponseWriter, r *http.Request, ss *session
 		c.failed(w, r, ss, "listing tenant limits", err)
 		return
 	}
+	ks, tls = admin.VisibleKeys(ks, ss.who), admin.VisibleLimits(tls, ss.who)
 	now := c.now()
 	// Newest first: the key just made is at the top.
 	for i := len(ks) - 1; i >= 0; i-- {
-		page.Keys = append(page.Keys, keyRow{Key: ks[i], Status: keys.Status(&ks[i], now)})
+		page.Keys = append(page.Keys, keyRow{Key: ks[i], Status: keys.Status(&ks[i], now), CanRevoke: ss.who.CanWrite(ks[i].Tenant)})
 	}
-	page.Tenants = tenantTree(ks, tls, c.gw.ConfigTenants())
+	page.Tenants = tenantTree(ks, tls, admin.VisibleLimits(c.gw.ConfigTenants(), ss.who))
 	c.render(w, r, status, "keys", ss, page)
 }
 
@@ -135,6 +137,10 @@ func tenantTree(ks []tenant.Key, stored, configured []tenant.TenantLimits) []ten
 // createKey makes a key from the form, and shows its plaintext once.
 func (c *Console) createKey(w http.ResponseWriter, r *http.Request, ss *session) {
 	spec, globs, field, msg := specFromForm(r)
+	if p, err := tenant.ParsePath(spec.Tenant); err == nil && !ss.who.CanWrite(p) {
+		c.forbidden(w, r, ss)
+		return
+	}
 	page := keysPage{Form: spec, Globs: globs}
 	if msg != "" {
 		page.Error = field + ": " + msg
@@ -152,8 +158,8 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request, ss *session)
 		c.failed(w, r, ss, "creating a key", err)
 		return
 	}
-	c.log.Info("console: key created", "key_id", k.ID, "tenant", k.Tenant)
-	c.renderKeys(w, r, ss, http.StatusCreated, keysPage{Created: &createdKey{Plaintext: plain, keyRow: keyRow{Key: k, Status: keys.Status(&k, now)}}})
+	c.log.Info("console: key created", "key_id", k.ID, "tenant", k.Tenant, "actor", ss.who.Actor())
+	c.renderKeys(w, r, ss, http.StatusCreated, keysPage{Created: &createdKey{Plaintext: plain, keyRow: keyRow{Key: k, Status: keys.Status(&k, now), CanRevoke: true}}})
 }
 
 // specFromForm reads a key's spec from the create form. A number that
@@ -190,15 +196,18 @@ func specFromForm(r *http.Request) (spec keys.Spec, globs, field, msg string) {
 
 // revokeKey revokes the key named in the path, and goes back to the list.
 func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, ss *session) {
-	k, err := admin.Revoke(r.Context(), c.st, c.opts.Keyring, r.PathValue("id"), c.now())
+	k, err := admin.Revoke(r.Context(), c.st, c.opts.Keyring, ss.who, r.PathValue("id"), c.now())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		c.render(w, r, http.StatusNotFound, "error", ss, errorPage{Message: "No key has that id."})
+		return
+	case errors.Is(err, admin.ErrForbidden):
+		c.forbidden(w, r, ss)
 		return
 	case err != nil:
 		c.failed(w, r, ss, "revoking a key", err)
 		return
 	}
-	c.log.Info("console: key revoked", "key_id", k.ID, "tenant", k.Tenant)
+	c.log.Info("console: key revoked", "key_id", k.ID, "tenant", k.Tenant, "actor", ss.who.Actor())
 	http.Redirect(w, r, "/ui/keys?revoked="+k.ID, http.StatusSeeOther)
 }

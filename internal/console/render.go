@@ -65,9 +65,14 @@ type pageData struct {
 	Page     string // the page's name: which link is the current one
 	SignedIn bool
 	CSRF     string // the session's CSRF token, for every form
-	Live     bool   // the page refreshes itself
-	Now      time.Time
-	Data     any
+	// ReadsAll reports whether the session reads everything (admin or
+	// viewer), and so sees the endpoints and configuration pages; Writes
+	// whether it may change anything (admin or tenant_admin).
+	ReadsAll, Writes bool
+	Who              string // the session's identity, as the header names it
+	Live             bool   // the page refreshes itself
+	Now              time.Time
+	Data             any
 }
 
 // errorPage is the error template's data.
@@ -84,6 +89,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 	d := pageData{Page: page, Now: c.now().UTC(), Data: data, Live: page == "overview" || page == "endpoints"}
 	if ss != nil {
 		d.SignedIn, d.CSRF = true, ss.csrf
+		d.ReadsAll, d.Writes, d.Who = ss.who.ReadsAll(), ss.who.Writes(), ss.who.Actor()
 	}
 	var b bytes.Buffer
 	if err := c.pages[page].ExecuteTemplate(&b, "layout.html", d); err != nil {

@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/access"
 )
 
 // cookieName is the session cookie's name.
@@ -34,6 +36,7 @@ type session struct {
 	csrf    string // the token every form of the session carries
 	expires time.Time
 	version uint64 // the version of the admin token it signed in with
+	who     access.Identity
 }
 
 // sessions are the sign-ins held.
@@ -54,11 +57,11 @@ func randomID() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// start makes a session signed in with the token's version that ends
-// ttl after now; sessions that have ended, or were signed in with a token
-// of another version, are let go.
-func (s *sessions) start(now time.Time, version uint64) *session {
-	ss := &session{id: randomID(), csrf: randomID(), expires: now.Add(s.ttl), version: version}
+// start makes a session of who, signed in with the token's version, that
+// ends ttl after now; sessions that have ended, or were signed in with a
+// token of another version, are let go.
+func (s *sessions) start(now time.Time, version uint64, who access.Identity) *session {
+	ss := &session{id: randomID(), csrf: randomID(), expires: now.Add(s.ttl), version: version, who: who}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, x := range s.by {
@@ -128,7 +131,8 @@ func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, ss *session)
 // pageHandler is a page served to a session.
 type pageHandler func(w http.ResponseWriter, r *http.Request, ss *session)
 
-// signedIn serves h to a signed-in browser, and sends any other to the
+// signedIn serves h to a signed-in browser whose identity holds a role,
+// refuses one that holds none with 403, and sends any other to the
 // sign-in page, coming back here after.
 func (c *Console) signedIn(h pageHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -138,8 +142,31 @@ func (c *Console) signedIn(h pageHandler) http.HandlerFunc {
 			return
 		}
 		w.Header().Set("Cache-Control", "no-store")
+		if !ss.who.Any() {
+			c.forbidden(w, r, ss)
+			return
+		}
 		h(w, r, ss)
 	}
+}
+
+// readsAll serves h to a signed-in reader of everything (admin or
+// viewer), and refuses every other session with 403: the endpoints and
+// the configuration are no tenant's.
+func (c *Console) readsAll(h pageHandler) http.HandlerFunc {
+	return c.signedIn(func(w http.ResponseWriter, r *http.Request, ss *session) {
+		if !ss.who.ReadsAll() {
+			c.forbidden(w, r, ss)
+			return
+		}
+		h(w, r, ss)
+	})
+}
+
+// forbidden answers 403: the session's roles do not allow the page or the
+// change, and nothing was changed.
+func (c *Console) forbidden(w http.ResponseWriter, r *http.Request, ss *session) {
+	c.render(w, r, http.StatusForbidden, "error", ss, errorPage{Message: "Your roles do not allow this; nothing was changed."})
 }
 
 // write serves h to a signed-in, same-origin form that carries the
@@ -162,6 +189,19 @@ func (c *Console) write(h pageHandler) http.HandlerFunc {
 		w.Header().Set("Cache-Control", "no-store")
 		h(w, r, ss)
 	}
+}
+
+// change is write for a form that changes the store: refused with 403,
+// changing nothing, for a session that may change nothing (viewer,
+// tenant_viewer, or no role).
+func (c *Console) change(h pageHandler) http.HandlerFunc {
+	return c.write(func(w http.ResponseWriter, r *http.Request, ss *session) {
+		if !ss.who.Writes() {
+			c.forbidden(w, r, ss)
+			return
+		}
+		h(w, r, ss)
+	})
 }
 
 // sameOrigin reports whether the browser says r came from the console's
@@ -239,7 +279,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusUnauthorized, "login", nil, loginPage{Next: next, Failed: true})
 		return
 	}
-	ss := c.sessions.start(c.now(), try.Version())
+	ss := c.sessions.start(c.now(), try.Version(), access.AdminToken())
 	c.setCookie(w, r, ss)
 	c.log.Info("console: signed in", "remote", r.RemoteAddr)
 	http.Redirect(w, r, nextPage(next), http.StatusSeeOther)

@@ -71,7 +71,7 @@ func (c *Console) usagePage(w http.ResponseWriter, r *http.Request, ss *session)
 		c.render(w, r, http.StatusBadRequest, "usage", ss, page)
 		return
 	}
-	rows, err := c.st.Usage(r.Context(), q)
+	rows, err := admin.Usage(r.Context(), c.st, ss.who, q)
 	if err != nil {
 		c.failed(w, r, ss, "reading usage", err)
 		return
@@ -122,7 +122,7 @@ func (c *Console) usageCSV(w http.ResponseWriter, r *http.Request, ss *session) 
 		http.Error(w, msg, http.StatusBadRequest)
 		return
 	}
-	rows, err := c.st.Usage(r.Context(), q)
+	rows, err := admin.Usage(r.Context(), c.st, ss.who, q)
 	if err != nil {
 		c.log.Error("console: reading usage", "err", err)
 		http.Error(w, "Failed reading usage; the gateway's log says why.", http.StatusInternalServerError)
@@ -201,7 +201,7 @@ func (c *Console) requests(w http.ResponseWriter, r *http.Request, ss *session) 
 		c.render(w, r, http.StatusBadRequest, "requests", ss, page)
 		return
 	}
-	recs, err := c.st.Records(r.Context(), q)
+	recs, err := admin.Records(r.Context(), c.st, ss.who, q)
 	if err != nil {
 		c.failed(w, r, ss, "reading the latest requests", err)
 		return

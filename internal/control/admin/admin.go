@@ -3,8 +3,10 @@
 // all over the store. It also holds Self, what a key may read about itself.
 package admin
 
-// The handler: routes behind the admin token's guard, and the JSON helpers
-// every route shares. Errors are OpenAI-style bodies, as on the API listener.
+// The handler: routes behind the guard of the admin token and of the
+// identities it verifies, each checking the roles of who asks, and the
+// JSON helpers every route shares. Errors are OpenAI-style bodies, as on
+// the API listener.
 
 import (
 	"encoding/json"
@@ -17,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/access"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
@@ -77,7 +80,32 @@ func New(st store.Store, ring *keys.Keyring, opts Options) http.Handler {
 	if g == nil {
 		g = NewGuard("", GuardOptions{})
 	}
-	return g.Wrap(m)
+	return g.Wrap(withRole(m))
+}
+
+// withRole refuses every path to an identity that holds no role, with
+// 403, whatever the path; the routes check the roles the others hold.
+func withRole(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !access.FromContext(r.Context()).Any() {
+			forbidden(w)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// AdminOnly is h for an admin, as a guard's Wrap names it, and 403 for
+// every other identity: profiles and whatever else of the listener is
+// not the admin API's or the console's.
+func AdminOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !access.FromContext(r.Context()).IsAdmin() {
+			forbidden(w)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func methodNotAllowed(w http.ResponseWriter, r *http.Request) {

@@ -5,6 +5,7 @@ package admin
 // anything, behind one throttle on guessing it.
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/access"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 )
 
@@ -44,6 +46,7 @@ type Guard struct {
 	token    atomic.Pointer[guardToken] // the token in service
 	throttle *throttle
 	failures *prometheus.CounterVec // labels: path, reason
+	verifier TokenVerifier          // nil when only the admin token signs in
 	now      func() time.Time
 	log      *slog.Logger
 }
@@ -65,6 +68,16 @@ type GuardOptions struct {
 	// Logger gets a warning for a source's wrong tokens, at most one a
 	// source every logEvery; nil discards them.
 	Logger *slog.Logger
+	// Verifier, when not nil, is asked of a bearer token that is not the
+	// admin token, and names whose it is; nil means only the admin token
+	// opens anything.
+	Verifier TokenVerifier
+}
+
+// TokenVerifier names the identity a bearer token other than the admin
+// token stands for, an identity provider's access token say, or fails.
+type TokenVerifier interface {
+	Verify(ctx context.Context, token string) (access.Identity, error)
 }
 
 // surface is the part of the admin listener a try at the token came to,
@@ -88,7 +101,7 @@ const (
 // is around the token sent, so a token read from a file ending in a newline
 // still matches; a token of white space alone is no token.
 func NewGuard(token string, opts GuardOptions) *Guard {
-	g := &Guard{throttle: newThrottle(), now: opts.Now, log: opts.Logger}
+	g := &Guard{throttle: newThrottle(), now: opts.Now, log: opts.Logger, verifier: opts.Verifier}
 	if g.now == nil {
 		g.now = time.Now
 	}
@@ -143,12 +156,13 @@ func (g *Guard) SetToken(token string) bool {
 // of one version, a console session say, is closed at the next.
 func (g *Guard) Version() uint64 { return g.token.Load().version }
 
-// Configured reports whether a token is configured, and so whether any
-// request can get through.
-func (g *Guard) Configured() bool { return g.token.Load().set }
+// Configured reports whether a token is configured, or a verifier of
+// other tokens, and so whether any request can get through.
+func (g *Guard) Configured() bool { return g.token.Load().set || g.verifier != nil }
 
 // Wrap is h behind the guard: the token is read from the Authorization
-// header as a bearer token (the scheme in any case).
+// header as a bearer token (the scheme in any case), and h finds the
+// identity it stands for in the request's context (access.FromContext).
 func (g *Guard) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !g.Configured() {
@@ -161,12 +175,13 @@ func (g *Guard) Wrap(h http.Handler) http.Handler {
 			openai.WriteError(w, err)
 			return
 		}
-		if !a.Match(bearer(r)) {
+		id, ok := a.Identify(r.Context(), bearer(r))
+		if !ok {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			openai.WriteError(w, openai.Unauthorized(wrongTokenMessage))
 			return
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(access.NewContext(r.Context(), id)))
 	})
 }
 
@@ -218,6 +233,27 @@ func (a *Attempt) Match(token string) bool {
 	}
 	a.fail(reasonWrongToken)
 	return false
+}
+
+// Identify is the identity token stands for: the admin token's, else the
+// one the guard's verifier names, if any. Like Match, a token that names
+// one gives the attempt's slot back, and one that names none keeps it
+// and is counted and logged.
+func (a *Attempt) Identify(ctx context.Context, token string) (access.Identity, bool) {
+	t := a.g.token.Load()
+	a.version = t.version
+	if t.match(token) {
+		a.g.throttle.giveBack(a.src, a.g.now())
+		return access.AdminToken(), true
+	}
+	if a.g.verifier != nil && strings.TrimSpace(token) != "" {
+		if id, err := a.g.verifier.Verify(ctx, strings.TrimSpace(token)); err == nil {
+			a.g.throttle.giveBack(a.src, a.g.now())
+			return id, true
+		}
+	}
+	a.fail(reasonWrongToken)
+	return access.Identity{}, false
 }
 
 // Version is the version of the token Match compared against.

@@ -7,6 +7,7 @@ package admin
 import (
 	"net/http"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/access"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
@@ -18,15 +19,25 @@ func (a *api) listTenants(w http.ResponseWriter, r *http.Request) {
 		a.internal(w, "listing tenant limits", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, newList(ls))
+	writeJSON(w, http.StatusOK, newList(VisibleLimits(ls, access.FromContext(r.Context()))))
 }
 
 // setTenant sets the limits on one tenant level from a JSON body of
-// tenant.Limits; all-zero limits remove the level's limits.
+// tenant.Limits; all-zero limits remove the level's limits. An admin sets
+// any level's, a tenant admin those below its own level.
 func (a *api) setTenant(w http.ResponseWriter, r *http.Request) {
+	id := access.FromContext(r.Context())
+	if !id.Writes() {
+		forbidden(w)
+		return
+	}
 	p, err := tenant.ParsePath(r.PathValue("path"))
 	if err != nil {
 		openai.WriteError(w, openai.BadRequest("path", "path: must be one to three levels (org/team/user) of letters, digits, '-', '_' and '.'."))
+		return
+	}
+	if !id.CanSetLimits(p) {
+		forbidden(w)
 		return
 	}
 	var l tenant.Limits
@@ -45,7 +56,7 @@ func (a *api) setTenant(w http.ResponseWriter, r *http.Request) {
 		a.internal(w, "setting tenant limits", err)
 		return
 	}
-	a.log.Info("admin: tenant limits set", "tenant", p, "removed", l.IsZero())
+	a.log.Info("admin: tenant limits set", "tenant", p, "removed", l.IsZero(), "actor", id.Actor())
 	if a.ring != nil {
 		if err := a.ring.Refresh(ctx); err != nil {
 			a.log.Warn("admin: tenant limits stored but not yet applied here; they will be on the next refresh", "err", err)

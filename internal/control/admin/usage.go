@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/access"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
@@ -67,7 +68,7 @@ func (a *api) usage(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, e)
 		return
 	}
-	rows, err := a.st.Usage(r.Context(), q)
+	rows, err := Usage(r.Context(), a.st, access.FromContext(r.Context()), q)
 	if err != nil {
 		a.internal(w, "reading usage", err)
 		return
