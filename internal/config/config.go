@@ -155,6 +155,13 @@ type Admin struct {
 	// PProf serves Go's profiles at /debug/pprof/, behind the token. Off,
 	// /debug/pprof/ answers 404 to whoever holds the token.
 	PProf bool `yaml:"pprof"`
+	// DisableToken turns the admin token off, the file's and
+	// LLMGW_ADMIN_TOKEN alike: only identities from OIDC sign in.
+	DisableToken bool `yaml:"disable_token,omitempty"`
+	// OIDC signs people in to the console, and automation in to the admin
+	// API, with an OpenID Connect provider; the zero OIDC for none
+	// (admin.go).
+	OIDC OIDC `yaml:"oidc,omitempty"`
 }
 
 // Defaults. Timeouts are generous enough for a long reasoning answer from a

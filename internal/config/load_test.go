@@ -111,6 +111,10 @@ func TestFullExample(t *testing.T) {
 		Limits: Limits{Redis: "rediss://llmgw:change-me@redis.internal:6380/0", RedisCAFile: "/etc/llmgw/redis-ca.pem",
 			RedisCertFile: "/etc/llmgw/redis-client.pem", RedisKeyFile: "/etc/llmgw/redis-client.key", OnRedisError: "open"},
 		Telemetry: Telemetry{Traces: "otlp", Endpoint: "http://otel-collector:4318", ClientTrace: "link", AccessLog: "off"},
+		Admin: Admin{OIDC: OIDC{Issuer: "https://idp.example.com/", ClientID: "llmgw", ClientSecretEnv: "LLMGW_OIDC_CLIENT_SECRET",
+			RedirectURL: "https://llmgw-admin.example.com/ui/oidc/callback", Scopes: []string{"openid", "email", "profile", "groups"},
+			RolesClaim: "groups", Audience: "llmgw", Roles: map[string][]string{"platform-team": {"admin"}, "auditors": {"viewer"},
+				"acme-leads": {"tenant_admin:acme"}, "acme-search": {"tenant_viewer:acme/search"}}}},
 		Tenants: []tenant.TenantLimits{
 			{Path: "acme", Limits: tenant.Limits{RPM: 6000, TPM: 2_000_000, BudgetUSD: 5000, Period: "month"}},
 			{Path: "acme/search", Limits: tenant.Limits{TPM: 500_000, BudgetTokens: 100_000_000, Period: "day"}},
@@ -190,7 +194,7 @@ func TestFullExampleSetsEveryField(t *testing.T) {
 	}
 	var missing []string
 	for _, p := range fieldPaths(configType, "") {
-		if !seen[p] && p != "admin.token" && p != "router.cache_secret" {
+		if !seen[p] && p != "admin.token" && p != "router.cache_secret" && p != "admin.oidc.client_secret_file" {
 			missing = append(missing, p)
 		}
 	}

@@ -57,6 +57,8 @@ var reloadTable = []fieldReload{
 
 	{"admin.token", true},
 	{"admin.pprof", false},
+	{"admin.disable_token", false},
+	{"admin.oidc", false},
 
 	{"tenants", true},
 	{"pools", true},

@@ -83,6 +83,8 @@ func change(t *testing.T, v reflect.Value) {
 		} else {
 			v.Set(reflect.Append(v, reflect.Zero(v.Type().Elem())))
 		}
+	case reflect.Struct:
+		change(t, v.Field(0))
 	default:
 		t.Fatalf("no way to change a %s", v.Type())
 	}

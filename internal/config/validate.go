@@ -90,6 +90,7 @@ func (c *Config) Validate() error {
 	c.Store.validate(&ps)
 	c.Limits.validate(&ps)
 	c.Telemetry.validate(&ps)
+	c.Admin.validate(&ps)
 	validateTenants(&ps, c.Tenants)
 	validatePools(&ps, c.Pools)
 	validateModels(&ps, c.Models, c.Pools)
