@@ -15,9 +15,11 @@ import (
 
 // newConsole is the console over g's store, router and reloads.
 func (g *Gateway) newConsole() (*console.Console, error) {
-	return console.New(g.store, consoleView{g}, console.Options{
-		Guard: g.guard, Keyring: g.keyring, Logger: g.log,
-	})
+	opts := console.Options{Guard: g.guard, Keyring: g.keyring, Logger: g.log}
+	if g.oidc != nil {
+		opts.OIDC = g.oidc
+	}
+	return console.New(g.store, consoleView{g}, opts)
 }
 
 // noteReload keeps the outcome of loading the configuration at at, and

@@ -31,6 +31,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/admin"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/ledger"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/oidc"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/h1"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/limits"
@@ -73,6 +74,9 @@ type Gateway struct {
 	// the open ones asks for (admin.token, else LLMGW_ADMIN_TOKEN; none
 	// refuses them all), and the one throttle on guessing it.
 	guard *admin.Guard
+	// oidc is the identity provider of admin.oidc, which the guard asks of
+	// bearer tokens and the console signs in with; nil for none.
+	oidc *oidc.Provider
 	// overrides are the values serve set over the file's, from the
 	// environment and flags, set again over each reload's; nil for none.
 	overrides func(*config.Config)
@@ -175,7 +179,14 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	if g.adminLn, err = net.Listen("tcp", cfg.Server.AdminListen); err != nil {
 		return nil, fmt.Errorf("admin listener: %w", err)
 	}
-	g.guard = admin.NewGuard(adminToken(cfg), admin.GuardOptions{Registerer: g.reg, Logger: log})
+	if g.oidc, err = oidcProvider(cfg); err != nil {
+		return nil, err
+	}
+	gopts := admin.GuardOptions{Registerer: g.reg, Logger: log}
+	if g.oidc != nil {
+		gopts.Verifier = g.oidc
+	}
+	g.guard = admin.NewGuard(adminToken(cfg), gopts)
 	g.noteReload(time.Now(), nil, nil)
 	if g.console, err = g.newConsole(); err != nil {
 		return nil, err
@@ -344,8 +355,11 @@ func (g *Gateway) newLimiter(ctx context.Context) (limits.Limiter, error) {
 const envAdminToken = "LLMGW_ADMIN_TOKEN"
 
 // adminToken is the admin token cfg gives: admin.token, else
-// LLMGW_ADMIN_TOKEN; empty for none.
+// LLMGW_ADMIN_TOKEN; empty for none, and with admin.disable_token.
 func adminToken(cfg *config.Config) string {
+	if cfg.Admin.DisableToken {
+		return ""
+	}
 	if cfg.Admin.Token != "" {
 		return cfg.Admin.Token
 	}

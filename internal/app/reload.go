@@ -108,7 +108,7 @@ func (g *Gateway) loadConfig() (*config.Config, error) {
 func (g *Gateway) reloadAdminToken(cfg *config.Config) {
 	token := adminToken(cfg)
 	if strings.TrimSpace(token) == "" {
-		if g.guard.Configured() {
+		if g.guard.TokenSet() {
 			g.log.Warn("the reloaded configuration gives no admin token (admin.token is empty and " + envAdminToken + " unset): the token in service is kept until a restart")
 		}
 		return

@@ -112,7 +112,7 @@ func benchConsole(b *testing.B, s store.Store) (http.Handler, *http.Cookie) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ss := c.sessions.start(time.Now(), c.guard.Version(), access.AdminToken())
+	ss := c.sessions.start(time.Now(), c.guard.Version(), access.AdminToken(), time.Time{})
 	return c, &http.Cookie{Name: cookieName, Value: ss.id}
 }
 

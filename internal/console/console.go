@@ -61,7 +61,11 @@ type Options struct {
 	// Keyring, when not nil, is told of revocations so this replica
 	// refuses a revoked key at once.
 	Keyring *keys.Keyring
+	// OIDC, when not nil, is the identity provider people sign in with
+	// beside (or, with the guard's token off, instead of) the admin token.
+	OIDC Provider
 	// SessionTTL is how long a sign-in lasts; zero means DefaultSessionTTL.
+	// A sign-in with the provider ends at its ID token's expiry if sooner.
 	SessionTTL time.Duration
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
@@ -90,6 +94,7 @@ type Console struct {
 	opts     Options
 	guard    *admin.Guard
 	sessions *sessions
+	pending  pendingSignIns                // sign-ins begun at the provider
 	pages    map[string]*template.Template // key: page name
 	now      func() time.Time
 	log      *slog.Logger
@@ -131,6 +136,8 @@ func (c *Console) routes() {
 	}))
 	m.HandleFunc("GET /ui/login", c.loginPage)
 	m.HandleFunc("POST /ui/login", c.login)
+	m.HandleFunc("GET /ui/oidc/login", c.oidcLogin)
+	m.HandleFunc("GET /ui/oidc/callback", c.oidcCallback)
 	m.HandleFunc("POST /ui/logout", c.write(c.logout))
 	m.HandleFunc("GET /ui/overview", c.readsAll(c.overview))
 	m.HandleFunc("GET /ui/endpoints", c.readsAll(c.endpoints))

@@ -16,7 +16,7 @@ import (
 )
 
 // pageNames are the templates beside layout.html, one per page.
-var pageNames = []string{"login", "notoken", "error", "overview", "endpoints", "keys", "usage", "requests", "config"}
+var pageNames = []string{"login", "signedin", "notoken", "error", "overview", "endpoints", "keys", "usage", "requests", "config"}
 
 // funcs are the helpers the templates format values with.
 var funcs = template.FuncMap{
@@ -70,9 +70,12 @@ type pageData struct {
 	// whether it may change anything (admin or tenant_admin).
 	ReadsAll, Writes bool
 	Who              string // the session's identity, as the header names it
-	Live             bool   // the page refreshes itself
-	Now              time.Time
-	Data             any
+	// Refresh is where the page sends the browser on at once; empty for
+	// nowhere.
+	Refresh string
+	Live    bool // the page refreshes itself
+	Now     time.Time
+	Data    any
 }
 
 // errorPage is the error template's data.
@@ -81,12 +84,19 @@ type errorPage struct{ Message string }
 // loginPage is the sign-in template's data.
 type loginPage struct {
 	Next   string
-	Failed bool
+	Failed bool   // a wrong admin token was sent
+	Token  bool   // the admin token signs in
+	OIDC   string // the identity provider's sign-in link; empty for none
+	// Message is why a sign-in at the provider failed; empty for none.
+	Message string
 }
 
 // render writes page with status for ss (nil when not signed in).
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page string, ss *session, data any) {
 	d := pageData{Page: page, Now: c.now().UTC(), Data: data, Live: page == "overview" || page == "endpoints"}
+	if sp, ok := data.(signedInPage); ok {
+		d.Refresh = sp.Next
+	}
 	if ss != nil {
 		d.SignedIn, d.CSRF = true, ss.csrf
 		d.ReadsAll, d.Writes, d.Who = ss.who.ReadsAll(), ss.who.Writes(), ss.who.Actor()

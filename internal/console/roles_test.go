@@ -107,7 +107,7 @@ func newRoleFixture(t *testing.T) *roleFixture {
 		t.Fatal(err)
 	}
 	for name, id := range matrixIdentities {
-		f.sessions[name] = c.sessions.start(now, guard.Version(), id)
+		f.sessions[name] = c.sessions.start(now, guard.Version(), id, time.Time{})
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/ui/", c)

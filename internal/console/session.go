@@ -58,10 +58,14 @@ func randomID() string {
 }
 
 // start makes a session of who, signed in with the token's version, that
-// ends ttl after now; sessions that have ended, or were signed in with a
-// token of another version, are let go.
-func (s *sessions) start(now time.Time, version uint64, who access.Identity) *session {
+// ends ttl after now or at notAfter if sooner (zero for no such bound);
+// sessions that have ended, or were signed in with a token of another
+// version, are let go.
+func (s *sessions) start(now time.Time, version uint64, who access.Identity, notAfter time.Time) *session {
 	ss := &session{id: randomID(), csrf: randomID(), expires: now.Add(s.ttl), version: version, who: who}
+	if !notAfter.IsZero() && notAfter.Before(ss.expires) {
+		ss.expires = notAfter
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, x := range s.by {
@@ -247,13 +251,23 @@ func (c *Console) readForm(w http.ResponseWriter, r *http.Request, ss *session) 
 	return false
 }
 
-// loginPage asks for the admin token.
+// loginPage offers the ways to sign in: the identity provider, and the
+// admin token unless it is turned off.
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	if c.session(r) != nil {
 		http.Redirect(w, r, nextPage(r.URL.Query().Get("next")), http.StatusSeeOther)
 		return
 	}
-	c.render(w, r, http.StatusOK, "login", nil, loginPage{Next: r.URL.Query().Get("next")})
+	c.render(w, r, http.StatusOK, "login", nil, c.loginData(r.URL.Query().Get("next"), ""))
+}
+
+// loginData is the sign-in page's data for next, with msg as its error.
+func (c *Console) loginData(next, msg string) loginPage {
+	p := loginPage{Next: next, Message: msg, Token: c.guard.TokenSet()}
+	if c.opts.OIDC != nil {
+		p.OIDC = oidcStart(next)
+	}
+	return p
 }
 
 // login starts a session for the admin token. The sign-in takes its slot
@@ -276,22 +290,25 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	next := r.PostFormValue("next")
 	if !try.Match(r.PostFormValue("token")) {
-		c.render(w, r, http.StatusUnauthorized, "login", nil, loginPage{Next: next, Failed: true})
+		p := c.loginData(next, "")
+		p.Failed = true
+		c.log.Info("console: a sign-in failed", "why", "wrong admin token", "remote", r.RemoteAddr)
+		c.render(w, r, http.StatusUnauthorized, "login", nil, p)
 		return
 	}
-	ss := c.sessions.start(c.now(), try.Version(), access.AdminToken())
+	ss := c.sessions.start(c.now(), try.Version(), access.AdminToken(), time.Time{})
 	c.setCookie(w, r, ss)
 	c.log.Info("console: signed in", "remote", r.RemoteAddr)
 	http.Redirect(w, r, nextPage(next), http.StatusSeeOther)
 }
 
 // nextPage is where to go after signing in: a console page, never
-// another site.
+// another site; /ui/, the session's home page, by default.
 func nextPage(next string) string {
 	u, err := url.Parse(next)
 	if err != nil || next == "" || u.Scheme != "" || u.Host != "" || u.Path == "/ui/login" ||
 		len(u.Path) < len("/ui/") || u.Path[:len("/ui/")] != "/ui/" {
-		return "/ui/overview"
+		return "/ui/"
 	}
 	return u.RequestURI()
 }

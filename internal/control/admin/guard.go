@@ -156,6 +156,9 @@ func (g *Guard) SetToken(token string) bool {
 // of one version, a console session say, is closed at the next.
 func (g *Guard) Version() uint64 { return g.token.Load().version }
 
+// TokenSet reports whether an admin token is configured.
+func (g *Guard) TokenSet() bool { return g.token.Load().set }
+
 // Configured reports whether a token is configured, or a verifier of
 // other tokens, and so whether any request can get through.
 func (g *Guard) Configured() bool { return g.token.Load().set || g.verifier != nil }
