@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/audit"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
 )
@@ -30,6 +31,7 @@ type Memory struct {
 	limits  map[string]tenant.TenantLimits // key: tenant path
 	secrets map[string][]byte              // key: secret name
 	usage   map[string]usage.Record        // key: record ID
+	audit   []audit.Entry                  // in the order appended
 	// recent holds the IDs in usage in the order written, as a ring whose
 	// next slot to overwrite is next, so the oldest record can be dropped.
 	recent []string

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"time"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/audit"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
 )
@@ -58,6 +59,15 @@ type Store interface {
 	// Records is the latest records q selects, newest first (by time,
 	// then by ID), at most q.RecordLimit of them.
 	Records(ctx context.Context, q usage.RecordQuery) ([]usage.Record, error)
+
+	// AddAudit appends an entry to the audit trail.
+	AddAudit(ctx context.Context, e audit.Entry) error
+	// Audit is the latest entries q selects, newest first (by time, then
+	// in the order appended), at most q.EntryLimit of them.
+	Audit(ctx context.Context, q audit.Query) ([]audit.Entry, error)
+	// PruneAudit removes the entries before a time, the trail's
+	// retention, and reports how many it removed.
+	PruneAudit(ctx context.Context, before time.Time) (int64, error)
 
 	// Secret is the secret named name: SecretSize random bytes made the
 	// first time any process sharing the store asks for it, and the same
