@@ -148,6 +148,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /ui/usage.csv", c.signedIn(c.usageCSV))
 	m.HandleFunc("GET /ui/requests", c.signedIn(c.requests))
 	m.HandleFunc("GET /ui/config", c.readsAll(c.config))
+	m.HandleFunc("GET /ui/audit", c.signedIn(c.auditPage))
 	m.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusNotFound, "error", nil, errorPage{Message: "There is no such page."})
 	})

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/admin"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/audit"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
@@ -159,6 +160,7 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request, ss *session)
 		return
 	}
 	c.log.Info("console: key created", "key_id", k.ID, "tenant", k.Tenant, "actor", ss.who.Actor())
+	admin.Note(r.Context(), c.st, c.log, r, ss.who, audit.Entry{Action: audit.KeyCreate, Target: k.ID, Tenant: k.Tenant, Detail: k.Name}, now)
 	c.renderKeys(w, r, ss, http.StatusCreated, keysPage{Created: &createdKey{Plaintext: plain, keyRow: keyRow{Key: k, Status: keys.Status(&k, now), CanRevoke: true}}})
 }
 
@@ -209,5 +211,6 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, ss *session)
 		return
 	}
 	c.log.Info("console: key revoked", "key_id", k.ID, "tenant", k.Tenant, "actor", ss.who.Actor())
+	admin.Note(r.Context(), c.st, c.log, r, ss.who, audit.Entry{Action: audit.KeyRevoke, Target: k.ID, Tenant: k.Tenant}, c.now())
 	http.Redirect(w, r, "/ui/keys?revoked="+k.ID, http.StatusSeeOther)
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // pageNames are the templates beside layout.html, one per page.
-var pageNames = []string{"login", "signedin", "notoken", "error", "overview", "endpoints", "keys", "usage", "requests", "config"}
+var pageNames = []string{"login", "signedin", "notoken", "error", "overview", "endpoints", "keys", "usage", "requests", "config", "audit"}
 
 // funcs are the helpers the templates format values with.
 var funcs = template.FuncMap{

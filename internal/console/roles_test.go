@@ -24,6 +24,7 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/access"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/admin"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/audit"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
@@ -93,6 +94,17 @@ func newRoleFixture(t *testing.T) *roleFixture {
 	}
 	if err := f.st.AddUsage(ctx, recs); err != nil {
 		t.Fatal(err)
+	}
+	// The trail so far: a change in globex, and a sign-in, which belongs
+	// to no tenant.
+	for _, e := range []audit.Entry{
+		{Time: now.Add(-time.Hour), Subject: "u-boss", Email: "boss@globex.example", Action: audit.KeyCreate, Target: f.keyID["globex"], Tenant: "globex", Source: "198.51.100.7"},
+		{Time: now.Add(-time.Hour), Subject: "u-someone", Email: "someone@example.com", Action: audit.SignIn, Source: "203.0.113.9"},
+		{Time: now.Add(-time.Hour), Subject: "u-acme", Action: audit.KeyCreate, Target: f.keyID["acme/ads"], Tenant: "acme/ads", Source: "192.0.2.44"},
+	} {
+		if err := f.st.AddAudit(ctx, e); err != nil {
+			t.Fatal(err)
+		}
 	}
 	bearers := tokenTable{}
 	for name, id := range matrixIdentities {
@@ -173,12 +185,12 @@ func (f *roleFixture) state(t *testing.T) any {
 // leaks are what each tenant role must never see: another org's or
 // another team's names, key ids and sums, whole or added into a total.
 func (f *roleFixture) leaks(who string) []string {
-	globex := []string{"globex", f.keyID["globex"], "50000", "50,000", "51300", "51,300", "52200", "52,200"}
+	globex := []string{"globex", f.keyID["globex"], "50000", "50,000", "51300", "51,300", "52200", "52,200", "198.51.100.7", "203.0.113.9"}
 	switch who {
 	case "acme_admin":
 		return globex
 	case "search_viewer":
-		return append(globex, "acme/ads", f.keyID["acme/ads"], "acme-ads", "1300", "1,300", "2100", "2,100")
+		return append(globex, "acme/ads", f.keyID["acme/ads"], "acme-ads", "1300", "1,300", "2100", "2,100", "192.0.2.44")
 	}
 	return nil
 }
@@ -222,6 +234,9 @@ func TestRoleMatrix(t *testing.T) {
 		{name: "usage CSV by key", method: "GET", path: "/ui/usage.csv?by=key", want: all(200)},
 		{name: "requests", method: "GET", path: "/ui/requests", want: all(200)},
 		{name: "requests of another org", method: "GET", path: "/ui/requests?tenant=globex", want: all(200)},
+		{name: "audit", method: "GET", path: "/ui/audit", want: all(200)},
+		{name: "audit of another org", method: "GET", path: "/ui/audit?tenant=globex", want: all(200)},
+		{name: "audit of sign-ins", method: "GET", path: "/ui/audit?action=signin", want: all(200)},
 		// Console actions.
 		{name: "create a key in acme/search", method: "POST", path: "/ui/keys", body: "tenant=acme/search&name=new", changes: true, want: only(201, "admin", "acme_admin")},
 		{name: "create a key in globex", method: "POST", path: "/ui/keys", body: "tenant=globex&name=new", changes: true, want: only(201, "admin")},
@@ -237,6 +252,8 @@ func TestRoleMatrix(t *testing.T) {
 		{name: "usage by key (API)", method: "GET", path: "/admin/usage?by=key", want: all(200)},
 		{name: "usage of another org (API)", method: "GET", path: "/admin/usage?tenant=globex&by=model", want: all(200)},
 		{name: "usage of another org's key", method: "GET", path: "/admin/usage?key={globex}&by=key", want: all(200)},
+		{name: "audit (API)", method: "GET", path: "/admin/audit", want: all(200)},
+		{name: "audit of another org (API)", method: "GET", path: "/admin/audit?tenant=globex", want: all(200)},
 		{name: "create a key (API) in acme/search", method: "POST", path: "/admin/keys", body: `{"tenant":"acme/search"}`, changes: true, want: only(201, "admin", "acme_admin")},
 		{name: "create a key (API) in globex", method: "POST", path: "/admin/keys", body: `{"tenant":"globex"}`, changes: true, want: only(201, "admin")},
 		{name: "revoke (API) acme/search's key", method: "DELETE", path: "/admin/keys/{search}", changes: true, want: only(200, "admin", "acme_admin")},
@@ -254,6 +271,7 @@ func TestRoleMatrix(t *testing.T) {
 				f := newRoleFixture(t)
 				path := strings.NewReplacer("{search}", f.keyID["acme/search"], "{globex}", f.keyID["globex"]).Replace(row.path)
 				before := f.state(t)
+				trail, _ := f.st.Audit(context.Background(), audit.Query{Until: time.Now(), Limit: audit.MaxEntries})
 				status, body := f.do(t, who, row.method, path, row.body)
 				want := row.want[who]
 				if status != want {
@@ -262,6 +280,13 @@ func TestRoleMatrix(t *testing.T) {
 				changed := !cmp.Equal(before, f.state(t))
 				if wantChange := row.changes && status < 400; changed != wantChange {
 					t.Errorf("%s %s: changed the store: %v, want %v", row.method, path, changed, wantChange)
+				}
+				after, _ := f.st.Audit(context.Background(), audit.Query{Until: time.Now(), Limit: audit.MaxEntries})
+				switch {
+				case changed && (len(after) != len(trail)+1 || after[0].Subject != matrixIdentities[who].Subject):
+					t.Errorf("%s %s: a change by %s left the trail %+v", row.method, path, who, after[:min(len(after), 2)])
+				case !changed && row.name != "sign out" && len(after) != len(trail):
+					t.Errorf("%s %s: changed nothing, but the trail grew to %d from %d", row.method, path, len(after), len(trail))
 				}
 				for _, leak := range f.leaks(who) {
 					if leak == "globex" && strings.Contains(path, "tenant=globex") {

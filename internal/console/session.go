@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/access"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/admin"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/audit"
 )
 
 // cookieName is the session cookie's name.
@@ -293,12 +295,14 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		p := c.loginData(next, "")
 		p.Failed = true
 		c.log.Info("console: a sign-in failed", "why", "wrong admin token", "remote", r.RemoteAddr)
+		admin.Note(r.Context(), c.st, c.log, r, access.AdminToken(), audit.Entry{Action: audit.SignInFailed, Detail: "wrong admin token"}, c.now())
 		c.render(w, r, http.StatusUnauthorized, "login", nil, p)
 		return
 	}
 	ss := c.sessions.start(c.now(), try.Version(), access.AdminToken(), time.Time{})
 	c.setCookie(w, r, ss)
 	c.log.Info("console: signed in", "remote", r.RemoteAddr)
+	admin.Note(r.Context(), c.st, c.log, r, ss.who, audit.Entry{Action: audit.SignIn, Detail: "admin token"}, c.now())
 	http.Redirect(w, r, nextPage(next), http.StatusSeeOther)
 }
 
@@ -315,6 +319,7 @@ func nextPage(next string) string {
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, ss *session) {
 	c.sessions.end(ss.id)
+	admin.Note(r.Context(), c.st, c.log, r, ss.who, audit.Entry{Action: audit.SignOut}, c.now())
 	c.setCookie(w, r, nil)
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 }

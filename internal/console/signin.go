@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/access"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/admin"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/audit"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/oidc"
 )
 
@@ -125,7 +127,10 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	p := c.pending.take(q.Get("state"), now)
 	ck, err := r.Cookie(pendingCookie)
 	if p == nil || err != nil || ck.Value != p.State {
-		c.signInFailed(w, r, access.Identity{}, http.StatusBadRequest, "This sign-in has ended, was used already, or was begun in another browser: sign in again.", "unknown or used state")
+		// Not written to the trail: anyone may send this, as often as they
+		// like, without reaching the provider.
+		c.log.Info("console: a sign-in's callback with an unknown or used state, or from another browser", "remote", r.RemoteAddr)
+		c.render(w, r, http.StatusBadRequest, "login", nil, c.loginData("", "This sign-in has ended, was used already, or was begun in another browser: sign in again."))
 		return
 	}
 	if e := q.Get("error"); e != "" || q.Get("code") == "" {
@@ -145,15 +150,21 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	ss := c.sessions.start(now, c.guard.Version(), who, exp)
 	c.setCookie(w, r, ss)
 	c.log.Info("console: signed in", "actor", who.Actor(), "remote", r.RemoteAddr)
+	admin.Note(r.Context(), c.st, c.log, r, who, audit.Entry{Action: audit.SignIn, Detail: "identity provider"}, now)
 	// The session's cookie is Strict, and this answer is to a navigation
 	// from the provider's site: a redirect would carry the browser on
 	// without it, so the page sends it on itself.
 	c.render(w, r, http.StatusOK, "signedin", nil, signedInPage{Next: p.next, Who: who.Actor()})
 }
 
-// signInFailed answers a sign-in that did not succeed, and notes it.
+// signInFailed answers a sign-in that did not succeed, and notes it in
+// the trail.
 func (c *Console) signInFailed(w http.ResponseWriter, r *http.Request, who access.Identity, status int, msg, why string) {
 	c.log.Info("console: a sign-in failed", "why", why, "actor", who.Actor(), "remote", r.RemoteAddr)
+	if who.Subject == "" {
+		who.Subject = "(unknown)"
+	}
+	admin.Note(r.Context(), c.st, c.log, r, who, audit.Entry{Action: audit.SignInFailed, Detail: "identity provider: " + why}, c.now())
 	c.render(w, r, status, "login", nil, c.loginData("", msg))
 }
 

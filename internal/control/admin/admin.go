@@ -1,6 +1,6 @@
 // Package admin is llmgw's admin HTTP API: creating, listing and revoking
-// API keys, setting limits on tenant levels, and reading the usage ledger,
-// all over the store. It also holds Self, what a key may read about itself.
+// API keys, setting limits on tenant levels, reading the usage ledger and
+// the audit trail, all over the store, each for the roles of who asks. It also holds Self, what a key may read about itself.
 package admin
 
 // The handler: routes behind the guard of the admin token and of the
@@ -71,8 +71,9 @@ func New(st store.Store, ring *keys.Keyring, opts Options) http.Handler {
 	m.HandleFunc("GET /admin/tenants", a.listTenants)
 	m.HandleFunc("PUT /admin/tenants/{path...}", a.setTenant)
 	m.HandleFunc("GET /admin/usage", a.usage)
+	m.HandleFunc("GET /admin/audit", a.auditList)
 	// The same paths with any other method, and everything else.
-	for _, p := range []string{"/admin/keys", "/admin/keys/{id}", "/admin/keys/{id}/revoke", "/admin/tenants", "/admin/tenants/{path...}", "/admin/usage"} {
+	for _, p := range []string{"/admin/keys", "/admin/keys/{id}", "/admin/keys/{id}/revoke", "/admin/tenants", "/admin/tenants/{path...}", "/admin/usage", "/admin/audit"} {
 		m.HandleFunc(p, methodNotAllowed)
 	}
 	m.HandleFunc("/", notFound)

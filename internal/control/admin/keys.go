@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/access"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/audit"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
@@ -57,6 +58,7 @@ func (a *api) createKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.log.Info("admin: key created", "key_id", k.ID, "tenant", k.Tenant, "actor", id.Actor())
+	Note(r.Context(), a.st, a.log, r, id, audit.Entry{Action: audit.KeyCreate, Target: k.ID, Tenant: k.Tenant, Detail: k.Name}, now)
 	writeJSON(w, http.StatusCreated, createdKey{Plaintext: plain, keyInfo: keyInfo{Key: k, Status: keys.Status(&k, now)}})
 }
 
@@ -101,6 +103,7 @@ func (a *api) revokeKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.log.Info("admin: key revoked", "key_id", k.ID, "tenant", k.Tenant, "actor", id.Actor())
+	Note(r.Context(), a.st, a.log, r, id, audit.Entry{Action: audit.KeyRevoke, Target: k.ID, Tenant: k.Tenant}, now)
 	writeJSON(w, http.StatusOK, keyInfo{Key: k, Status: keys.Status(&k, now)})
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/access"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/audit"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
@@ -57,6 +58,8 @@ func (a *api) setTenant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.log.Info("admin: tenant limits set", "tenant", p, "removed", l.IsZero(), "actor", id.Actor())
+	Note(ctx, a.st, a.log, r, id, audit.Entry{Action: audit.TenantLimits, Target: p, Tenant: p,
+		Detail: limitsDetail(l.RPM, l.TPM, l.BudgetTokens, l.BudgetUSD, l.Period)}, a.now())
 	if a.ring != nil {
 		if err := a.ring.Refresh(ctx); err != nil {
 			a.log.Warn("admin: tenant limits stored but not yet applied here; they will be on the next refresh", "err", err)
