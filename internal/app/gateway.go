@@ -512,6 +512,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		grp.Go(func() error { return g.keyring.Run(gctx) })
 	}
 	grp.Go(func() error { return g.watchConfig(gctx) })
+	grp.Go(func() error { return newAuditPruner(g.store, g.cfg, g.log).Run(gctx) })
 	if g.placements != nil {
 		grp.Go(func() error { return g.placements.Run(gctx, g.router) })
 	}

@@ -71,6 +71,7 @@ func (g *Gateway) reload() error {
 	g.router.ReloadFailed(err != nil)
 	if err != nil {
 		g.noteReload(time.Now(), err, nil)
+		noteReloadAudit(g.store, g.log, g.configPath, err, nil)
 		g.log.Error("configuration reload refused; the previous catalog keeps serving",
 			"file", g.configPath, "err", strings.ReplaceAll(err.Error(), "\n", "; "))
 		return err
@@ -82,6 +83,7 @@ func (g *Gateway) reload() error {
 	g.reloadAdminToken(cfg)
 	restart := config.NeedRestart(g.cfg, cfg)
 	g.noteReload(time.Now(), nil, restart)
+	noteReloadAudit(g.store, g.log, g.configPath, nil, restart)
 	if len(restart) > 0 {
 		g.log.Warn("configuration reloaded, but changed fields that take effect only at a restart keep their values in service",
 			"file", g.configPath, "needs_restart", strings.Join(restart, ", "))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/audit"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/sim"
 )
 
@@ -92,6 +93,19 @@ func TestReload(t *testing.T) {
 	}
 	if c := (consoleView{g}).Catalog(); c == nil || len(c.Models()) != 2 {
 		t.Errorf("the console's catalog after the reload is not the new one")
+	}
+	// The audit trail has both, the refusal with why.
+	trail, err := g.store.Audit(ctx, audit.Query{Until: time.Now().Add(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused, reloaded bool
+	for _, e := range trail {
+		refused = refused || e.Action == audit.ConfigRefused && e.Target == path && e.Subject == "llmgw" && strings.Contains(e.Detail, "tpot_p99: must be positive")
+		reloaded = reloaded || e.Action == audit.ConfigReload && e.Target == path
+	}
+	if !refused || !reloaded {
+		t.Errorf("the audit trail after a refused and an accepted reload: %+v", trail)
 	}
 	// The model lost its SLO in the new file, so it is no longer reported.
 	if n, err := testutil.GatherAndCount(g.reg, "llmgw_model_slo_seconds"); err != nil || n != 0 {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/access"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
@@ -67,7 +68,14 @@ func (o *OIDC) Set() bool {
 		o.RedirectURL != "" || len(o.Scopes) > 0 || o.RolesClaim != "" || o.Audience != "" || len(o.Roles) > 0
 }
 
+// DefaultAuditRetention is how long the audit trail is kept when no
+// retention is set: a year (8760h), what an access review looks back over.
+const DefaultAuditRetention = 365 * 24 * time.Hour
+
 func (a *Admin) validate(ps *problems) {
+	if a.AuditRetention != 0 && a.AuditRetention < time.Hour {
+		ps.add("admin.audit_retention", "must be an hour or more, got %s", a.AuditRetention)
+	}
 	o := &a.OIDC
 	if !o.Set() {
 		if a.DisableToken {

@@ -155,6 +155,9 @@ type Admin struct {
 	// PProf serves Go's profiles at /debug/pprof/, behind the token. Off,
 	// /debug/pprof/ answers 404 to whoever holds the token.
 	PProf bool `yaml:"pprof"`
+	// AuditRetention is how long the audit trail keeps an entry; older
+	// ones are removed once an hour.
+	AuditRetention time.Duration `yaml:"audit_retention"`
 	// DisableToken turns the admin token off, the file's and
 	// LLMGW_ADMIN_TOKEN alike: only identities from OIDC sign in.
 	DisableToken bool `yaml:"disable_token,omitempty"`
@@ -217,5 +220,6 @@ func Default() Config {
 		Limits: Limits{OnRedisError: "open"},
 
 		Telemetry: Telemetry{ClientTrace: ClientTraceLink, AccessLog: AccessLogOff},
+		Admin:     Admin{AuditRetention: DefaultAuditRetention},
 	}
 }

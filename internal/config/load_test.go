@@ -111,7 +111,7 @@ func TestFullExample(t *testing.T) {
 		Limits: Limits{Redis: "rediss://llmgw:change-me@redis.internal:6380/0", RedisCAFile: "/etc/llmgw/redis-ca.pem",
 			RedisCertFile: "/etc/llmgw/redis-client.pem", RedisKeyFile: "/etc/llmgw/redis-client.key", OnRedisError: "open"},
 		Telemetry: Telemetry{Traces: "otlp", Endpoint: "http://otel-collector:4318", ClientTrace: "link", AccessLog: "off"},
-		Admin: Admin{OIDC: OIDC{Issuer: "https://idp.example.com/", ClientID: "llmgw", ClientSecretEnv: "LLMGW_OIDC_CLIENT_SECRET",
+		Admin: Admin{AuditRetention: 8760 * time.Hour, OIDC: OIDC{Issuer: "https://idp.example.com/", ClientID: "llmgw", ClientSecretEnv: "LLMGW_OIDC_CLIENT_SECRET",
 			RedirectURL: "https://llmgw-admin.example.com/ui/oidc/callback", Scopes: []string{"openid", "email", "profile", "groups"},
 			RolesClaim: "groups", Audience: "llmgw", Roles: map[string][]string{"platform-team": {"admin"}, "auditors": {"viewer"},
 				"acme-leads": {"tenant_admin:acme"}, "acme-search": {"tenant_viewer:acme/search"}}}},

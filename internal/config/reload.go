@@ -57,6 +57,7 @@ var reloadTable = []fieldReload{
 
 	{"admin.token", true},
 	{"admin.pprof", false},
+	{"admin.audit_retention", false},
 	{"admin.disable_token", false},
 	{"admin.oidc", false},
 
