@@ -37,6 +37,7 @@ func commands() []command {
 		{"check", "check a configuration file and print its problems", checkCommand},
 		{"keys", "create, list and revoke API keys in the store", app.KeysCommand},
 		{"usage", "sum the usage ledger by model, tenant or key", app.UsageCommand},
+		{"audit", "read the audit trail: changes, sign-ins and reloads", app.AuditCommand},
 		{"sim", "run simulated vLLM-like inference servers", sim.Command},
 		{"bench", "send a seeded, open-loop workload and report latency and goodput", bench.Command},
 		{"help", "print a command's usage: llmgw help COMMAND", nil},
