@@ -256,7 +256,8 @@ func consoleChat(t *testing.T, g *Gateway, key string, stream bool) int {
 
 // TestConsoleInBrowser signs in, visits every page by its link, creates a
 // key, sends a request with it and finds the request in Requests and its
-// tokens in Usage, revokes the key and sees the next request refused;
+// tokens in Usage, revokes the key and sees the next request refused, and
+// finds all of it in the Audit trail;
 // names holding markup show as text and run nothing, and no page logs a
 // script error or a refusal by the Content-Security-Policy.
 func TestConsoleInBrowser(t *testing.T) {
@@ -362,4 +363,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	if status := consoleChat(t, g, plain, false); status != http.StatusUnauthorized {
 		t.Errorf("a request with the revoked key: %d, want 401", status)
 	}
+
+	// The audit trail holds the sign-in, the key's creation and its
+	// revocation, by the admin token, newest first.
+	trail := b.visit(t, "Audit")
+	rev, made, in := strings.Index(trail, "key.revoke"), strings.Index(trail, "key.create"), strings.Index(trail, "signin")
+	if rev < 0 || made < rev || in < made || !strings.Contains(trail, "admin token") || !strings.Contains(trail, "127.0.0.1") {
+		t.Errorf("Audit does not show the sign-in, the key's creation and revocation, newest first, by the admin token from 127.0.0.1:\n%s", trail)
+	}
+	b.screenshots(t, "audit")
+	b.checkClean(t, "Audit")
 }

@@ -37,7 +37,21 @@ var benchPages = []string{
 	"/ui/requests?errors=1", "/ui/requests?status=500&model=model-1",
 }
 
-func BenchmarkPages(b *testing.B) {
+func BenchmarkPages(b *testing.B) { benchmarkPages(b, access.AdminToken(), benchPages) }
+
+// benchTenantPages are the pages a tenant admin of one org of ten reads,
+// each narrowed to its subtree on the server.
+var benchTenantPages = []string{
+	"/ui/keys", "/ui/usage", "/ui/usage?since=30d&by=model", "/ui/usage?since=30d&by=tenant", "/ui/usage?since=30d&by=key",
+	"/ui/usage.csv?since=30d&by=key", "/ui/requests", "/ui/requests?limit=1000", "/ui/audit",
+}
+
+// BenchmarkTenantPages is BenchmarkPages for a tenant_admin of org3.
+func BenchmarkTenantPages(b *testing.B) {
+	benchmarkPages(b, access.Identity{Subject: "lead", Roles: []access.Role{{Kind: access.TenantAdmin, Tenant: "org3"}}}, benchTenantPages)
+}
+
+func benchmarkPages(b *testing.B, who access.Identity, pages []string) {
 	stores := []struct {
 		name string
 		open func(b *testing.B) store.Store
@@ -56,8 +70,8 @@ func BenchmarkPages(b *testing.B) {
 	for _, st := range stores {
 		b.Run(st.name, func(b *testing.B) {
 			s := st.open(b)
-			h, cookie := benchConsole(b, s)
-			for _, page := range benchPages {
+			h, cookie := benchConsole(b, s, who)
+			for _, page := range pages {
 				b.Run(page, func(b *testing.B) {
 					for b.Loop() {
 						req := httptest.NewRequest("GET", page, nil)
@@ -77,7 +91,7 @@ func BenchmarkPages(b *testing.B) {
 // benchConsole fills s with 100 keys and benchRecords records over the
 // last 30 days (1,000 keys' worth of ids, 100 users in 10 orgs, 8 models,
 // one in 50 failed), and returns a console over it and a session's cookie.
-func benchConsole(b *testing.B, s store.Store) (http.Handler, *http.Cookie) {
+func benchConsole(b *testing.B, s store.Store, who access.Identity) (http.Handler, *http.Cookie) {
 	b.Helper()
 	ctx := context.Background()
 	now := time.Now()
@@ -112,7 +126,7 @@ func benchConsole(b *testing.B, s store.Store) (http.Handler, *http.Cookie) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ss := c.sessions.start(time.Now(), c.guard.Version(), access.AdminToken(), time.Time{})
+	ss := c.sessions.start(time.Now(), c.guard.Version(), who, time.Time{})
 	return c, &http.Cookie{Name: cookieName, Value: ss.id}
 }
 

@@ -61,18 +61,27 @@ type sqlDialect struct {
 	// the running, leaving (tenant, time), which filters on time from the
 	// index itself. A key's equality already wins on (key_id, time).
 	timeFilter string
+	// recordTenant is the tenant column as the latest records' WHERE
+	// clause names it. There SQLite's planner takes the (tenant, time)
+	// index for a prefix and sorts every record of the subtree, 10,000 for
+	// one org of ten in a ledger of 100,000; "+tenant" leaves it the
+	// (time) index, walked back from Until and filtered in the index,
+	// which stops at the page's size.
+	recordTenant string
 }
 
 var (
 	sqliteDialect = sqlDialect{
-		placeholder: func(int) string { return "?" },
-		timeArg:     func(t time.Time) any { return t.UnixNano() },
-		timeFilter:  "+time",
+		placeholder:  func(int) string { return "?" },
+		timeArg:      func(t time.Time) any { return t.UnixNano() },
+		timeFilter:   "+time",
+		recordTenant: "+tenant",
 	}
 	postgresDialect = sqlDialect{
-		placeholder: func(n int) string { return fmt.Sprintf("$%d", n) },
-		timeArg:     func(t time.Time) any { return t },
-		timeFilter:  "time",
+		placeholder:  func(n int) string { return fmt.Sprintf("$%d", n) },
+		timeArg:      func(t time.Time) any { return t },
+		timeFilter:   "time",
+		recordTenant: "tenant",
 	}
 )
 

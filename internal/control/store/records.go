@@ -33,13 +33,14 @@ func recordsSQL(rq usage.RecordQuery, now time.Time, d sqlDialect) (string, []an
 	}
 	if rq.TenantPrefix != "" {
 		lo, hi := descendantBounds(rq.TenantPrefix)
-		q.b.WriteString(" AND tenant >= ")
+		col := d.recordTenant
+		q.b.WriteString(" AND " + col + " >= ")
 		q.arg(rq.TenantPrefix)
-		q.b.WriteString(" AND tenant < ")
+		q.b.WriteString(" AND " + col + " < ")
 		q.arg(hi)
-		q.b.WriteString(" AND (tenant = ")
+		q.b.WriteString(" AND (" + col + " = ")
 		q.arg(rq.TenantPrefix)
-		q.b.WriteString(" OR tenant >= ")
+		q.b.WriteString(" OR " + col + " >= ")
 		q.arg(lo)
 		q.b.WriteString(")")
 	}
