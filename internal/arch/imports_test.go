@@ -65,6 +65,7 @@ var rules = []rule{
 	{from: "internal/control/usage", only: []string{}, why: "usage records are data"},
 	{from: "internal/control/access", only: []string{}, why: "identities and roles are data"},
 	{from: "internal/control/audit", only: []string{}, why: "the audit trail is data"},
+	{from: "internal/control/alert", deny: []string{"internal/control/store"}, why: "the store keeps alerts; the alerts read it through an interface of their own"},
 	{from: "internal/router/observe",
 		only: []string{"internal/control/catalog", "internal/control/tenant", "internal/control/usage", "internal/limits", "internal/openai", "internal/router/admission", "internal/router/proxy"},
 		why:  "an observer reads a Completed request and what it settles with, never the router, its pools or its read model"},

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/alert"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/audit"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
@@ -32,6 +33,7 @@ type Memory struct {
 	secrets map[string][]byte              // key: secret name
 	usage   map[string]usage.Record        // key: record ID
 	audit   []audit.Entry                  // in the order appended
+	alerts  []alert.Alert                  // in the order fired; Seq is the index plus one
 	// recent holds the IDs in usage in the order written, as a ring whose
 	// next slot to overwrite is next, so the oldest record can be dropped.
 	recent []string

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"time"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/alert"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/audit"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
@@ -68,6 +69,19 @@ type Store interface {
 	// PruneAudit removes the entries before a time, the trail's
 	// retention, and reports how many it removed.
 	PruneAudit(ctx context.Context, before time.Time) (int64, error)
+
+	// FireAlert stores a spend alert, due for delivery at its Fired time,
+	// and reports whether it is new: the same threshold of the same budget
+	// in the same period is stored once, however often it is fired.
+	FireAlert(ctx context.Context, a alert.Alert) (bool, error)
+	// DueAlerts is the undelivered alerts due at a time, the longest due
+	// first, at most limit of them.
+	DueAlerts(ctx context.Context, now time.Time, limit int) ([]alert.Alert, error)
+	// MarkAlert records a delivery of the alert seq tried: delivered at a
+	// time, or, with the zero time, due again at next for lastErr.
+	MarkAlert(ctx context.Context, seq int64, delivered time.Time, attempts int, next time.Time, lastErr string) error
+	// Alerts is the latest alerts fired, newest first, at most limit.
+	Alerts(ctx context.Context, limit int) ([]alert.Alert, error)
 
 	// Secret is the secret named name: SecretSize random bytes made the
 	// first time any process sharing the store asks for it, and the same

@@ -121,6 +121,7 @@ func testStore(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("RecordsLimit", func(t *testing.T) { testRecordsLimit(t, open(t)) })
 	t.Run("Secret", func(t *testing.T) { testSecret(t, open(t)) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, open(t)) })
+	t.Run("Alerts", func(t *testing.T) { testAlerts(t, open(t)) })
 	t.Run("Ping", func(t *testing.T) {
 		if err := open(t).Ping(t.Context()); err != nil {
 			t.Fatalf("Ping: %v", err)
