@@ -2,11 +2,13 @@ package app
 
 // The audit trail's part in the wiring: configuration reloads, accepted
 // and refused, written to it as the gateway's own changes, and its
-// retention, applied at start and every hour.
+// retention, applied at start and every hour; and the spend alerter.
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/access"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/admin"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/alert"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/audit"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
 )
@@ -37,6 +40,20 @@ func noteReloadAudit(st store.Store, log *slog.Logger, file string, err error, r
 		e.Detail = "needs a restart for " + strings.Join(restart, ", ")
 	}
 	admin.Note(ctx, st, log, nil, gatewayActor, e, time.Now())
+}
+
+// newAlerter is the spend alerter over g's store, posting to the webhook
+// cfg names, signed with the secret its environment variable holds.
+func (g *Gateway) newAlerter(cfg *config.Config) (*alert.Alerter, error) {
+	opts := alert.Options{WebhookURL: cfg.Alerts.WebhookURL, ConfigTenants: consoleView{g}.ConfigTenants, Registerer: g.reg, Logger: g.log}
+	if opts.WebhookURL != "" {
+		secret := strings.TrimSpace(os.Getenv(cfg.Alerts.SecretEnv))
+		if secret == "" {
+			return nil, fmt.Errorf("alerts.secret_env: %s is empty; it must hold the secret the webhook's bodies are signed with", cfg.Alerts.SecretEnv)
+		}
+		opts.Secret = []byte(secret)
+	}
+	return alert.New(g.store, opts), nil
 }
 
 // pruneEvery is how often the trail's retention is applied: an entry

@@ -29,6 +29,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/console"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/admin"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/alert"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/ledger"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/oidc"
@@ -77,6 +78,8 @@ type Gateway struct {
 	// oidc is the identity provider of admin.oidc, which the guard asks of
 	// bearer tokens and the console signs in with; nil for none.
 	oidc *oidc.Provider
+	// alerter checks budgets and sends spend alerts (audit.go).
+	alerter *alert.Alerter
 	// overrides are the values serve set over the file's, from the
 	// environment and flags, set again over each reload's; nil for none.
 	overrides func(*config.Config)
@@ -188,6 +191,9 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	}
 	g.guard = admin.NewGuard(adminToken(cfg), gopts)
 	g.noteReload(time.Now(), nil, nil)
+	if g.alerter, err = g.newAlerter(cfg); err != nil {
+		return nil, err
+	}
 	if g.console, err = g.newConsole(); err != nil {
 		return nil, err
 	}
@@ -513,6 +519,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	grp.Go(func() error { return g.watchConfig(gctx) })
 	grp.Go(func() error { return newAuditPruner(g.store, g.cfg, g.log).Run(gctx) })
+	grp.Go(func() error { return g.alerter.Run(gctx) })
 	if g.placements != nil {
 		grp.Go(func() error { return g.placements.Run(gctx, g.router) })
 	}

@@ -68,6 +68,34 @@ func (o *OIDC) Set() bool {
 		o.RedirectURL != "" || len(o.Scopes) > 0 || o.RolesClaim != "" || o.Audience != "" || len(o.Roles) > 0
 }
 
+// Alerts is where spend alerts go: each key's and tenant level's budget
+// passing 50, 80 and 100% in its period. Alerts are kept in the store and
+// shown on the console whether or not a webhook is set.
+type Alerts struct {
+	// WebhookURL receives each alert once as a POST of JSON that Slack and
+	// Teams incoming webhooks accept; empty sends none.
+	WebhookURL string `yaml:"webhook_url,omitempty"`
+	// SecretEnv is the environment variable holding the secret each body
+	// is signed with (HMAC-SHA256, X-Llmgw-Signature-256); required with
+	// a webhook.
+	SecretEnv string `yaml:"secret_env,omitempty"`
+}
+
+func (a *Alerts) validate(ps *problems) {
+	if a.WebhookURL == "" {
+		if a.SecretEnv != "" {
+			ps.add("alerts.secret_env", "is set, but alerts.webhook_url is not: nothing would be signed")
+		}
+		return
+	}
+	if u, err := url.Parse(a.WebhookURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		ps.add("alerts.webhook_url", "must be an http(s) URL")
+	}
+	if !envName.MatchString(a.SecretEnv) {
+		ps.add("alerts.secret_env", "must name the environment variable holding the webhook's signing secret")
+	}
+}
+
 // DefaultAuditRetention is how long the audit trail is kept when no
 // retention is set: a year (8760h), what an access review looks back over.
 const DefaultAuditRetention = 365 * 24 * time.Hour

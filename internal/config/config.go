@@ -25,6 +25,8 @@ type Config struct {
 	// Telemetry is what llmgw emits besides its metrics: traces and an
 	// access log.
 	Telemetry Telemetry `yaml:"telemetry"`
+	// Alerts is where spend alerts are sent (admin.go).
+	Alerts Alerts `yaml:"alerts,omitempty"`
 }
 
 // Server holds the listeners, body limit and upstream timeouts.

@@ -115,6 +115,7 @@ func TestFullExample(t *testing.T) {
 			RedirectURL: "https://llmgw-admin.example.com/ui/oidc/callback", Scopes: []string{"openid", "email", "profile", "groups"},
 			RolesClaim: "groups", Audience: "llmgw", Roles: map[string][]string{"platform-team": {"admin"}, "auditors": {"viewer"},
 				"acme-leads": {"tenant_admin:acme"}, "acme-search": {"tenant_viewer:acme/search"}}}},
+		Alerts: Alerts{WebhookURL: "https://hooks.slack.com/services/T000/B000/XXXX", SecretEnv: "LLMGW_ALERTS_SECRET"},
 		Tenants: []tenant.TenantLimits{
 			{Path: "acme", Limits: tenant.Limits{RPM: 6000, TPM: 2_000_000, BudgetUSD: 5000, Period: "month"}},
 			{Path: "acme/search", Limits: tenant.Limits{TPM: 500_000, BudgetTokens: 100_000_000, Period: "day"}},

@@ -65,6 +65,9 @@ var reloadTable = []fieldReload{
 	{"pools", true},
 	{"models", true},
 
+	{"alerts.webhook_url", false},
+	{"alerts.secret_env", false},
+
 	{"telemetry.traces", false},
 	{"telemetry.endpoint", false},
 	{"telemetry.record_content", false},

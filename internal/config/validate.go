@@ -91,6 +91,7 @@ func (c *Config) Validate() error {
 	c.Limits.validate(&ps)
 	c.Telemetry.validate(&ps)
 	c.Admin.validate(&ps)
+	c.Alerts.validate(&ps)
 	validateTenants(&ps, c.Tenants)
 	validatePools(&ps, c.Pools)
 	validateModels(&ps, c.Models, c.Pools)

@@ -24,6 +24,7 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/access"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/admin"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/alert"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/audit"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
@@ -94,6 +95,13 @@ func newRoleFixture(t *testing.T) *roleFixture {
 	}
 	if err := f.st.AddUsage(ctx, recs); err != nil {
 		t.Fatal(err)
+	}
+	// Spend alerts of each org's budgets.
+	for _, tn := range []string{"globex", "acme/search"} {
+		if _, err := f.st.FireAlert(ctx, alert.Alert{Scope: alert.ScopeTenant, Subject: tn, Tenant: tn, Kind: alert.KindUSD,
+			PeriodStart: now.AddDate(0, 0, -1), Threshold: 80, Used: 8, Budget: 10, Fired: now.Add(-time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// The trail so far: a change in globex, and a sign-in, which belongs
 	// to no tenant.
@@ -295,6 +303,9 @@ func TestRoleMatrix(t *testing.T) {
 					if strings.Contains(body, leak) {
 						t.Errorf("%s %s answers %q, outside %s's subtree:\n%.2000s", row.method, path, leak, who, body)
 					}
+				}
+				if row.name == "usage by model" && status == 200 && !strings.Contains(body, "tenant acme/search") {
+					t.Errorf("%s: the Usage page does not show acme/search's spend alert, which %s may read", path, who)
 				}
 				if status == 404 && strings.Contains(row.name, "revoke") {
 					// A key outside the subtree answers as a missing one.

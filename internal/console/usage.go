@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/admin"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/alert"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
@@ -31,6 +32,8 @@ type usagePage struct {
 	Chart                  string // the chart's data, JSON, for the page's script
 	Error                  string // why the form was refused
 	CSV                    string // the CSV export's URL for the same query
+	// Alerts are the latest spend alerts of budgets the session may read.
+	Alerts []alert.Alert
 }
 
 // usageQuery reads the Usage form: admin.ParseUsageQuery's parameters,
@@ -97,8 +100,22 @@ func (c *Console) usagePage(w http.ResponseWriter, r *http.Request, ss *session)
 	chart.Series = []series{{"Prompt tokens", prompt, "tokens"}, {"Completion tokens", completion, "tokens"}, {"Spend (USD)", cost, "usd"}}
 	b, _ := json.Marshal(chart)
 	page.Chart = string(b)
+	als, err := c.st.Alerts(r.Context(), consoleAlerts)
+	if err != nil {
+		c.failed(w, r, ss, "reading the spend alerts", err)
+		return
+	}
+	for _, a := range als {
+		if ss.who.CanRead(a.Tenant) {
+			page.Alerts = append(page.Alerts, a)
+		}
+	}
 	c.render(w, r, http.StatusOK, "usage", ss, page)
 }
+
+// consoleAlerts is how many of the latest spend alerts the Usage page
+// reads, before those outside the session's subtrees are left out.
+const consoleAlerts = 50
 
 // series is one data set of the usage chart.
 type series struct {
