@@ -252,7 +252,7 @@ func (a *Alerter) Deliver(ctx context.Context) error {
 // incoming webhooks show, and the alert itself.
 type Body struct {
 	Text  string `json:"text"`
-	Alert Alert  `json:"llmgw_alert"`
+	Alert Alert  `json:"alert"`
 }
 
 // send posts al to the webhook, signed.
