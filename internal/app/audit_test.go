@@ -3,10 +3,12 @@ package app
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/audit"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
 )
@@ -58,4 +60,20 @@ func TestAuditRetention(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestAlertsNeedTheirSecret: a gateway with a webhook for spend alerts
+// and no secret in the environment variable named to sign them with
+// does not start.
+func TestAlertsNeedTheirSecret(t *testing.T) {
+	cfg := upstreamConfig("m", "openai", []string{"http://127.0.0.1:9/v1"})
+	cfg.Alerts = config.Alerts{WebhookURL: "http://127.0.0.1:9/hook", SecretEnv: "LLMGW_TEST_ALERTS_SECRET_UNSET"}
+	cfg.Server.Listen, cfg.Server.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := newGateway(t.Context(), cfg, "", slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "alerts.secret_env: LLMGW_TEST_ALERTS_SECRET_UNSET is empty") {
+		t.Errorf("starting with a webhook and no secret: %v", err)
+	}
 }
