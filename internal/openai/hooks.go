@@ -59,3 +59,13 @@ type EventDecoder interface {
 	// the decoder's until the next call.
 	Event(kind, data []byte, chunks [][]byte) [][]byte
 }
+
+// BinaryStreamer is a Provider whose streams are not SSE but a binary
+// event stream of length-prefixed messages (AWS's
+// application/vnd.amazon.eventstream): each message, whole, is handed to
+// its EventDecoder as one event's data, with no type.
+type BinaryStreamer interface {
+	Provider
+	// StreamContentType is the content type of its streams.
+	StreamContentType() string
+}

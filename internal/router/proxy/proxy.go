@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -102,6 +103,15 @@ type Call struct {
 	// Finish, when set, reads a plain answer's finish_reason into the
 	// Outcome; a stream's is read whenever its finishing chunk passes.
 	Finish bool
+	// Sign, when set, signs each request sent (AWS's SigV4), given a
+	// copy of Header to add to; an error is the pool's credentials'
+	// failing, a 502 that is the upstream's fault.
+	Sign Signer
+}
+
+// Signer signs a call's request, whose body is body, as it is sent.
+type Signer interface {
+	Sign(ctx context.Context, req *http.Request, body []byte) error
 }
 
 // Proxy sends calls upstream. It is safe for concurrent use.
@@ -213,6 +223,21 @@ func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome 
 		Body:          &cs.body,
 		ContentLength: int64(len(c.Body)),
 	}
+	if c.Sign != nil {
+		// Signed for the endpoint and the moment it is sent: each call
+		// signs its own copy of the headers, under a context the call's
+		// end cancels (a credential fetch is interrupted by nothing else).
+		cs.req.Header = c.Header.Clone()
+		sctx, cancel := end.bind(ctx)
+		err := c.Sign.Sign(sctx, &cs.req, c.Body)
+		cancel(nil)
+		if err != nil {
+			if o, ok := cancelled(end); ok {
+				return o
+			}
+			return Outcome{Status: http.StatusBadGateway, Reason: ReasonStatusAuth, Err: openai.UpstreamAuth(err)}
+		}
+	}
 	resp, err := p.roundTrip(ctx, end, &cs.req, c.Body)
 	if err != nil {
 		return failed(end, ReasonConnect, err)
@@ -224,7 +249,7 @@ func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome 
 		return failed(end, ReasonConnect, errSwitchingProtocols)
 	}
 
-	if c.Stream && resp.StatusCode == http.StatusOK && isEventStream(resp.Header) {
+	if c.Stream && resp.StatusCode == http.StatusOK && c.isStream(resp.Header) {
 		// A stream lasts seconds and needs only the body: the answer's
 		// headers and the request it answered can go.
 		resp.Header, resp.Request = nil, nil
@@ -280,6 +305,15 @@ func newRequestBody(b []byte) *requestBody {
 }
 
 func (*requestBody) Close() error { return nil }
+
+// isStream reports whether an answer with headers h is a stream: SSE,
+// or the binary stream of c's Provider when it has one.
+func (c *Call) isStream(h http.Header) bool {
+	if bs, ok := c.Provider.(openai.BinaryStreamer); ok {
+		return strings.HasPrefix(h.Get("Content-Type"), bs.StreamContentType())
+	}
+	return isEventStream(h)
+}
 
 func isEventStream(h http.Header) bool {
 	ct := h.Get("Content-Type")

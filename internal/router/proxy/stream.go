@@ -233,7 +233,11 @@ func (p *Proxy) relay(end *ender, dog *watchdog, w http.ResponseWriter, c *Call,
 	if c.Provider != nil {
 		ob.dec = c.Provider.Stream()
 	}
-	readErr, clientErr := frameEvents(dog, sw, piecesOf(resp.Body), &ob)
+	frame := frameEvents
+	if _, ok := c.Provider.(openai.BinaryStreamer); ok {
+		frame = frameMessages
+	}
+	readErr, clientErr := frame(dog, sw, piecesOf(resp.Body), &ob)
 	dog.stop()
 	if clientErr == nil {
 		clientErr = sw.flush()
