@@ -8,7 +8,10 @@ package config
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 )
 
 // Check loads the file at path and writes to w either every problem, one a
@@ -42,7 +45,49 @@ func Check(path string, w io.Writer) error {
 	_, err = fmt.Fprintf(w, "ok: %s, %s (%s), %s\n",
 		plural(len(c.Pools), "pool"), plural(len(c.Models), "model"),
 		plural(names, "name"), plural(endpoints, "endpoint"))
+	for _, p := range c.Pools {
+		if chain := credentialChain(p, os.Getenv); chain != "" && err == nil {
+			_, err = fmt.Fprintf(w, "pool %s: %s\n", p.Name, chain)
+		}
+	}
 	return err
+}
+
+// credentialChain says where p's calls will take their credentials from,
+// read from the environment (getenv) alone, without calling anything and
+// without naming a secret: the key's variable and whether it is set, or
+// for a bedrock pool the first source AWS's default chain finds, in its
+// order (environment, web identity, shared config and profiles,
+// container, instance metadata), and the role assumed with it. Empty for
+// a pool that sends none.
+func credentialChain(p catalog.Pool, getenv func(string) string) string {
+	if p.Kind != catalog.KindBedrock {
+		if p.APIKeyEnv == "" {
+			return ""
+		}
+		if getenv(p.APIKeyEnv) == "" {
+			return "key from $" + p.APIKeyEnv + ", which is not set"
+		}
+		return "key from $" + p.APIKeyEnv
+	}
+	var from string
+	switch {
+	case getenv("AWS_ACCESS_KEY_ID") != "":
+		from = "AWS credentials from the environment (AWS_ACCESS_KEY_ID)"
+	case getenv("AWS_WEB_IDENTITY_TOKEN_FILE") != "":
+		from = "AWS credentials from web identity (AWS_WEB_IDENTITY_TOKEN_FILE, as on EKS)"
+	case getenv("AWS_PROFILE") != "":
+		from = "AWS credentials from the shared config's profile " + getenv("AWS_PROFILE")
+	case getenv("AWS_CONTAINER_CREDENTIALS_FULL_URI") != "" || getenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") != "":
+		from = "AWS credentials from the container's endpoint (ECS, EKS Pod Identity)"
+	default:
+		from = "AWS credentials from the shared config's default profile if it has them, else instance metadata (IMDS)"
+	}
+	from += ", signing for " + p.Region
+	if p.Role != "" {
+		from += ", assuming " + p.Role
+	}
+	return from
 }
 
 // CheckAgainst checks the file at path as Check does and, when it is

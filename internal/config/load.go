@@ -170,6 +170,9 @@ func PoolDefaults(p *catalog.Pool) {
 	if p.RetryBudget == 0 {
 		p.RetryBudget = DefaultRetryBudget
 	}
+	if p.Kind == catalog.KindBedrock && len(p.Endpoints) == 0 && isRegion(p.Region) {
+		p.Endpoints = []catalog.Endpoint{{URL: "https://bedrock-runtime." + p.Region + ".amazonaws.com"}}
+	}
 	if p.Hedge.After > 0 && p.Hedge.MinWait == 0 {
 		p.Hedge.MinWait = DefaultHedgeMinWait
 	}

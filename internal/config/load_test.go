@@ -144,6 +144,11 @@ func TestFullExample(t *testing.T) {
 				Name: "azure", Kind: "azure", APIKeyEnv: "AZURE_OPENAI_API_KEY", APIVersion: "2024-10-21", Policy: "auto", Metrics: hosted.Metrics, Health: hosted.Health, RetryBudget: 0.2,
 				Endpoints: []catalog.Endpoint{{Name: "my-resource.openai.azure.com", URL: "https://my-resource.openai.azure.com", Weight: 1}},
 			},
+			{
+				Name: "bedrock", Kind: "bedrock", Region: "us-east-1", Role: "arn:aws:iam::123456789012:role/llmgw-bedrock", Policy: "auto",
+				Metrics: hosted.Metrics, Health: hosted.Health, RetryBudget: 0.2,
+				Endpoints: []catalog.Endpoint{{Name: "bedrock-runtime.us-east-1.amazonaws.com", URL: "https://bedrock-runtime.us-east-1.amazonaws.com", Weight: 1}},
+			},
 		},
 		Models: []catalog.Model{
 			{

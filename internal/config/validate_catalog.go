@@ -31,6 +31,45 @@ func isAPIVersion(v string) bool {
 	return true
 }
 
+// isRegion reports whether r looks like an AWS region: us-east-1,
+// eu-central-2, us-gov-west-1...: lower-case letters, digits and dashes,
+// nothing a host name would need escaped.
+func isRegion(r string) bool {
+	if len(r) < 4 || len(r) > 32 || r[0] == '-' || r[len(r)-1] == '-' {
+		return false
+	}
+	for _, c := range r {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkCloud checks a pool's cloud settings: a bedrock pool's region
+// (required) and role (an IAM role's ARN); no other kind has them. A
+// bedrock pool signs with AWS credentials, never api_key_env.
+func checkCloud(ps *problems, at string, p *catalog.Pool) {
+	if p.Kind != catalog.KindBedrock {
+		if p.Region != "" {
+			ps.add(at+".region", "is only for pools of kind bedrock, not %q", p.Kind)
+		}
+		if p.Role != "" {
+			ps.add(at+".role", "is only for pools of kind bedrock, not %q", p.Kind)
+		}
+		return
+	}
+	if !isRegion(p.Region) {
+		ps.add(at+".region", "must be an AWS region such as us-east-1 for a pool of kind bedrock, got %q", p.Region)
+	}
+	if p.Role != "" && !strings.HasPrefix(p.Role, "arn:") {
+		ps.add(at+".role", "must be an IAM role's ARN (arn:aws:iam::123456789012:role/name), got %q", p.Role)
+	}
+	if p.APIKeyEnv != "" {
+		ps.add(at+".api_key_env", "is not for pools of kind bedrock, which sign with AWS credentials from the default chain")
+	}
+}
+
 func validatePools(ps *problems, pools []catalog.Pool) {
 	seen := make(map[string]int, len(pools)) // key: pool name; value: index in pools
 	for i := range pools {
@@ -54,6 +93,7 @@ func validatePools(ps *problems, pools []catalog.Pool) {
 		case p.APIVersion != "" && !isAPIVersion(p.APIVersion):
 			ps.add(at+".api_version", "must be a version such as 2024-10-21, got %q", p.APIVersion)
 		}
+		checkCloud(ps, at, p)
 		if p.APIKeyEnv != "" && !isEnvName(p.APIKeyEnv) {
 			// Not echoed: a key pasted here by mistake must not reach a log.
 			ps.add(at+".api_key_env", "must be the name of an environment variable (letters, digits, _), not the key itself")

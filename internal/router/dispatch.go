@@ -109,7 +109,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 					o, ep = rc.outcome, p.Endpoints()[rc.endpoint]
 				} else {
 					setModelHeader(w.Header(), req, m.Name)
-					call.URL = p.target(ep, req.api.upstreamPath, m.UpstreamName())
+					call.URL = p.target(ep, req.api.upstreamPath, m.UpstreamName(), req.Stream)
 					o = r.send(ctx, w, req, p, i, rt, &call, nil)
 					r.settle(req, p, ep, o)
 				}

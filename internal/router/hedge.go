@@ -163,7 +163,7 @@ func (r *Router) launch(ctx context.Context, cl *claim, req *parsedRequest, p *s
 		cancel(nil)
 		return nil
 	}
-	call.URL = p.target(p.Endpoints()[i], req.api.upstreamPath, m.UpstreamName())
+	call.URL = p.target(p.Endpoints()[i], req.api.upstreamPath, m.UpstreamName(), req.Stream)
 	actx = notePick(actx, req, p, rt, i)
 	go func() {
 		at := time.Now()

@@ -103,8 +103,10 @@ type provider struct {
 	// pool without one sends an Anthropic client's own anthropic-version.
 	setVersion bool
 	// urls holds the URLs calls go to, made once each. key: endpoint URL,
-	// API path and, for azure, the deployment.
+	// API path and, for azure and bedrock, the deployment or model.
 	urls sync.Map
+	// signer signs a bedrock pool's calls; nil for other kinds.
+	signer proxy.Signer
 }
 
 // newProvider is p's provider, nil when p speaks the OpenAI API.
@@ -118,6 +120,8 @@ func newProvider(p catalog.Pool) *provider {
 		return &provider{kind: p.Kind, apiVersion: v, setVersion: p.APIVersion != ""}
 	case catalog.KindAzure:
 		return &provider{kind: p.Kind, apiVersion: p.APIVersion}
+	case catalog.KindBedrock:
+		return &provider{kind: p.Kind, signer: bedrockSigner(p)}
 	}
 	return nil
 }
@@ -137,18 +141,25 @@ func poolHeaders(p catalog.Pool, stream bool) http.Header {
 			h["Api-Key"] = []string{p.APIKey}
 		}
 		return h
+	case catalog.KindBedrock:
+		// Signed per call (translate.BedrockSigner); no key, and no SSE
+		// Accept: ConverseStream answers in AWS's event stream.
+		return http.Header{"Content-Type": {"application/json"}}
 	}
 	return proxy.Headers(p.APIKey, stream)
 }
 
 // target is the URL a call for the API at path, to model (the pool's name
-// for it), goes to at ep.
-func (p *servedPool) target(ep *pool.Endpoint, path, model string) *url.URL {
+// for it), streamed or not, goes to at ep.
+func (p *servedPool) target(ep *pool.Endpoint, path, model string, stream bool) *url.URL {
 	pr := p.provider
 	if pr == nil {
 		return ep.Target(path)
 	}
 	key := ep.URL() + "\x00" + path + "\x00" + model
+	if stream {
+		key += "\x00s"
+	}
 	if u, ok := pr.urls.Load(key); ok {
 		return u.(*url.URL)
 	}
@@ -158,6 +169,8 @@ func (p *servedPool) target(ep *pool.Endpoint, path, model string) *url.URL {
 		raw = translate.AnthropicUpstream{}.URL(ep.URL())
 	case catalog.KindAzure:
 		raw = ep.URL() + "/openai/deployments/" + url.PathEscape(model) + path + "?api-version=" + url.QueryEscape(pr.apiVersion)
+	case catalog.KindBedrock:
+		raw = translate.BedrockUpstream{}.URL(ep.URL(), model, stream)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -243,6 +256,9 @@ func (s *snapshot) kindOf(m *catalog.Model) string {
 // An API the provider has no counterpart of is a 400. The translation
 // stops when ctx ends or c's deadline passes.
 func (p *servedPool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequest, m *catalog.Model, defaultMaxTokens, limit int64) error {
+	if p.provider != nil && p.provider.kind == catalog.KindBedrock {
+		return p.prepareBedrock(ctx, c, req, defaultMaxTokens, limit)
+	}
 	if p.provider == nil || p.provider.kind != catalog.KindAnthropic {
 		return nil
 	}

@@ -213,10 +213,16 @@ const (
 	// deployment, called at {url}/openai/deployments/{deployment}/...
 	// with api_version, and the key as api-key.
 	KindAzure = "azure"
+	// KindBedrock is AWS Bedrock's Converse API: requests are sent to
+	// {url}/model/{upstream_model}/converse (or converse-stream), signed
+	// with SigV4 by credentials from AWS's default chain in region, or
+	// from role assumed with them; url defaults to the region's
+	// https://bedrock-runtime.{region}.amazonaws.com.
+	KindBedrock = "bedrock"
 )
 
 // Kinds is every pool kind, the default first.
-var Kinds = []string{KindOpenAI, KindVLLM, KindSGLang, KindLlamaCpp, KindOllama, KindAnthropic, KindAzure}
+var Kinds = []string{KindOpenAI, KindVLLM, KindSGLang, KindLlamaCpp, KindOllama, KindAnthropic, KindAzure, KindBedrock}
 
 // Routing policies: how a pool picks the endpoint for a request.
 const (
@@ -267,6 +273,12 @@ type Pool struct {
 	// version is sent, and 2023-06-01 for other clients. Other kinds have
 	// none.
 	APIVersion string `yaml:"api_version,omitempty"`
+	// Region is a bedrock pool's AWS region, which calls are signed for
+	// and whose endpoint is the default; Role, when set, is the ARN of
+	// an IAM role assumed with the default chain's credentials. Other
+	// kinds have neither.
+	Region string `yaml:"region,omitempty"`
+	Role   string `yaml:"role,omitempty"`
 
 	// APIKey is APIKeyEnv's value, read when the catalog is built. It is
 	// never logged, labelled or written back.

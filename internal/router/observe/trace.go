@@ -96,6 +96,8 @@ func ProviderName(kind string) string {
 		return semconv.GenAIProviderNameAnthropic.Value.AsString()
 	case catalog.KindAzure:
 		return semconv.GenAIProviderNameAzureAIOpenAI.Value.AsString()
+	case catalog.KindBedrock:
+		return semconv.GenAIProviderNameAWSBedrock.Value.AsString()
 	case catalog.KindOpenAI, "":
 		return semconv.GenAIProviderNameOpenAI.Value.AsString()
 	}
