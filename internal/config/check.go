@@ -58,9 +58,19 @@ func Check(path string, w io.Writer) error {
 // without naming a secret: the key's variable and whether it is set, or
 // for a bedrock pool the first source AWS's default chain finds, in its
 // order (environment, web identity, shared config and profiles,
-// container, instance metadata), and the role assumed with it. Empty for
-// a pool that sends none.
+// container, instance metadata), and the role assumed with it; for a
+// vertex pool its credentials file, or where Application Default
+// Credentials look. Empty for a pool that sends none.
 func credentialChain(p catalog.Pool, getenv func(string) string) string {
+	if p.Kind == catalog.KindVertex {
+		switch {
+		case p.CredentialsFile != "":
+			return "Google credentials from credentials_file " + p.CredentialsFile
+		case getenv("GOOGLE_APPLICATION_CREDENTIALS") != "":
+			return "Google credentials from $GOOGLE_APPLICATION_CREDENTIALS (" + getenv("GOOGLE_APPLICATION_CREDENTIALS") + ")"
+		}
+		return "Google Application Default Credentials: gcloud's file if it is there, else the metadata server (GCE, GKE workload identity)"
+	}
 	if p.Kind != catalog.KindBedrock {
 		if p.APIKeyEnv == "" {
 			return ""

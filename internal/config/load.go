@@ -141,6 +141,24 @@ var defaultHealthPath = map[string]string{
 	catalog.KindOllama:   "/api/version",
 }
 
+// cloudEndpoint is the default endpoint of a cloud pool without
+// endpoints: bedrock's and vertex's in their region or location, the
+// Gemini API's; empty for other kinds, and when the region or location
+// is not one.
+func cloudEndpoint(p *catalog.Pool) string {
+	switch {
+	case p.Kind == catalog.KindBedrock && isRegion(p.Region):
+		return "https://bedrock-runtime." + p.Region + ".amazonaws.com"
+	case p.Kind == catalog.KindGemini:
+		return "https://generativelanguage.googleapis.com/v1"
+	case p.Kind == catalog.KindVertex && p.Location == "global":
+		return "https://aiplatform.googleapis.com/v1"
+	case p.Kind == catalog.KindVertex && isRegion(p.Location):
+		return "https://" + p.Location + "-aiplatform.googleapis.com/v1"
+	}
+	return ""
+}
+
 // PoolDefaults fills in p's zero fields with their defaults.
 func PoolDefaults(p *catalog.Pool) {
 	if p.Kind == "" {
@@ -170,8 +188,10 @@ func PoolDefaults(p *catalog.Pool) {
 	if p.RetryBudget == 0 {
 		p.RetryBudget = DefaultRetryBudget
 	}
-	if p.Kind == catalog.KindBedrock && len(p.Endpoints) == 0 && isRegion(p.Region) {
-		p.Endpoints = []catalog.Endpoint{{URL: "https://bedrock-runtime." + p.Region + ".amazonaws.com"}}
+	if len(p.Endpoints) == 0 {
+		if u := cloudEndpoint(p); u != "" {
+			p.Endpoints = []catalog.Endpoint{{URL: u}}
+		}
 	}
 	if p.Hedge.After > 0 && p.Hedge.MinWait == 0 {
 		p.Hedge.MinWait = DefaultHedgeMinWait

@@ -149,6 +149,15 @@ func TestFullExample(t *testing.T) {
 				Metrics: hosted.Metrics, Health: hosted.Health, RetryBudget: 0.2,
 				Endpoints: []catalog.Endpoint{{Name: "bedrock-runtime.us-east-1.amazonaws.com", URL: "https://bedrock-runtime.us-east-1.amazonaws.com", Weight: 1}},
 			},
+			{
+				Name: "gemini", Kind: "gemini", APIKeyEnv: "GEMINI_API_KEY", Policy: "auto", Metrics: hosted.Metrics, Health: hosted.Health, RetryBudget: 0.2,
+				Endpoints: []catalog.Endpoint{{Name: "generativelanguage.googleapis.com", URL: "https://generativelanguage.googleapis.com/v1", Weight: 1}},
+			},
+			{
+				Name: "vertex", Kind: "vertex", Project: "my-project", Location: "us-central1", CredentialsFile: "/etc/llmgw/vertex-sa.json", Policy: "auto",
+				Metrics: hosted.Metrics, Health: hosted.Health, RetryBudget: 0.2,
+				Endpoints: []catalog.Endpoint{{Name: "us-central1-aiplatform.googleapis.com", URL: "https://us-central1-aiplatform.googleapis.com/v1", Weight: 1}},
+			},
 		},
 		Models: []catalog.Model{
 			{

@@ -47,16 +47,40 @@ func isRegion(r string) bool {
 }
 
 // checkCloud checks a pool's cloud settings: a bedrock pool's region
-// (required) and role (an IAM role's ARN); no other kind has them. A
-// bedrock pool signs with AWS credentials, never api_key_env.
+// (required) and role (an IAM role's ARN), a vertex pool's project and
+// location (required) and credentials file, a gemini pool's key; no
+// other kind has them. Bedrock and vertex pools sign with their cloud's
+// credentials, never api_key_env.
 func checkCloud(ps *problems, at string, p *catalog.Pool) {
-	if p.Kind != catalog.KindBedrock {
-		if p.Region != "" {
-			ps.add(at+".region", "is only for pools of kind bedrock, not %q", p.Kind)
+	only := func(field, value, kind string) {
+		if value != "" && p.Kind != kind {
+			ps.add(at+"."+field, "is only for pools of kind %s, not %q", kind, p.Kind)
 		}
-		if p.Role != "" {
-			ps.add(at+".role", "is only for pools of kind bedrock, not %q", p.Kind)
+	}
+	only("region", p.Region, catalog.KindBedrock)
+	only("role", p.Role, catalog.KindBedrock)
+	only("project", p.Project, catalog.KindVertex)
+	only("location", p.Location, catalog.KindVertex)
+	only("credentials_file", p.CredentialsFile, catalog.KindVertex)
+	switch p.Kind {
+	case catalog.KindVertex:
+		if p.Project == "" || !isRegion(p.Project) {
+			ps.add(at+".project", "must be a Google Cloud project id for a pool of kind vertex, got %q", p.Project)
 		}
+		if p.Location != "global" && !isRegion(p.Location) {
+			ps.add(at+".location", "must be a Google Cloud location such as us-central1 or global for a pool of kind vertex, got %q", p.Location)
+		}
+		if p.APIKeyEnv != "" {
+			ps.add(at+".api_key_env", "is not for pools of kind vertex, which take a bearer token from Application Default Credentials or credentials_file")
+		}
+		return
+	case catalog.KindGemini:
+		if p.APIKeyEnv == "" {
+			ps.add(at+".api_key_env", "must name the environment variable holding the Gemini API key for a pool of kind gemini")
+		}
+		return
+	case catalog.KindBedrock:
+	default:
 		return
 	}
 	if !isRegion(p.Region) {

@@ -83,7 +83,7 @@ func TestValidate(t *testing.T) {
 		{"pool without endpoints", func(c *Config) { c.Pools[1].Endpoints = nil },
 			[]string{"pools[1].endpoints: must list at least one endpoint"}},
 		{"pool kind", func(c *Config) { c.Pools[0].Kind = "tgi" },
-			[]string{`pools[0].kind: must be one of openai, vllm, sglang, llamacpp, ollama, anthropic, azure, bedrock, got "tgi"`}},
+			[]string{`pools[0].kind: must be one of openai, vllm, sglang, llamacpp, ollama, anthropic, azure, bedrock, gemini, vertex, got "tgi"`}},
 		{"negative price", func(c *Config) { c.Models[2].Price.OutputPerMillion = -1 },
 			[]string{"models[2].price.output_per_million: must not be negative, got -1"}},
 		{"negative timeouts", func(c *Config) {

@@ -105,8 +105,11 @@ type provider struct {
 	// urls holds the URLs calls go to, made once each. key: endpoint URL,
 	// API path and, for azure and bedrock, the deployment or model.
 	urls sync.Map
-	// signer signs a bedrock pool's calls; nil for other kinds.
+	// signer signs a bedrock or vertex pool's calls; nil for other kinds.
 	signer proxy.Signer
+	// prefix is the path a vertex pool's model paths follow its
+	// endpoint's URL with: its project's, location's and publisher's.
+	prefix string
 }
 
 // newProvider is p's provider, nil when p speaks the OpenAI API.
@@ -122,6 +125,10 @@ func newProvider(p catalog.Pool) *provider {
 		return &provider{kind: p.Kind, apiVersion: p.APIVersion}
 	case catalog.KindBedrock:
 		return &provider{kind: p.Kind, signer: bedrockSigner(p)}
+	case catalog.KindGemini:
+		return &provider{kind: p.Kind}
+	case catalog.KindVertex:
+		return &provider{kind: p.Kind, signer: newGoogleSigner(p), prefix: vertexPrefix(p)}
 	}
 	return nil
 }
@@ -141,10 +148,17 @@ func poolHeaders(p catalog.Pool, stream bool) http.Header {
 			h["Api-Key"] = []string{p.APIKey}
 		}
 		return h
-	case catalog.KindBedrock:
-		// Signed per call (translate.BedrockSigner); no key, and no SSE
-		// Accept: ConverseStream answers in AWS's event stream.
+	case catalog.KindBedrock, catalog.KindVertex:
+		// Signed per call (translate.BedrockSigner, googleSigner); no
+		// key, and no SSE Accept: ConverseStream answers in AWS's event
+		// stream, and streamGenerateContent asks for SSE in its URL.
 		return http.Header{"Content-Type": {"application/json"}}
+	case catalog.KindGemini:
+		h := http.Header{"Content-Type": {"application/json"}}
+		if p.APIKey != "" {
+			h["X-Goog-Api-Key"] = []string{p.APIKey}
+		}
+		return h
 	}
 	return proxy.Headers(p.APIKey, stream)
 }
@@ -171,6 +185,8 @@ func (p *servedPool) target(ep *pool.Endpoint, path, model string, stream bool) 
 		raw = ep.URL() + "/openai/deployments/" + url.PathEscape(model) + path + "?api-version=" + url.QueryEscape(pr.apiVersion)
 	case catalog.KindBedrock:
 		raw = translate.BedrockUpstream{}.URL(ep.URL(), model, stream)
+	case catalog.KindGemini, catalog.KindVertex:
+		raw = translate.GeminiUpstream{}.URL(ep.URL()+pr.prefix, model, stream)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -256,8 +272,8 @@ func (s *snapshot) kindOf(m *catalog.Model) string {
 // An API the provider has no counterpart of is a 400. The translation
 // stops when ctx ends or c's deadline passes.
 func (p *servedPool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequest, m *catalog.Model, defaultMaxTokens, limit int64) error {
-	if p.provider != nil && p.provider.kind == catalog.KindBedrock {
-		return p.prepareBedrock(ctx, c, req, defaultMaxTokens, limit)
+	if p.provider != nil && isCloud(p.provider.kind) {
+		return p.prepareCloud(ctx, c, req, defaultMaxTokens, limit)
 	}
 	if p.provider == nil || p.provider.kind != catalog.KindAnthropic {
 		return nil

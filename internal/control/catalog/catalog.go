@@ -219,10 +219,21 @@ const (
 	// from role assumed with them; url defaults to the region's
 	// https://bedrock-runtime.{region}.amazonaws.com.
 	KindBedrock = "bedrock"
+	// KindGemini is the Gemini API: requests are sent to
+	// {url}/models/{upstream_model}:generateContent (streamGenerateContent
+	// for a stream), with the key as x-goog-api-key; url defaults to
+	// https://generativelanguage.googleapis.com/v1.
+	KindGemini = "gemini"
+	// KindVertex is Vertex AI's Gemini models: requests are sent to
+	// {url}/projects/{project}/locations/{location}/publishers/google/models/{upstream_model}:generateContent
+	// with a bearer token from Google's Application Default Credentials
+	// (or credentials_file); url defaults to the location's
+	// https://{location}-aiplatform.googleapis.com/v1.
+	KindVertex = "vertex"
 )
 
 // Kinds is every pool kind, the default first.
-var Kinds = []string{KindOpenAI, KindVLLM, KindSGLang, KindLlamaCpp, KindOllama, KindAnthropic, KindAzure, KindBedrock}
+var Kinds = []string{KindOpenAI, KindVLLM, KindSGLang, KindLlamaCpp, KindOllama, KindAnthropic, KindAzure, KindBedrock, KindGemini, KindVertex}
 
 // Routing policies: how a pool picks the endpoint for a request.
 const (
@@ -279,6 +290,14 @@ type Pool struct {
 	// kinds have neither.
 	Region string `yaml:"region,omitempty"`
 	Role   string `yaml:"role,omitempty"`
+	// Project and Location are a vertex pool's Google Cloud project and
+	// location; CredentialsFile, when set, is the path of the credentials
+	// (a service account's key, or an external account's configuration)
+	// used instead of Application Default Credentials. Other kinds have
+	// none.
+	Project         string `yaml:"project,omitempty"`
+	Location        string `yaml:"location,omitempty"`
+	CredentialsFile string `yaml:"credentials_file,omitempty"`
 
 	// APIKey is APIKeyEnv's value, read when the catalog is built. It is
 	// never logged, labelled or written back.

@@ -98,6 +98,10 @@ func ProviderName(kind string) string {
 		return semconv.GenAIProviderNameAzureAIOpenAI.Value.AsString()
 	case catalog.KindBedrock:
 		return semconv.GenAIProviderNameAWSBedrock.Value.AsString()
+	case catalog.KindGemini:
+		return semconv.GenAIProviderNameGCPGemini.Value.AsString()
+	case catalog.KindVertex:
+		return semconv.GenAIProviderNameGCPVertexAI.Value.AsString()
 	case catalog.KindOpenAI, "":
 		return semconv.GenAIProviderNameOpenAI.Value.AsString()
 	}
