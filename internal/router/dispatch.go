@@ -176,10 +176,17 @@ func (r *Router) aim(rt *pool.Route, req *parsedRequest, p *servedPool, m *catal
 	}
 }
 
-// settle counts what one call came to against its endpoint: a failure
-// in llmgw_upstream_errors_total and, when it is the endpoint's, toward
-// its ejection; an answer clears its failures.
+// settle counts what one call came to against its endpoint: a 429's
+// Retry-After cools it down for that long; a failure counts in
+// llmgw_upstream_errors_total and, when it is the endpoint's, toward its
+// ejection; an answer clears its failures.
 func (r *Router) settle(req *parsedRequest, p *servedPool, ep *pool.Endpoint, o proxy.Outcome) {
+	if o.RetryAfter > 0 && ep.CoolFor(o.RetryAfter, time.Now()) {
+		// The provider asked for a pause: the deployment is out for that
+		// long, and the request's retry goes to another.
+		r.m.ejections.WithLabelValues(p.name, ep.Name(), "retry_after").Inc()
+		r.log.Warn("endpoint cooled down", "pool", p.name, "endpoint", ep.Name(), "for", o.RetryAfter)
+	}
 	if o.Reason != proxy.ReasonNone {
 		r.m.upstreamErrors.WithLabelValues(p.name, o.Reason.String()).Inc()
 		r.log.Warn("upstream failed", "id", req.id, "pool", p.name, "endpoint", ep.Name(), "reason", o.Reason, "err", o.Err)

@@ -75,7 +75,7 @@ func newMetrics() *metrics {
 		}, []string{"model", "to"}),
 		ejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmgw_ejections_total",
-			Help: "Times an endpoint was taken out of its pool, by pool, endpoint and reason: failures (requests failed in a row) or health_check.",
+			Help: "Times an endpoint was taken out of its pool, by pool, endpoint and reason: failures (requests failed in a row), health_check, or retry_after (a provider's 429 asked for a pause, which the endpoint sits out).",
 		}, []string{"pool", "endpoint", "reason"}),
 		hedges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmgw_hedges_total",

@@ -1,7 +1,9 @@
 package pool
 
 // Passive ejection: an endpoint that fails requests is passed over for a
-// while, longer each time it fails again without serving one between.
+// while, longer each time it fails again without serving one between. And
+// cooldowns: an endpoint whose provider answered 429 with Retry-After is
+// passed over for exactly that long.
 
 import (
 	"sync/atomic"
@@ -15,6 +17,34 @@ type health struct {
 	ejectedUntil atomic.Int64 // unix nanoseconds; passive ejection
 	failures     atomic.Int32 // requests failed in a row
 	ejections    atomic.Int32 // ejections since the last success
+	cooledUntil  atomic.Int64 // unix nanoseconds; until when a provider asked not to be called (Retry-After)
+}
+
+// maxCooldown bounds how long one Retry-After takes an endpoint out: a
+// provider's own quota windows are a minute or less, and a header that
+// asks for hours (or a hostile one) must not empty a pool for that long.
+const maxCooldown = 5 * time.Minute
+
+// CoolFor takes the endpoint out for d from now, as a provider's 429
+// asked with Retry-After (at most maxCooldown), unless it is already
+// out for longer; d of zero or less does nothing. It reports whether it
+// took the endpoint out for longer than it was. Unlike an ejection, a
+// cooldown is not a failure: the endpoint's next success or failure
+// leaves it be, and it ends when d has passed, no later.
+func (h *health) CoolFor(d time.Duration, now time.Time) bool {
+	if d <= 0 {
+		return false
+	}
+	until := now.Add(min(d, maxCooldown)).UnixNano()
+	for {
+		cur := h.cooledUntil.Load()
+		if cur >= until {
+			return false
+		}
+		if h.cooledUntil.CompareAndSwap(cur, until) {
+			return true
+		}
+	}
 }
 
 // Passive outlier ejection: an endpoint that fails ejectAfter requests in

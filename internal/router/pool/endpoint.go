@@ -159,9 +159,9 @@ func (s *peerSignals) SetPeers(c Counts, now time.Time) {
 }
 
 // Out reports whether the endpoint should be passed over: its health
-// probe fails, or it is ejected.
+// probe fails, it is ejected, or cooled down.
 func (h *health) Out(now int64) bool {
-	return h.down.Load() || h.ejectedUntil.Load() > now
+	return h.down.Load() || h.ejectedUntil.Load() > now || h.cooledUntil.Load() > now
 }
 
 // freshLoad is the last scrape if it is no older than maxAge, else nil:

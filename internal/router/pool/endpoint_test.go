@@ -454,3 +454,34 @@ func TestQueueMovesOnWithCalls(t *testing.T) {
 		t.Errorf("a call after a scrape with none waiting: %v waiting, want 0", got)
 	}
 }
+
+// TestCoolFor: a Retry-After of 2 s takes the endpoint out for 2 s and no
+// longer; a shorter one after it changes nothing, a longer one extends
+// it, and none takes it out past maxCooldown. A success does not bring it
+// back early.
+func TestCoolFor(t *testing.T) {
+	var h health
+	now := time.Unix(1000, 0)
+	if !h.CoolFor(2*time.Second, now) {
+		t.Fatal("a first cooldown did not take the endpoint out")
+	}
+	h.Succeeded()
+	for _, c := range []struct {
+		at  time.Duration
+		out bool
+	}{{0, true}, {1999 * time.Millisecond, true}, {2 * time.Second, false}, {3 * time.Second, false}} {
+		if got := h.Out(now.Add(c.at).UnixNano()); got != c.out {
+			t.Errorf("out at %s: %v, want %v", c.at, got, c.out)
+		}
+	}
+	if h.CoolFor(time.Second, now) || h.CoolFor(0, now) {
+		t.Error("a shorter cooldown, or none, extended the endpoint's")
+	}
+	if !h.CoolFor(3*time.Second, now) || !h.Out(now.Add(2500*time.Millisecond).UnixNano()) {
+		t.Error("a longer cooldown did not extend it")
+	}
+	h.CoolFor(time.Hour, now)
+	if h.Out(now.Add(maxCooldown).UnixNano()) {
+		t.Errorf("a cooldown of an hour took the endpoint out past %s", maxCooldown)
+	}
+}

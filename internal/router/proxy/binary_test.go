@@ -101,3 +101,17 @@ func TestCallSigned(t *testing.T) {
 		t.Errorf("a failed signature: %+v", o)
 	}
 }
+
+// TestRetryAfter reads seconds and HTTP dates, and nothing else.
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"": 0, "2": 2 * time.Second, "0": 0, "-3": 0, "soon": 0, "1.5": 0,
+		"Mon, 07 Dec 2026 12:00:30 GMT": 30 * time.Second, "Mon, 07 Dec 2026 11:00:00 GMT": 0,
+		"99999999999999": maxRetryAfter,
+	} {
+		if got := retryAfter(v, now); got != want {
+			t.Errorf("Retry-After %q: %s, want %s", v, got, want)
+		}
+	}
+}

@@ -50,6 +50,9 @@ type Outcome struct {
 	// tool_calls...), as openai.FinishReason reads it; empty when it gave
 	// none, or when a plain answer's call did not ask (Call.Finish).
 	FinishReason string
+	// RetryAfter is how long an upstream that answered 429 asked not to
+	// be called again (its Retry-After); zero when it did not say.
+	RetryAfter time.Duration
 }
 
 // Retryable reports whether another endpoint may be tried: the upstream
@@ -379,8 +382,9 @@ func (p *Proxy) upstreamError(end *ender, w http.ResponseWriter, c *Call, resp *
 	ttft := time.Since(c.Start)
 	code := resp.StatusCode
 	if code == http.StatusTooManyRequests {
-		return Outcome{Status: code, TTFT: ttft, Reason: ReasonStatus429,
-			Err: openai.Overloaded("The model's backends are at capacity; try again shortly.", 1)}
+		wait := retryAfter(resp.Header.Get("Retry-After"), time.Now())
+		return Outcome{Status: code, TTFT: ttft, Reason: ReasonStatus429, RetryAfter: wait,
+			Err: openai.Overloaded("The model's backends are at capacity; try again shortly.", max(1, int((wait+time.Second-1)/time.Second)))}
 	}
 	keys := sentKeys(c.Header)
 	if !relayedStatus(code) {
@@ -411,6 +415,28 @@ func (p *Proxy) upstreamError(end *ender, w http.ResponseWriter, c *Call, resp *
 		o.Status, o.Err = openai.StatusClientClosed, err
 	}
 	return o
+}
+
+// maxRetryAfter bounds a Retry-After read: a day, past any provider's
+// window; the pool bounds how long it cools an endpoint for itself.
+const maxRetryAfter = 24 * time.Hour
+
+// retryAfter is a Retry-After value, seconds or an HTTP date, as a wait
+// from now: zero when it is absent, malformed or past.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		return min(time.Duration(min(n, int64(maxRetryAfter/time.Second)))*time.Second, maxRetryAfter)
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return min(t.Sub(now), maxRetryAfter)
+	}
+	return 0
 }
 
 // writeAnswer writes a whole answer to the client, given idle (zero: no
