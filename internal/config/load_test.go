@@ -179,7 +179,7 @@ func TestFullExample(t *testing.T) {
 				Name: "qwen3-32b", Pool: "gpu-b", Upstream: "Qwen/Qwen3-32B",
 				SLO:       catalog.SLO{TTFTp99: 1500 * time.Millisecond},
 				Price:     catalog.Price{InputPerMillion: 0.20, OutputPerMillion: 0.40},
-				Fallbacks: []string{"llama-70b"},
+				Fallbacks: []string{"llama-70b"}, FallbacksByClass: map[catalog.ErrorClass][]string{catalog.ClassContextWindow: {"gpt-4o-mini"}},
 			},
 			{Name: "gpt-4o-mini", Pool: "openai", Price: catalog.Price{InputPerMillion: 0.15, OutputPerMillion: 0.60,
 				ServiceTiers: map[string]catalog.TierPrice{"priority": {InputPerMillion: 0.25, OutputPerMillion: 1.00}}},

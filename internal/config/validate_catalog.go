@@ -332,6 +332,20 @@ func validateModels(ps *problems, models []catalog.Model, pools []catalog.Pool) 
 				}
 			}
 		}
+		for _, class := range slices.Sorted(maps.Keys(m.FallbacksByClass)) {
+			at := fmt.Sprintf("models[%d].fallbacks_by_class.%s", i, class)
+			if !slices.Contains(catalog.ErrorClasses, class) {
+				ps.add(at, "must be keyed by one of context_window_exceeded, content_filter, rate_limited, unavailable")
+				continue
+			}
+			for k, f := range m.FallbacksByClass[class] {
+				if j, ok := owner[f]; !ok {
+					ps.add(fmt.Sprintf("%s[%d]", at, k), "%q is not a model", f)
+				} else if j == i {
+					ps.add(fmt.Sprintf("%s[%d]", at, k), "%q is this model itself", f)
+				}
+			}
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -65,7 +66,10 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 		first = to
 	}
 	for _, relaxed := range [2]bool{false, true} {
-		for m := first; m != nil; m = s.cat.NextFallback(req.model, m) {
+		var models []*catalog.Model // the models this pass has tried
+		chain := first              // the last of the models the fallbacks list
+		for m := first; m != nil; m = r.nextModel(s, req, &chain, res.outcome, models) {
+			models = append(models, m)
 			p := s.pools[m.Pool]
 			if p == nil {
 				continue
@@ -115,7 +119,10 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 				}
 				res = dispatchResult{outcome: o, pool: p.name, endpoint: ep.Name(), model: m, tier: req.tier(p.kind, m)}
 				if !o.Retryable() {
-					return res
+					if o.Wrote || s.cat.ClassFallback(req.model, classOf(o), triedIn(models)) == nil {
+						return res
+					}
+					break // a refusal whose class has a fallback: to it
 				}
 			}
 		}
@@ -131,6 +138,78 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 		}
 	}
 	return res
+}
+
+// classOf is the class of o's failure that a model's fallbacks may be
+// chosen by; empty for an answer, for a failure the client has seen part
+// of, and for one of no class.
+func classOf(o proxy.Outcome) catalog.ErrorClass {
+	if o.Wrote {
+		return ""
+	}
+	switch o.Reason {
+	case proxy.ReasonStatus429:
+		return catalog.ClassRateLimited
+	case proxy.ReasonConnect, proxy.ReasonFirstByteTimeout, proxy.ReasonStatus5xx:
+		return catalog.ClassUnavailable
+	case proxy.ReasonNone:
+		var e *openai.Error
+		if errors.As(o.Err, &e) {
+			switch e.Code {
+			case codeContextLength:
+				return catalog.ClassContextWindow
+			case codeContentFilter, codeContentPolicy:
+				return catalog.ClassContentFilter
+			}
+		}
+	}
+	return ""
+}
+
+// The OpenAI error codes of a prompt past the model's context window and
+// of a request its content filter refused (Azure's, OpenAI's): what the
+// cloud kinds' errors are read as too.
+const (
+	codeContextLength = "context_length_exceeded"
+	codeContentFilter = "content_filter"
+	codeContentPolicy = "content_policy_violation"
+)
+
+// heldCodes are the error codes a call for a model with fallbacks by
+// class holds back rather than relays, so that the request may go to
+// the class's fallback; nil when it has none of those classes.
+func heldCodes(m *catalog.Model) []string {
+	var hold []string
+	if len(m.FallbacksByClass[catalog.ClassContextWindow]) > 0 {
+		hold = append(hold, codeContextLength)
+	}
+	if len(m.FallbacksByClass[catalog.ClassContentFilter]) > 0 {
+		hold = append(hold, codeContentFilter, codeContentPolicy)
+	}
+	return hold
+}
+
+// triedIn reports whether a model is one of tried.
+func triedIn(tried []*catalog.Model) func(*catalog.Model) bool {
+	return func(m *catalog.Model) bool { return slices.Contains(tried, m) }
+}
+
+// nextModel is the model to send req to after one that came to o: the
+// first untried fallback for o's class, else the next of the model's
+// fallbacks after *chain (which moves on to it); nil when none is left.
+func (r *Router) nextModel(s *snapshot, req *parsedRequest, chain **catalog.Model, o proxy.Outcome, tried []*catalog.Model) *catalog.Model {
+	if class := classOf(o); class != "" {
+		if f := s.cat.ClassFallback(req.model, class, triedIn(tried)); f != nil {
+			r.log.Info("fallback by class", "id", req.id, "model", req.model.Name, "class", string(class), "to", f.Name)
+			return f
+		}
+	}
+	for {
+		*chain = s.cat.NextFallback(req.model, *chain)
+		if *chain == nil || !slices.Contains(tried, *chain) {
+			return *chain
+		}
+	}
 }
 
 // newCall is req's upstream call to model m on pool p: its body rewritten
@@ -156,6 +235,7 @@ func (r *Router) newCall(ctx context.Context, req *parsedRequest, p *servedPool,
 		Gap:            gap,
 		Model:          m.Name,
 		Translate:      req.translator,
+		Hold:           heldCodes(req.model),
 	}
 	err := p.prepare(ctx, &call, req, m, r.opts.Router.DefaultMaxTokens, r.opts.Server.MaxBodyBytes)
 	return call, err

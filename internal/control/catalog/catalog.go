@@ -25,6 +25,12 @@ type Model struct {
 	// Fallbacks are models, by name or alias, tried in order when every
 	// endpoint of this model's pool failed before the first byte.
 	Fallbacks []string `yaml:"fallbacks,omitempty"`
+	// FallbacksByClass are models, by name or alias, tried first when a
+	// call to this model failed with an error of the class it is keyed
+	// by (ErrorClasses), before any of Fallbacks: a model with a longer
+	// context for context_window_exceeded, another provider for
+	// rate_limited or unavailable.
+	FallbacksByClass map[ErrorClass][]string `yaml:"fallbacks_by_class,omitempty"`
 	// FirstTokenTimeout bounds the wait for the first byte of an answer;
 	// zero means the server's default.
 	FirstTokenTimeout time.Duration `yaml:"first_token_timeout,omitempty"`
@@ -235,6 +241,34 @@ const (
 // Kinds is every pool kind, the default first.
 var Kinds = []string{KindOpenAI, KindVLLM, KindSGLang, KindLlamaCpp, KindOllama, KindAnthropic, KindAzure, KindBedrock, KindGemini, KindVertex}
 
+// ErrorClass is a kind of failure a model's fallbacks may be chosen by.
+type ErrorClass string
+
+// Error classes. A context window or content filter error is the
+// provider's refusal of the request (a 400), which goes to the class's
+// fallback instead of the client; rate_limited is a 429, unavailable a
+// connection, timeout or 5xx failure of every endpoint tried.
+const (
+	ClassContextWindow ErrorClass = "context_window_exceeded"
+	ClassContentFilter ErrorClass = "content_filter"
+	ClassRateLimited   ErrorClass = "rate_limited"
+	ClassUnavailable   ErrorClass = "unavailable"
+)
+
+// ErrorClasses is every ErrorClass.
+var ErrorClasses = []ErrorClass{ClassContextWindow, ClassContentFilter, ClassRateLimited, ClassUnavailable}
+
+// ClassFallback is the first model of requested's fallbacks for class
+// that tried does not report as tried; nil when there is none.
+func (c *Catalog) ClassFallback(requested *Model, class ErrorClass, tried func(*Model) bool) *Model {
+	for _, name := range requested.FallbacksByClass[class] {
+		if m, ok := c.Resolve(name); ok && !tried(m) {
+			return m
+		}
+	}
+	return nil
+}
+
 // Routing policies: how a pool picks the endpoint for a request.
 const (
 	// PolicyAuto predicts each endpoint's time to first token and keeps a
@@ -391,6 +425,13 @@ func New(pools []Pool, models []Model) (*Catalog, error) {
 		for _, f := range m.Fallbacks {
 			if _, ok := c.byName[f]; !ok {
 				return nil, fmt.Errorf("model %q: fallback %q is not a model", m.Name, f)
+			}
+		}
+		for class, fs := range m.FallbacksByClass {
+			for _, f := range fs {
+				if _, ok := c.byName[f]; !ok {
+					return nil, fmt.Errorf("model %q: %s fallback %q is not a model", m.Name, class, f)
+				}
 			}
 		}
 	}

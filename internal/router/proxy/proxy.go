@@ -106,6 +106,11 @@ type Call struct {
 	// Finish, when set, reads a plain answer's finish_reason into the
 	// Outcome; a stream's is read whenever its finishing chunk passes.
 	Finish bool
+	// Hold are OpenAI error codes (context_length_exceeded...) an
+	// upstream's error about the request is held back for rather than
+	// relayed: its Outcome writes nothing and carries it as Err, for the
+	// caller to send the request to another model or answer it itself.
+	Hold []string
 	// Sign, when set, signs each request sent (AWS's SigV4), given a
 	// copy of Header to add to; an error is the pool's credentials'
 	// failing, a 502 that is the upstream's fault.
@@ -406,6 +411,11 @@ func (p *Proxy) upstreamError(end *ender, w http.ResponseWriter, c *Call, resp *
 	body, ok := redact(body, keys)
 	if !ok {
 		body = upstreamErrorOf(code, nil).Body()
+	}
+	if len(c.Hold) > 0 {
+		if e, held := heldError(code, body, c.Hold); held {
+			return Outcome{Status: code, TTFT: ttft, Err: e}
+		}
 	}
 	o := Outcome{Status: code, TTFT: ttft, Wrote: true}
 	if c.Translate != nil {

@@ -5,6 +5,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"slices"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 )
@@ -35,4 +36,23 @@ func upstreamErrorOf(status int, body []byte) *openai.Error {
 		e.Type = "invalid_request_error"
 	}
 	return e
+}
+
+// heldError is an upstream's error body about the request, of status, as
+// the error the gateway answers with, and whether its code is one of
+// hold.
+func heldError(status int, body []byte, hold []string) (*openai.Error, bool) {
+	var b struct {
+		Error struct {
+			Code any `json:"code"`
+		} `json:"error"`
+	}
+	json.Unmarshal(body, &b)
+	code, _ := b.Error.Code.(string)
+	if code == "" || !slices.Contains(hold, code) {
+		return nil, false
+	}
+	e := upstreamErrorOf(status, body)
+	e.Code = code
+	return e, true
 }
