@@ -142,7 +142,7 @@ func (r *Router) traceAttempt(ctx *context.Context, req *parsedRequest, p *serve
 		Generates: req.api.generates, Stream: req.Stream,
 		Pool: p.name, Endpoint: p.Endpoints()[i].Name(), Policy: p.Policy(),
 		Predicted: predicted, PrefixShare: rt.CachedShare(i), PrefixBlocks: int(rt.Matched(i)),
-		URL: call.URL,
+		URL: call.URL, FallbackClass: string(req.fellBack),
 	}, call.Header)
 	*ctx = actx
 	saved := call.Header

@@ -201,9 +201,11 @@ func (r *Router) nextModel(s *snapshot, req *parsedRequest, chain **catalog.Mode
 	if class := classOf(o); class != "" {
 		if f := s.cat.ClassFallback(req.model, class, triedIn(tried)); f != nil {
 			r.log.Info("fallback by class", "id", req.id, "model", req.model.Name, "class", string(class), "to", f.Name)
+			req.fellBack = class
 			return f
 		}
 	}
+	req.fellBack = ""
 	for {
 		*chain = s.cat.NextFallback(req.model, *chain)
 		if *chain == nil || !slices.Contains(tried, *chain) {

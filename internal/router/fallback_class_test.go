@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 )
@@ -79,5 +81,30 @@ func TestBothContextWindowsExceeded(t *testing.T) {
 	resp, body := g.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`)
 	if resp.StatusCode != 400 || !strings.Contains(body, `"code":"context_length_exceeded"`) || strings.Count(body, `"error"`) != 1 {
 		t.Errorf("answered %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestFallbackByClassTraced: the call to a class's fallback carries the
+// class in llmgw.route.fallback_class; the call before it does not.
+func TestFallbackByClassTraced(t *testing.T) {
+	sp := httptest.NewServer(&upstream{tokens: 2})
+	t.Cleanup(sp.Close)
+	g, exp, _ := tracedGateway(t, false, func(c *config.Config) {
+		c.Pools[1].Endpoints = []catalog.Endpoint{{URL: sp.URL + "/v1"}}
+		c.Models[0].FallbacksByClass = map[catalog.ErrorClass][]string{catalog.ClassContextWindow: {"long"}}
+		c.Models = append(c.Models, catalog.Model{Name: "long", Pool: "spare"})
+	}, refusing(400, contextTooLong))
+	if resp, body := g.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	_, spans := serverSpan(t, exp)
+	var classes []string
+	for _, s := range spans {
+		if s.SpanKind == trace.SpanKindClient {
+			classes = append(classes, attrs(s)["llmgw.route.fallback_class"].AsString())
+		}
+	}
+	if len(classes) != 2 || classes[0] != "" || classes[1] != "context_window_exceeded" {
+		t.Errorf("the calls' fallback classes: %q", classes)
 	}
 }

@@ -61,14 +61,17 @@ var apis = map[string]api{
 // parsedRequest is a request on its way through the router.
 type parsedRequest struct {
 	openai.Request
-	id       string
-	api      api
-	start    time.Time
-	body     []byte
-	model    *catalog.Model // the catalog entry the name resolved to
-	key      *tenant.Key    // nil without authentication
-	estimate int64          // prompt tokens, estimated from the body
-	prompts  int64          // how many prompts it lists, each answered on its own; at least 1
+	id    string
+	api   api
+	start time.Time
+	body  []byte
+	model *catalog.Model // the catalog entry the name resolved to
+	// fellBack is the class of failure whose fallback the calls now go
+	// to; empty while they go to the model or its ordinary fallbacks.
+	fellBack catalog.ErrorClass
+	key      *tenant.Key // nil without authentication
+	estimate int64       // prompt tokens, estimated from the body
+	prompts  int64       // how many prompts it lists, each answered on its own; at least 1
 	reserve  limits.Reservation
 	reserved bool              // whether reserve holds a reservation to settle
 	class    admission.Class   // its priority class

@@ -85,6 +85,7 @@ const (
 	attrUpstreamError = attribute.Key("llmgw.upstream.reason")
 	attrLost          = attribute.Key("llmgw.hedge.lost")
 	attrEstimated     = attribute.Key("llmgw.usage.estimated")
+	attrFallbackClass = attribute.Key("llmgw.route.fallback_class")
 )
 
 // ProviderName is gen_ai.provider.name for a pool of kind: the
@@ -282,6 +283,9 @@ type Call struct {
 	PrefixBlocks           int
 	// URL is the call's; nil when it has none.
 	URL *url.URL
+	// FallbackClass is the class of failure (catalog.ErrorClass) whose
+	// fallback this call goes to; empty for none.
+	FallbackClass string
 }
 
 // StartCall starts the CLIENT span of call, a child of ctx's span, and
@@ -300,6 +304,9 @@ func (t *Tracing) StartCall(ctx context.Context, call Call, header http.Header) 
 	}
 	if call.Generates {
 		attrs = append(attrs, semconv.GenAIRequestStream(call.Stream))
+	}
+	if call.FallbackClass != "" {
+		attrs = append(attrs, attrFallbackClass.String(call.FallbackClass))
 	}
 	if call.URL != nil {
 		attrs = append(attrs, semconv.ServerAddress(call.URL.Hostname()))
