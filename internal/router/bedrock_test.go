@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/schemas"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/eventstream"
 	"github.com/aws/smithy-go/transport/http/protocol/restjson1"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -58,6 +59,9 @@ type bedrockWire struct {
 	paths  chan string
 	status int    // when not zero, every call is refused with it
 	errMsg string // and this message
+	// throttleMidStream ends a stream after its first text with a
+	// throttlingException message.
+	throttleMidStream bool
 }
 
 // converseRequest is what the test reads of a Converse request: unknown
@@ -157,6 +161,15 @@ func (b *bedrockWire) stream(w http.ResponseWriter, tools bool) {
 	send(schemas.ConverseStreamOutput_messageStart, &types.MessageStartEvent{Role: types.ConversationRoleAssistant})
 	for _, piece := range []string{"Hello", " from", " Bedrock."} {
 		send(schemas.ConverseStreamOutput_contentBlockDelta, &types.ContentBlockDeltaEvent{ContentBlockIndex: i32(0), Delta: &types.ContentBlockDeltaMemberText{Value: piece}})
+		if b.throttleMidStream {
+			var msg eventstream.Message
+			msg.Headers.Set(eventstream.MessageTypeHeader, eventstream.StringValue(eventstream.ExceptionMessageType))
+			msg.Headers.Set(eventstream.ExceptionTypeHeader, eventstream.StringValue("throttlingException"))
+			msg.Headers.Set(eventstream.ContentTypeHeader, eventstream.StringValue("application/json"))
+			msg.Payload = []byte(`{"message":"Too many tokens, please wait before trying again."}`)
+			eventstream.NewEncoder().Encode(w, msg)
+			return
+		}
 	}
 	send(schemas.ConverseStreamOutput_contentBlockStop, &types.ContentBlockStopEvent{ContentBlockIndex: i32(0)})
 	stop := types.StopReasonEndTurn
@@ -174,6 +187,18 @@ func (b *bedrockWire) stream(w http.ResponseWriter, tools bool) {
 	send(schemas.ConverseStreamOutput_metadata, &types.ConverseStreamMetadataEvent{
 		Usage:   &types.TokenUsage{InputTokens: i32(9), OutputTokens: i32(3), TotalTokens: i32(14), CacheReadInputTokens: i32(2)},
 		Metrics: &types.ConverseStreamMetrics{LatencyMs: aws.Int64(80)}})
+}
+
+// TestBedrockStreamException: an exception mid-stream ends the client's
+// stream with an error event and no [DONE], and counts as the stream's
+// error.
+func TestBedrockStreamException(t *testing.T) {
+	up := &bedrockWire{t: t, throttleMidStream: true}
+	g := newBedrockGateway(t, up)
+	resp, body := g.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != 200 || !strings.Contains(body, `"content":"Hello"`) || !strings.Contains(body, "Too many tokens") || strings.Contains(body, "[DONE]") {
+		t.Errorf("%d %s", resp.StatusCode, body)
+	}
 }
 
 func newBedrockGateway(t *testing.T, up *bedrockWire) *testGateway {
