@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -113,5 +114,40 @@ func TestRetryAfter(t *testing.T) {
 		if got := retryAfter(v, now); got != want {
 			t.Errorf("Retry-After %q: %s, want %s", v, got, want)
 		}
+	}
+}
+
+type tokenSigner struct{ header, token string }
+
+func (s tokenSigner) Sign(_ context.Context, req *http.Request, _ []byte) error {
+	req.Header.Set(s.header, s.token)
+	return nil
+}
+
+// TestSignedCredentialsRedacted: an upstream that quotes back the
+// credential a signer put on the call, bare, finds it redacted in what
+// the client is relayed, as a key in the pool's own headers would be.
+func TestSignedCredentialsRedacted(t *testing.T) {
+	const token = "ya29.c0ASRK0GZsecret-vertex-token"
+	for _, header := range []string{"Authorization", "X-Goog-Api-Key", "X-Amz-Security-Token"} {
+		t.Run(header, func(t *testing.T) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				fmt.Fprintf(w, `{"error":{"message":"the request with %s was malformed"}}`, strings.TrimPrefix(r.Header.Get(header), "Bearer "))
+			}))
+			defer up.Close()
+			p := New(time.Second, nil)
+			defer p.CloseIdle()
+			rec := httptest.NewRecorder()
+			v := token
+			if header == "Authorization" {
+				v = "Bearer " + token
+			}
+			o := p.Do(context.Background(), rec, &Call{URL: mustURL(t, up.URL), Header: Headers("", false), Body: []byte(`{}`), Start: time.Now(), Sign: tokenSigner{header, v}})
+			if o.Status != http.StatusBadRequest || strings.Contains(rec.Body.String(), "secret-vertex-token") || !strings.Contains(rec.Body.String(), redacted) {
+				t.Errorf("status %d, client got %s", o.Status, rec.Body.String())
+			}
+		})
 	}
 }

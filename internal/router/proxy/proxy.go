@@ -391,7 +391,13 @@ func (p *Proxy) upstreamError(end *ender, w http.ResponseWriter, c *Call, resp *
 		return Outcome{Status: code, TTFT: ttft, Reason: ReasonStatus429, RetryAfter: wait,
 			Err: openai.Overloaded("The model's backends are at capacity; try again shortly.", max(1, int((wait+time.Second-1)/time.Second)))}
 	}
-	keys := sentKeys(c.Header)
+	// The credentials of the call as it was sent: a signed call's are in
+	// its own copy of the headers, not in c.Header.
+	sent := c.Header
+	if resp.Request != nil && resp.Request.Header != nil {
+		sent = resp.Request.Header
+	}
+	keys := sentKeys(sent)
 	if !relayedStatus(code) {
 		o := Outcome{Status: http.StatusBadGateway, TTFT: ttft}
 		cause := fmt.Errorf("upstream answered %d: %s", code, loggedBody(body, keys))

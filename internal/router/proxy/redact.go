@@ -30,9 +30,11 @@ var keyShapes = regexp.MustCompile(`\bsk-[A-Za-z0-9_*-]{3,}|\bAIza[A-Za-z0-9_-]{
 // message still says what was refused.
 var bearerToken = regexp.MustCompile(`(?i)\b(bearer\s+)[A-Za-z0-9._~+/=*-]+`)
 
-// sentKeys are the credentials h carries, as poolHeaders and Headers set
-// them: the token of its Authorization header, and its X-Api-Key
-// (Anthropic's) and Api-Key (Azure's). None when h carries none.
+// sentKeys are the credentials h carries, as poolHeaders, Headers and a
+// call's signer set them: the token of its Authorization header, its
+// X-Api-Key (Anthropic's), Api-Key (Azure's), X-Goog-Api-Key (the Gemini
+// API's) and X-Amz-Security-Token (an AWS session's). None when h carries
+// none.
 func sentKeys(h http.Header) []string {
 	var keys []string
 	for _, v := range h["Authorization"] {
@@ -41,8 +43,10 @@ func sentKeys(h http.Header) []string {
 		}
 		keys = append(keys, v)
 	}
-	keys = append(keys, h["X-Api-Key"]...)
-	return append(keys, h["Api-Key"]...)
+	for _, k := range [...]string{"X-Api-Key", "Api-Key", "X-Goog-Api-Key", "X-Amz-Security-Token"} {
+		keys = append(keys, h[k]...)
+	}
+	return keys
 }
 
 // redactString is s with every key in keys, and every string shaped like
