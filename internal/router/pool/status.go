@@ -29,6 +29,10 @@ type EndpointStatus struct {
 	// scrape while fresh; nil when unknown, as on every server that does
 	// not say (all but Ollama's).
 	Models []string
+	// ColdStart is what auto charges a request for a model its server
+	// said it has not loaded, past the first token's time: the prior 5 s
+	// until a cold start there is learned.
+	ColdStart time.Duration
 	// PrefixHits is the share of predicted prefix hits its answers
 	// confirmed, recently; 1 until one was checked.
 	PrefixHits float64
@@ -53,7 +57,7 @@ func (p *Pool) Status(now time.Time) []EndpointStatus {
 			Name: e.name, URL: e.url, Down: e.Down(), Ejections: int(e.ejections.Load()),
 			Own: e.Counts(), Peers: e.Peers(now), Waiting: -1, KVUsage: -1, PrefixHits: e.Precision(),
 			PredictedTTFT: seconds(e.ttftPredicted.Load()), MeasuredTTFT: seconds(e.ttftMeasured.Load()),
-			Cost: *e.costAt(now), Decode: *e.decodeModel(),
+			Cost: *e.costAt(now), Decode: *e.decodeModel(), ColdStart: time.Duration(e.coldStartCost() * float64(time.Second)),
 		}
 		if d := time.Duration(e.ejectedUntil.Load() - now.UnixNano()); d > 0 {
 			s.EjectedFor = d
