@@ -65,6 +65,7 @@ type Gateway struct {
 	limiter    limits.Limiter
 
 	apiLn, adminLn net.Listener
+	epp            eppListener // the Endpoint Picker's; off when epp.listen is empty
 	api            apiServer
 	admin          *http.Server
 	ready          atomic.Bool // serving, and not draining
@@ -181,6 +182,9 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	}
 	if g.adminLn, err = net.Listen("tcp", cfg.Server.AdminListen); err != nil {
 		return nil, fmt.Errorf("admin listener: %w", err)
+	}
+	if err := g.openEPP(); err != nil {
+		return nil, err
 	}
 	if g.oidc, err = oidcProvider(cfg); err != nil {
 		return nil, err
@@ -506,6 +510,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.ready.Store(true)
 	grp.Go(serve(g.api, g.apiLn))
 	grp.Go(serve(g.admin, g.adminLn))
+	grp.Go(g.serveEPP)
 
 	// The ledger and limit settlements outlive the listeners, so that what
 	// the last requests used is written before the process ends.
@@ -539,6 +544,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		g.api.Close()
 	}
 	g.admin.Shutdown(sctx)
+	g.stopEPP(sctx)
 	endLife()
 	err := grp.Wait()
 	stopBG()
@@ -572,7 +578,7 @@ func (g *Gateway) close() {
 	if g.router != nil {
 		g.router.Close()
 	}
-	for _, ln := range []net.Listener{g.apiLn, g.adminLn} {
+	for _, ln := range []net.Listener{g.apiLn, g.adminLn, g.epp.ln} {
 		if ln != nil {
 			ln.Close()
 		}

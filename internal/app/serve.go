@@ -29,7 +29,7 @@ with --upstream and --model, one model is served by the servers named; with
 neither, a demo model is served by two simulated backends.
 LLMGW_STORE_URL and LLMGW_REDIS_URL, when set, take the place of the
 store.url and limits.redis the file names; --listen, --admin-listen,
---store, --auth and --http override the file and the environment.`
+--epp-listen, --store, --auth and --http override the file and the environment.`
 
 // ServeCommand runs `llmgw serve` until ctx ends.
 func ServeCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -38,6 +38,7 @@ func ServeCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		configPath  = fs.String("config", "", "configuration `file`")
 		listen      = fs.String("listen", "", "API listener `address` (default "+config.DefaultListen+")")
 		adminListen = fs.String("admin-listen", "", "admin listener `address`: metrics, health, admin API (default "+config.DefaultAdminListen+")")
+		eppListen   = fs.String("epp-listen", "", "the Endpoint Picker's gRPC listener `address` (ext_proc); off by default")
 		model       = fs.String("model", "", "with --upstream: the model `name` the upstreams serve")
 		storeURL    = fs.String("store", "", "store `URL`: sqlite:PATH, postgres://..., memory:")
 		auth        = fs.Choice("auth", "", []string{"keys", "none"}, "whether requests need an API key")
@@ -92,7 +93,7 @@ func ServeCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	// and at every reload.
 	override := func(c *config.Config) {
 		c.ApplyEnv(os.Getenv)
-		for flagValue, field := range map[*string]*string{listen: &c.Server.Listen, adminListen: &c.Server.AdminListen, storeURL: &c.Store.URL, auth: &c.Router.Auth, httpImpl: &c.Server.HTTP} {
+		for flagValue, field := range map[*string]*string{listen: &c.Server.Listen, adminListen: &c.Server.AdminListen, eppListen: &c.EPP.Listen, storeURL: &c.Store.URL, auth: &c.Router.Auth, httpImpl: &c.Server.HTTP} {
 			if *flagValue != "" {
 				*field = *flagValue
 			}
@@ -108,6 +109,9 @@ func ServeCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	g.overrides = override
 	fmt.Fprintf(stdout, "llmgw: OpenAI API on %s, metrics and admin on %s\n", g.URL(), g.AdminURL())
+	if a := g.EPPAddr(); a != "" {
+		fmt.Fprintf(stdout, "llmgw: Endpoint Picker (ext_proc, gRPC health) on %s\n", a)
+	}
 	if demo {
 		fmt.Fprintf(stdout, "llmgw: demo model %q (alias %q) served by two simulated backends. Try:\n\n", demoModel, "default")
 		fmt.Fprintf(stdout, "  curl %s/chat/completions -H 'Content-Type: application/json' \\\n    -d '{\"model\":\"demo\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}'\n\n", g.URL())

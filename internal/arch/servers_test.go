@@ -26,8 +26,9 @@ const serversFile = "internal/h1/servers.go"
 // unheld are net/http's and httptest's functions that serve with a server
 // of no deadlines, by import path.
 var unheld = map[string][]string{
-	"net/http":          {"ListenAndServe", "ListenAndServeTLS", "Serve", "ServeTLS"},
-	"net/http/httptest": {"NewServer", "NewUnstartedServer", "NewTLSServer"},
+	"net/http":               {"ListenAndServe", "ListenAndServeTLS", "Serve", "ServeTLS"},
+	"net/http/httptest":      {"NewServer", "NewUnstartedServer", "NewTLSServer"},
+	"google.golang.org/grpc": {"NewServer"},
 }
 
 // serverTypes are the server types that must not be made but in

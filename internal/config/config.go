@@ -18,6 +18,7 @@ type Config struct {
 	Store   Store                 `yaml:"store"`
 	Limits  Limits                `yaml:"limits"`
 	Admin   Admin                 `yaml:"admin"`
+	EPP     EPP                   `yaml:"epp"`
 	Tenants []tenant.TenantLimits `yaml:"tenants,omitempty"`
 	Pools   []catalog.Pool        `yaml:"pools"`
 	Models  []catalog.Model       `yaml:"models"`
@@ -167,6 +168,14 @@ type Admin struct {
 	// API, with an OpenID Connect provider; the zero OIDC for none
 	// (admin.go).
 	OIDC OIDC `yaml:"oidc,omitempty"`
+}
+
+// EPP is llmgw's Endpoint Picker (the Gateway API Inference Extension's
+// protocol over ext_proc), which a proxy in front asks for each request's
+// endpoint.
+type EPP struct {
+	// Listen is its gRPC listener's address; empty leaves it off.
+	Listen string `yaml:"listen,omitempty"`
 }
 
 // Defaults. Timeouts are generous enough for a long reasoning answer from a

@@ -61,6 +61,8 @@ var reloadTable = []fieldReload{
 	{"admin.disable_token", false},
 	{"admin.oidc", false},
 
+	{"epp.listen", false},
+
 	{"tenants", true},
 	{"pools", true},
 	{"models", true},

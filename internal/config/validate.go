@@ -92,6 +92,7 @@ func (c *Config) Validate() error {
 	c.Telemetry.validate(&ps)
 	c.Admin.validate(&ps)
 	c.Alerts.validate(&ps)
+	c.EPP.validate(&ps, &c.Server)
 	validateTenants(&ps, c.Tenants)
 	validatePools(&ps, c.Pools)
 	validateModels(&ps, c.Models, c.Pools)
@@ -152,6 +153,16 @@ func checkAddr(ps *problems, path, addr string) {
 	}
 	if _, err := net.LookupPort("tcp", port); err != nil {
 		ps.add(path, "port %q is not a port number", port)
+	}
+}
+
+func (e *EPP) validate(ps *problems, s *Server) {
+	if e.Listen == "" {
+		return
+	}
+	checkAddr(ps, "epp.listen", e.Listen)
+	if !strings.HasSuffix(e.Listen, ":0") && (e.Listen == s.Listen || e.Listen == s.AdminListen) {
+		ps.add("epp.listen", "must differ from server.listen and server.admin_listen, got %q", e.Listen)
 	}
 }
 

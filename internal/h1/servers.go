@@ -2,13 +2,16 @@ package h1
 
 // The servers llmgw opens its listeners with, each held to Deadlines: the
 // API listener's (this package's server, or net/http's), the admin
-// listener's and the simulator's. internal/arch's test fails on a server
+// listener's and the simulator's, and the gRPC server of the Endpoint Picker's. internal/arch's test fails on a server
 // made anywhere else, so that none goes without its deadlines.
 
 import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 )
 
 // Deadlines bound how long a client may take over what it sends, on every
@@ -68,4 +71,36 @@ func (h bodyDeadline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.d))
 	}
 	h.next.ServeHTTP(w, r)
+}
+
+// GRPC bounds a gRPC listener: its deadlines, and the largest message it
+// takes or sends.
+type GRPC struct {
+	Deadlines
+	// MaxMessage is the largest message, in bytes, a stream may carry
+	// either way; a larger one fails the stream with ResourceExhausted.
+	MaxMessage int
+}
+
+// grpcPingMin is the least time between a client's keepalive pings that
+// a gRPC listener accepts; a client that pings more often is closed.
+const grpcPingMin = 5 * time.Second
+
+// NewGRPCServer is a gRPC server held to g: a connection's handshake to
+// g.Header, an idle connection closed after g.Idle, a silent one (no
+// answer to a keepalive ping within g.Header) closed, keepalive pings no
+// more often than every grpcPingMin, and messages to g.MaxMessage. A
+// stream's own messages are held to g.Body by its handler.
+func NewGRPCServer(g GRPC, opts ...grpc.ServerOption) *grpc.Server {
+	g.check()
+	if g.MaxMessage <= 0 {
+		panic(fmt.Sprintf("h1: a gRPC server needs a message bound, got %d", g.MaxMessage))
+	}
+	return grpc.NewServer(append([]grpc.ServerOption{
+		grpc.ConnectionTimeout(g.Header),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: g.Idle, Time: g.Idle, Timeout: g.Header}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcPingMin, PermitWithoutStream: true}),
+		grpc.MaxRecvMsgSize(g.MaxMessage),
+		grpc.MaxSendMsgSize(g.MaxMessage),
+	}, opts...)...)
 }

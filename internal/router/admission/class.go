@@ -91,3 +91,8 @@ func RequestClass(hr *http.Request, key *tenant.Key) (Class, error) {
 	}
 	return c, nil
 }
+
+// ClassNamed is the class of the given name, as a key's priority or the
+// x-llmgw-priority header names it; an empty name is standard, and false
+// is a name of no class.
+func ClassNamed(name string) (Class, bool) { return parseClass(name) }
