@@ -119,6 +119,11 @@ const (
 	// on an idle GPU, and a few times that in an ordinary queue, while
 	// every hedge costs a second prefill.
 	DefaultHedgeMinWait = 200 * time.Millisecond
+	// DefaultEPPTimeout bounds the wait for an Endpoint Picker's answer:
+	// a pick takes a millisecond or two, but an EPP with flow control
+	// holds a queued request's answer, and 5 s is past a TTFT SLO of
+	// most interactive models, when failing over is worth more.
+	DefaultEPPTimeout = 5 * time.Second
 )
 
 // defaultMetricsPath is where a self-hosted kind's servers export their
@@ -192,6 +197,12 @@ func PoolDefaults(p *catalog.Pool) {
 		if u := cloudEndpoint(p); u != "" {
 			p.Endpoints = []catalog.Endpoint{{URL: u}}
 		}
+	}
+	if p.Policy == catalog.PolicyEPP && p.EPP.FailureMode == "" {
+		p.EPP.FailureMode = catalog.FailClose
+	}
+	if p.Policy == catalog.PolicyEPP && p.EPP.Timeout == 0 {
+		p.EPP.Timeout = DefaultEPPTimeout
 	}
 	if p.Hedge.After > 0 && p.Hedge.MinWait == 0 {
 		p.Hedge.MinWait = DefaultHedgeMinWait

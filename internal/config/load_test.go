@@ -133,6 +133,11 @@ func TestFullExample(t *testing.T) {
 				Endpoints: []catalog.Endpoint{{Name: "10.0.1.7:30000", URL: "http://10.0.1.7:30000/v1", Weight: 1}},
 			},
 			{
+				Name: "llm-d", Kind: "vllm", Policy: "epp", Metrics: selfHosted.Metrics, Health: selfHosted.Health, RetryBudget: 0.2,
+				EPP:       catalog.EPP{Address: "10.0.2.1:9002", FailureMode: "fail_close", Timeout: 5 * time.Second},
+				Endpoints: []catalog.Endpoint{{Name: "10.0.2.7:8000", URL: "http://10.0.2.7:8000/v1", Weight: 1}},
+			},
+			{
 				Name: "openai", Kind: "openai", APIKeyEnv: "OPENAI_API_KEY", Policy: "auto", Metrics: hosted.Metrics, Health: hosted.Health, RetryBudget: 0.2,
 				Endpoints: []catalog.Endpoint{{Name: "api.openai.com", URL: "https://api.openai.com/v1", Weight: 1}},
 			},

@@ -125,6 +125,7 @@ func validatePools(ps *problems, pools []catalog.Pool) {
 		if p.Policy != "" && !slices.Contains(catalog.Policies, p.Policy) {
 			ps.add(at+".policy", "must be one of %s, got %q", strings.Join(catalog.Policies, ", "), p.Policy)
 		}
+		checkEPP(ps, at, *p)
 		checkProbePath(ps, at+".metrics.path", p.Metrics.Path)
 		notNegative(ps, at+".metrics.interval", p.Metrics.Interval)
 		notNegative(ps, at+".metrics.max_age", p.Metrics.MaxAge)
@@ -415,4 +416,19 @@ func validateAdmission(ps *problems, at string, m *catalog.Model) {
 			ps.add(at+".classes."+c+".ttft_p99", "must be set when admission is enabled and the model has no slo.ttft_p99")
 		}
 	}
+}
+
+// checkEPP checks a pool's epp: set, and only set, with policy epp.
+func checkEPP(ps *problems, at string, p catalog.Pool) {
+	if p.Policy != catalog.PolicyEPP {
+		if p.EPP != (catalog.EPP{}) {
+			ps.add(at+".epp", "is only for a pool of policy epp, not %q", p.Policy)
+		}
+		return
+	}
+	checkAddr(ps, at+".epp.address", p.EPP.Address)
+	if p.EPP.FailureMode != catalog.FailOpen && p.EPP.FailureMode != catalog.FailClose {
+		ps.add(at+".epp.failure_mode", "must be %s or %s, got %q", catalog.FailOpen, catalog.FailClose, p.EPP.FailureMode)
+	}
+	positive(ps, at+".epp.timeout", p.EPP.Timeout)
 }

@@ -79,10 +79,17 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 				return dispatchResult{outcome: proxy.Outcome{Status: openai.AsError(err).Status, Err: err}, model: m}
 			}
 			r.aim(rt, req, p, m, prompt)
+			var order *eppOrder
+			if p.epp != nil && !relaxed {
+				if order, err = r.askEPP(ctx, req, p, &call); err != nil {
+					return dispatchResult{outcome: proxy.Outcome{Status: openai.AsError(err).Status, Err: err}, pool: p.name, model: m}
+				}
+				defer order.done(p, &res)
+			}
 			var tried uint64
 			for try := 0; try <= r.opts.Server.Retries; try++ {
 				now := time.Now()
-				i, reason := p.Pick(rt, p.Candidates(tried, now, relaxed), now)
+				i, reason := order.next(p, rt, tried, now, relaxed)
 				if i < 0 {
 					break
 				}

@@ -39,6 +39,7 @@ type servedPool struct {
 	kind      string    // the pool's kind: what its servers speak
 
 	hedge catalog.Hedge // when a request is also sent to a second endpoint; After zero: never
+	epp   *eppPicker    // the Endpoint Picker a pool of policy epp asks; nil for other policies
 	m     poolMetrics
 
 	// peerCap is the most one gateway can have in flight at one endpoint
@@ -65,7 +66,7 @@ func newServedPool(p catalog.Pool, prev *servedPool, m *metrics) *servedPool {
 	}
 	sp := &servedPool{
 		Pool: pool.New(p, learned, upstreamPaths), name: p.Name, plain: poolHeaders(p, false), streamed: poolHeaders(p, true),
-		provider: newProvider(p), takesSalt: takesSalt(p.Kind), kind: p.Kind, hedge: p.Hedge,
+		provider: newProvider(p), takesSalt: takesSalt(p.Kind), kind: p.Kind, hedge: p.Hedge, epp: newEPPPicker(p, prev),
 	}
 	sp.m = m.forPool(sp.name, sp.Policy())
 	return sp

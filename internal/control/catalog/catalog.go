@@ -287,10 +287,14 @@ const (
 	PolicyGIE = "gie"
 	// PolicySGLang is SGLang's cache-aware load balancer.
 	PolicySGLang = "sglang"
+	// PolicyEPP asks an Endpoint Picker (Pool.EPP) over ext_proc for each
+	// request's endpoints; when it does not answer, fail_open picks by
+	// auto.
+	PolicyEPP = "epp"
 )
 
 // Policies is every routing policy, the default first.
-var Policies = []string{PolicyAuto, PolicyRoundRobin, PolicyLeastRequest, PolicyPrefix, PolicyGIE, PolicySGLang}
+var Policies = []string{PolicyAuto, PolicyRoundRobin, PolicyLeastRequest, PolicyPrefix, PolicyGIE, PolicySGLang, PolicyEPP}
 
 // Pool is a set of interchangeable endpoints serving the same models.
 type Pool struct {
@@ -332,11 +336,31 @@ type Pool struct {
 	Project         string `yaml:"project,omitempty"`
 	Location        string `yaml:"location,omitempty"`
 	CredentialsFile string `yaml:"credentials_file,omitempty"`
+	// EPP is the Endpoint Picker a pool of policy epp asks.
+	EPP EPP `yaml:"epp,omitempty"`
 
 	// APIKey is APIKeyEnv's value, read when the catalog is built. It is
 	// never logged, labelled or written back.
 	APIKey string `yaml:"-"`
 }
+
+// EPP is an Endpoint Picker (the Gateway API Inference Extension's
+// protocol over ext_proc) that a pool asks for each request's endpoints.
+type EPP struct {
+	// Address is its gRPC listener, host:port, spoken to in plain text.
+	Address string `yaml:"address,omitempty"`
+	// FailureMode is what a request gets when the EPP is down or late:
+	// FailOpen picks by auto, FailClose answers 503.
+	FailureMode string `yaml:"failure_mode,omitempty"`
+	// Timeout bounds the wait for its answer, a queued request's too.
+	Timeout time.Duration `yaml:"timeout,omitempty"`
+}
+
+// The values of epp.failure_mode.
+const (
+	FailOpen  = "fail_open"
+	FailClose = "fail_close"
+)
 
 // Scrape is how a pool's endpoints' /metrics are read for load signals.
 type Scrape struct {

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,16 +27,19 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/h1"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/extproc"
 )
 
 // testEPP is llmgw's EPP on a real socket, over a router whose model m
 // (alias a, upstream name org/m-8b) is served by a pool of upstreams.
 type testEPP struct {
+	addr   string // the EPP's listener
 	client extprocv3.ExternalProcessorClient
 	conn   *grpc.ClientConn
 	reg    *prometheus.Registry
 	hosts  []string // each upstream's host:port, in the pool's order
 	urls   []string
+	hits   []*atomic.Int64 // requests each upstream took
 }
 
 // upstreamAnswer streams three tokens and its usage, or answers whole.
@@ -60,7 +64,12 @@ func newTestEPP(t *testing.T, upstreams int, mutate func(*catalog.Pool, *catalog
 	x := &testEPP{reg: prometheus.NewRegistry()}
 	p := catalog.Pool{Name: "main"}
 	for range upstreams {
-		s := httptest.NewServer(http.HandlerFunc(upstreamAnswer))
+		hits := new(atomic.Int64)
+		x.hits = append(x.hits, hits)
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits.Add(1)
+			upstreamAnswer(w, r)
+		}))
 		t.Cleanup(s.Close)
 		p.Endpoints = append(p.Endpoints, catalog.Endpoint{URL: s.URL + "/v1"})
 		x.hosts = append(x.hosts, strings.TrimPrefix(s.URL, "http://"))
@@ -92,6 +101,7 @@ func newTestEPP(t *testing.T, upstreams int, mutate func(*catalog.Pool, *catalog
 	}
 	go g.Serve(ln)
 	t.Cleanup(g.Stop)
+	x.addr = ln.Addr().String()
 	x.conn, err = grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -145,8 +155,8 @@ func reqHeaders(eos bool, subset []string, kv ...string) *extprocv3.ProcessingRe
 		for i, s := range subset {
 			list[i] = s
 		}
-		st, _ := structpb.NewStruct(map[string]any{SubsetKey: list})
-		m.MetadataContext = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{SubsetNamespace: st}}
+		st, _ := structpb.NewStruct(map[string]any{extproc.SubsetKey: list})
+		m.MetadataContext = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{extproc.SubsetNamespace: st}}
 	}
 	return m
 }
@@ -161,7 +171,7 @@ func reqBody(b string, eos bool) *extprocv3.ProcessingRequest {
 // the body rewritten.
 func routeTo(dest, body string) []*extprocv3.ProcessingResponse {
 	set := []*corev3.HeaderValueOption{
-		{Header: &corev3.HeaderValue{Key: DestinationHeader, RawValue: []byte(dest)}},
+		{Header: &corev3.HeaderValue{Key: extproc.DestinationHeader, RawValue: []byte(dest)}},
 		{Header: &corev3.HeaderValue{Key: "content-length", RawValue: []byte(strconv.Itoa(len(body)))}},
 	}
 	return []*extprocv3.ProcessingResponse{{
@@ -179,7 +189,7 @@ func reject(err *openai.Error) []*extprocv3.ProcessingResponse {
 // destOf is the destination header a request phase's answer set.
 func destOf(got []*extprocv3.ProcessingResponse) string {
 	for _, h := range got[0].GetRequestHeaders().GetResponse().GetHeaderMutation().GetSetHeaders() {
-		if h.Header.Key == DestinationHeader {
+		if h.Header.Key == extproc.DestinationHeader {
 			return string(h.Header.RawValue)
 		}
 	}
@@ -202,7 +212,7 @@ func TestRequestPhase(t *testing.T) {
 			routeTo(one, rewritten)},
 		{"split body across chunks", []*extprocv3.ProcessingRequest{reqHeaders(false, nil), reqBody(`{"model":"`, false), reqBody(`a","messages":[{"role":"user",`, false), reqBody(`"content":"hi"}]}`, true)},
 			routeTo(one, rewritten)},
-		{"rewrite request model", []*extprocv3.ProcessingRequest{reqHeaders(false, nil, RewriteHeader, "a"), reqBody(`{"model":"other","messages":[{"role":"user","content":"hi"}]}`, true)},
+		{"rewrite request model", []*extprocv3.ProcessingRequest{reqHeaders(false, nil, extproc.RewriteHeader, "a"), reqBody(`{"model":"other","messages":[{"role":"user","content":"hi"}]}`, true)},
 			routeTo(one, rewritten)},
 		{"invalid json body", []*extprocv3.ProcessingRequest{reqHeaders(false, nil), reqBody(`{"model":`, true)},
 			reject(openai.AsError(new(openai.Request).Parse([]byte(`{"model":`))))},
@@ -317,11 +327,11 @@ func TestResponsePhase(t *testing.T) {
 				t.Fatalf("body sent upstream %s, want the upstream name", sent)
 			}
 			status, ctype, chunks := proxyCall(t, x.urls[i], sent)
-			served, _ := structpb.NewStruct(map[string]any{ServedKey: dest})
+			served, _ := structpb.NewStruct(map[string]any{extproc.ServedKey: dest})
 			st.Send(&extprocv3.ProcessingRequest{
 				Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
 					{Key: ":status", RawValue: []byte(strconv.Itoa(status))}, {Key: "content-type", RawValue: []byte(ctype)}}}}},
-				MetadataContext: &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{DestinationNamespace: served}},
+				MetadataContext: &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{extproc.DestinationNamespace: served}},
 			})
 			if r, err := st.Recv(); err != nil || r.GetResponseHeaders() == nil {
 				t.Fatalf("response headers answered %v, %v", r, err)
@@ -387,4 +397,54 @@ func waitFor(t *testing.T, ok func() bool) {
 		}
 	}
 	t.Fatal("condition not met within 5s")
+}
+
+// TestPoolAskingLlmgwsEPP puts llmgw's epp pool in front of llmgw's own
+// EPP, as the same ext_proc client drives llm-d's: every request lands
+// where the EPP said, and the EPP counts each request once, answered 200,
+// from the end the pool reports.
+func TestPoolAskingLlmgwsEPP(t *testing.T) {
+	x := newTestEPP(t, 2, nil)
+	p := catalog.Pool{Name: "front", Policy: catalog.PolicyEPP, EPP: catalog.EPP{Address: x.addr, FailureMode: catalog.FailClose, Timeout: 2 * time.Second}}
+	// The front's endpoints are the EPP's own, so that its picks, by
+	// host:port, are endpoints of the front's pool.
+	for _, u := range x.urls {
+		p.Endpoints = append(p.Endpoints, catalog.Endpoint{URL: u})
+	}
+	cat, err := catalog.New([]catalog.Pool{p}, []catalog.Model{{Name: "m", Pool: "front"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	freg := prometheus.NewRegistry()
+	front, err := router.New(router.Options{Server: router.ServerOptions{MaxBodyBytes: 1 << 20, RequestTimeout: time.Minute, FirstTokenTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second}, Registerer: freg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front.SetCatalog(cat)
+	t.Cleanup(front.Close)
+	fs := httptest.NewServer(front)
+	t.Cleanup(fs.Close)
+	const n = 8
+	for k := range n {
+		body := fmt.Sprintf(`{"model":"m","stream":%t,"messages":[{"role":"user","content":"hi %d"}]}`, k%2 == 0, k)
+		resp, err := http.Post(fs.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: status %d: %s", k, resp.StatusCode, b)
+		}
+	}
+	if got := sample(t, freg, "llmgw_route_decisions_total", "reason", "epp"); got != n {
+		t.Errorf("the front went where the EPP said %v times, want all %d", got, n)
+	}
+	if got := x.hits[0].Load() + x.hits[1].Load(); got != n {
+		t.Errorf("the servers took %d requests, want %d", got, n)
+	}
+	waitFor(t, func() bool { return sample(t, x.reg, "llmgw_requests_total", "code", "200") == n })
+	if got := sample(t, x.reg, "llmgw_requests_total", "code", "499"); got != 0 {
+		t.Errorf("the EPP counted %v requests as abandoned, want none", got)
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/extproc"
 )
 
 // exchange is one Process stream's request, from its headers to its
@@ -147,15 +148,15 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata)
 		switch k := strings.ToLower(hv.Key); k {
 		case ":path":
 			x.ext.Path, _, _ = strings.Cut(v, "?")
-		case ObjectiveHeader:
+		case extproc.ObjectiveHeader:
 			if c, ok := admission.ClassNamed(v); ok {
 				x.ext.Class = c
 			}
-		case FairnessHeader:
+		case extproc.FairnessHeader:
 			if p, err := tenant.ParsePath(v); err == nil {
 				x.ext.Tenant = p
 			}
-		case RewriteHeader:
+		case extproc.RewriteHeader:
 			x.ext.Model = v
 		default:
 			if !strings.HasPrefix(k, ":") {
@@ -190,11 +191,11 @@ func headerValue(hv *corev3.HeaderValue) string {
 // empty when it names none. A value is a list of strings, or one string
 // of them joined by commas.
 func subset(md *corev3.Metadata) []string {
-	ns, ok := md.GetFilterMetadata()[SubsetNamespace]
+	ns, ok := md.GetFilterMetadata()[extproc.SubsetNamespace]
 	if !ok {
 		return nil
 	}
-	v, ok := ns.GetFields()[SubsetKey]
+	v, ok := ns.GetFields()[extproc.SubsetKey]
 	if !ok {
 		return nil
 	}
@@ -228,7 +229,7 @@ func (x *exchange) pick(ctx context.Context) ([]*extprocv3.ProcessingResponse, b
 	x.picked = pk
 	dest := strings.Join(pk.Endpoints, ",")
 	set := []*corev3.HeaderValueOption{
-		{Header: &corev3.HeaderValue{Key: DestinationHeader, RawValue: []byte(dest)}},
+		{Header: &corev3.HeaderValue{Key: extproc.DestinationHeader, RawValue: []byte(dest)}},
 		{Header: &corev3.HeaderValue{Key: "content-length", RawValue: strconv.AppendInt(nil, int64(len(pk.Body)), 10)}},
 	}
 	headers := &extprocv3.ProcessingResponse{
@@ -243,8 +244,8 @@ func (x *exchange) pick(ctx context.Context) ([]*extprocv3.ProcessingResponse, b
 // destinationMetadata is the dynamic metadata naming dest.
 func destinationMetadata(dest string) *structpb.Struct {
 	return &structpb.Struct{Fields: map[string]*structpb.Value{
-		DestinationNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
-			DestinationHeader: structpb.NewStringValue(dest),
+		extproc.DestinationNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			extproc.DestinationHeader: structpb.NewStringValue(dest),
 		}}),
 	}}
 }
@@ -255,7 +256,7 @@ func (x *exchange) responseHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata
 	if x.picked == nil {
 		return
 	}
-	if v, ok := md.GetFilterMetadata()[DestinationNamespace].GetFields()[ServedKey]; ok {
+	if v, ok := md.GetFilterMetadata()[extproc.DestinationNamespace].GetFields()[extproc.ServedKey]; ok {
 		x.picked.Served(v.GetStringValue())
 	}
 	status, _ := strconv.Atoi(hvLookup(h, ":status"))

@@ -18,28 +18,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router"
 )
 
-// The protocol's names (GIE proposal 004): the headers a proxy sends and
-// the EPP answers with, and the metadata namespaces they travel in.
-const (
-	// DestinationHeader holds the endpoints picked, host:port, the pick
-	// first and its fallbacks after; the same value goes in the dynamic
-	// metadata's DestinationNamespace.
-	DestinationHeader    = "x-gateway-destination-endpoint"
-	DestinationNamespace = "envoy.lb"
-	// SubsetKey holds, in the request's metadata under SubsetNamespace,
-	// the host:port of the endpoints the proxy may send to.
-	SubsetKey       = "x-gateway-destination-endpoint-subset"
-	SubsetNamespace = "envoy.lb.subset_hint"
-	// ServedKey holds, in the response's metadata under
-	// DestinationNamespace, the endpoint the proxy sent the request to.
-	ServedKey = "x-gateway-destination-endpoint-served"
-	// ObjectiveHeader names the request's objective, read as its
-	// priority class; FairnessHeader the tenant whose share of the queue
-	// it takes; RewriteHeader the model it is served as.
-	ObjectiveHeader = "x-gateway-inference-objective"
-	FairnessHeader  = "x-gateway-inference-fairness-id"
-	RewriteHeader   = "x-gateway-model-name-rewrite"
-)
+// The protocol's names are extproc's: the same on both sides.
 
 // Health services answered SERVING while the EPP serves: the protocol's
 // two, and the ext_proc service's own name.

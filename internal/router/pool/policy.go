@@ -28,11 +28,12 @@ const (
 	reasonStreams      = "spare_streams"  // auto: slower to a first token, for the requests a prefill would stall elsewhere
 	reasonEvict        = "spare_cache"    // auto: slower to a first token, where the prompt pushes fewer prefixes out of the cache
 	ReasonLastResort   = "last_resort"    // every endpoint was out; one was tried anyway
+	ReasonEPP          = "epp"            // epp: where the Endpoint Picker said
 )
 
 // Reasons is every reason a pick may give.
 var Reasons = []string{reasonTurn, reasonLeastRequest, reasonPrefixHit, reasonNoPrefix, reasonScore,
-	reasonImbalanced, reasonSmallest, reasonFastest, reasonPrefix, reasonCold, reasonCacheKey, reasonSpare, reasonStreams, reasonEvict, ReasonLastResort}
+	reasonImbalanced, reasonSmallest, reasonFastest, reasonPrefix, reasonCold, reasonCacheKey, reasonSpare, reasonStreams, reasonEvict, ReasonLastResort, ReasonEPP}
 
 // rotation is where a scan over the endpoints starts, moving on with each
 // pick, so that ties fall to each endpoint in turn.

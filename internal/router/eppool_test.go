@@ -1,0 +1,226 @@
+package router
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/extproc"
+)
+
+// fakeEPP is a scripted Endpoint Picker: it names dest (and sets the
+// prefill header), or refuses with status, or answers after delay.
+type fakeEPP struct {
+	extprocv3.UnimplementedExternalProcessorServer
+	dest   string
+	status int
+	delay  time.Duration
+	asked  atomic.Int64
+	ended  atomic.Int64 // response phases heard to their end
+}
+
+func (f *fakeEPP) Process(st extprocv3.ExternalProcessor_ProcessServer) error {
+	f.asked.Add(1)
+	var body []byte
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			return nil
+		}
+		switch r := m.Request.(type) {
+		case *extprocv3.ProcessingRequest_RequestBody:
+			body = append(body, r.RequestBody.Body...)
+			if !r.RequestBody.EndOfStream {
+				continue
+			}
+			time.Sleep(f.delay)
+			if f.status != 0 {
+				return st.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &extprocv3.ImmediateResponse{
+					Status:  &typev3.HttpStatus{Code: typev3.StatusCode(f.status)},
+					Headers: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "retry-after", RawValue: []byte("7")}}}},
+					Body:    []byte("shed"),
+				}}})
+			}
+			rewritten := []byte(strings.Replace(string(body), `"org/m-8b"`, `"picked/m"`, 1))
+			st.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{
+				Response: &extprocv3.CommonResponse{ClearRouteCache: true, HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
+					{Header: &corev3.HeaderValue{Key: extproc.DestinationHeader, RawValue: []byte(f.dest)}},
+					{Header: &corev3.HeaderValue{Key: "x-prefiller-host-port", RawValue: []byte("10.0.0.9:8000")}},
+				}}}}}})
+			st.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
+				Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_StreamedResponse{
+					StreamedResponse: &extprocv3.StreamedBodyResponse{Body: rewritten, EndOfStream: true}}}}}}})
+		case *extprocv3.ProcessingRequest_ResponseBody:
+			if r.ResponseBody.EndOfStream {
+				f.ended.Add(1)
+			}
+		}
+	}
+}
+
+// serveFakeEPP serves f on a real socket and returns its address.
+func serveFakeEPP(t *testing.T, f *fakeEPP) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	extprocv3.RegisterExternalProcessorServer(g, f)
+	go g.Serve(ln)
+	t.Cleanup(g.Stop)
+	return ln.Addr().String()
+}
+
+// seen is an upstream that records what each request carried.
+type seen struct {
+	status   int
+	hits     atomic.Int64
+	prefill  atomic.Value // the x-prefiller-host-port header
+	lastBody atomic.Value
+}
+
+func (s *seen) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.hits.Add(1)
+	b, _ := io.ReadAll(r.Body)
+	s.lastBody.Store(string(b))
+	s.prefill.Store(r.Header.Get("x-prefiller-host-port"))
+	if s.status != 0 {
+		w.WriteHeader(s.status)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`)
+}
+
+// eppGateway is a gateway whose pool main, of two upstreams, asks the EPP
+// at addr (in mode, with timeout).
+func eppGateway(t *testing.T, addr, mode string, timeout time.Duration, ups ...http.Handler) *testGateway {
+	return newTestGateway(t, func(c *config.Config) {
+		c.Pools[0].Policy = catalog.PolicyEPP
+		c.Pools[0].EPP = catalog.EPP{Address: addr, FailureMode: mode, Timeout: timeout}
+	}, ups...)
+}
+
+const eppBody = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+
+// TestEPPPoolGoesWhereTold: the request lands on the endpoint the EPP
+// named first, with the header it set and the body it rewrote; a failed
+// first endpoint is followed by the next the EPP named; the EPP hears the
+// call's end.
+func TestEPPPoolGoesWhereTold(t *testing.T) {
+	a, b := &seen{}, &seen{}
+	f := &fakeEPP{}
+	g := eppGateway(t, serveFakeEPP(t, f), catalog.FailClose, time.Second, a, b)
+	hosts := endpointHosts(g)
+	f.dest = hosts[1] + "," + hosts[0]
+	for range 3 {
+		if resp, body := g.post(t, "/v1/chat/completions", eppBody); resp.StatusCode != 200 {
+			t.Fatalf("status %d: %s", resp.StatusCode, body)
+		}
+	}
+	if a.hits.Load() != 0 || b.hits.Load() != 3 {
+		t.Fatalf("hits %d and %d, want all 3 on the endpoint the EPP named first", a.hits.Load(), b.hits.Load())
+	}
+	if got := b.prefill.Load(); got != "10.0.0.9:8000" {
+		t.Errorf("x-prefiller-host-port %q, want the EPP's", got)
+	}
+	if got := b.lastBody.Load().(string); !strings.Contains(got, `"model":"picked/m"`) {
+		t.Errorf("body %s, want the EPP's rewrite", got)
+	}
+	waitUntil(t, func() bool { return f.ended.Load() == 3 })
+
+	b.status = http.StatusInternalServerError
+	if resp, body := g.post(t, "/v1/chat/completions", eppBody); resp.StatusCode != 200 || a.hits.Load() != 1 {
+		t.Fatalf("status %d (%s), %d hits on the second endpoint named: want the retry there", resp.StatusCode, body, a.hits.Load())
+	}
+}
+
+// TestEPPPoolFailures: the EPP's refusals reach the client as llmgw's own
+// errors, and an EPP down or late fails open or closed as configured.
+func TestEPPPoolFailures(t *testing.T) {
+	down := func() string { // an address nobody listens on
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		addr := ln.Addr().String()
+		ln.Close()
+		return addr
+	}()
+	tests := []struct {
+		name       string
+		epp        *fakeEPP // nil: down
+		mode       string
+		wantStatus int
+		wantIn     string // in the error body
+	}{
+		{"429 shed", &fakeEPP{status: 429}, catalog.FailOpen, 429, "overloaded"},
+		{"503 no endpoint", &fakeEPP{status: 503}, catalog.FailOpen, 503, "found no endpoint"},
+		{"down, fail_close", nil, catalog.FailClose, 503, "did not answer"},
+		{"down, fail_open", nil, catalog.FailOpen, 200, ""},
+		{"late, fail_close", &fakeEPP{delay: time.Second}, catalog.FailClose, 503, "did not answer"},
+		{"late, fail_open", &fakeEPP{delay: time.Second}, catalog.FailOpen, 200, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := down
+			if tt.epp != nil {
+				addr = serveFakeEPP(t, tt.epp)
+			}
+			up := &seen{}
+			g := eppGateway(t, addr, tt.mode, 200*time.Millisecond, up)
+			if tt.epp != nil {
+				tt.epp.dest = endpointHosts(g)[0]
+			}
+			start := time.Now()
+			resp, body := g.post(t, "/v1/chat/completions", eppBody)
+			if resp.StatusCode != tt.wantStatus || !strings.Contains(body, tt.wantIn) {
+				t.Fatalf("status %d, body %s; want %d with %q", resp.StatusCode, body, tt.wantStatus, tt.wantIn)
+			}
+			if tt.wantStatus == 429 && resp.Header.Get("Retry-After") != "7" {
+				t.Errorf("Retry-After %q, want the EPP's 7", resp.Header.Get("Retry-After"))
+			}
+			if took := time.Since(start); took > 900*time.Millisecond {
+				t.Errorf("took %s: the timeout of 200ms was not kept", took)
+			}
+			if wantHits := int64(0); tt.wantStatus == 200 {
+				wantHits = 1
+				if up.hits.Load() != wantHits {
+					t.Errorf("upstream hit %d times, want %d", up.hits.Load(), wantHits)
+				}
+			} else if up.hits.Load() != 0 {
+				t.Errorf("upstream hit %d times after a refusal", up.hits.Load())
+			}
+		})
+	}
+}
+
+// endpointHosts is the host:port of each endpoint of g's pool main.
+func endpointHosts(g *testGateway) []string {
+	var hosts []string
+	for _, ep := range g.r.snap.Load().pools["main"].Endpoints() {
+		h, _ := ep.Host()
+		hosts = append(hosts, h)
+	}
+	return hosts
+}
+
+// waitUntil polls ok for up to five seconds.
+func waitUntil(t *testing.T, ok func() bool) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if ok() {
+			return
+		}
+	}
+	t.Fatal("condition not met within 5s")
+}
