@@ -27,6 +27,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/h1"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/extproc"
 )
 
@@ -94,7 +95,7 @@ func newTestEPP(t *testing.T, upstreams int, mutate func(*catalog.Pool, *catalog
 	r.SetCatalog(cat)
 	t.Cleanup(r.Close)
 	g := h1.NewGRPCServer(h1.GRPC{Deadlines: h1.Deadlines{Header: 5 * time.Second, Body: 2 * time.Second, Idle: time.Minute}, MaxMessage: 1 << 20})
-	New(Options{Router: r, MaxBodyBytes: 1 << 10, BodyTimeout: 2 * time.Second, Fallbacks: 1}).Register(g)
+	New(Options{Router: r, MaxBodyBytes: 1 << 10, BodyTimeout: 300 * time.Millisecond, Fallbacks: 1}).Register(g)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -224,6 +225,8 @@ func TestRequestPhase(t *testing.T) {
 			reject(openai.AsError(new(openai.Request).Parse(nil)))},
 		{"too large", []*extprocv3.ProcessingRequest{reqHeaders(false, nil), reqBody(`{"model":"m","prompt":"`+strings.Repeat("x", 1<<10)+`"}`, true)},
 			reject(openai.TooLarge(1 << 10))},
+		{"body late", []*extprocv3.ProcessingRequest{reqHeaders(false, nil), reqBody(`{"model":"m",`, false)},
+			reject(openai.BodyTimedOut())},
 		{"subset: partial match", []*extprocv3.ProcessingRequest{reqHeaders(false, []string{"192.168.1.3:8000", one}), reqBody(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, true)},
 			routeTo(one, rewritten)},
 		{"subset: no endpoint matches", []*extprocv3.ProcessingRequest{reqHeaders(false, []string{"192.168.1.99:8000"}), reqBody(`{"model":"m","prompt":"x"}`, true)},
@@ -365,7 +368,7 @@ func TestResponsePhase(t *testing.T) {
 }
 
 // sample sums the series of family name in reg with label k = v: a
-// counter's values, a histogram's counts.
+// counter's or gauge's values, a histogram's counts.
 func sample(t *testing.T, reg *prometheus.Registry, name, k, v string) float64 {
 	t.Helper()
 	fams, err := reg.Gather()
@@ -380,7 +383,7 @@ func sample(t *testing.T, reg *prometheus.Registry, name, k, v string) float64 {
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == k && l.GetValue() == v {
-					sum += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+					sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
 				}
 			}
 		}
@@ -446,5 +449,81 @@ func TestPoolAskingLlmgwsEPP(t *testing.T) {
 	waitFor(t, func() bool { return sample(t, x.reg, "llmgw_requests_total", "code", "200") == n })
 	if got := sample(t, x.reg, "llmgw_requests_total", "code", "499"); got != 0 {
 		t.Errorf("the EPP counted %v requests as abandoned, want none", got)
+	}
+}
+
+// open starts a Process stream and sends a streamed chat request's
+// headers, with the objective header when not empty, and body.
+func (x *testEPP) open(t *testing.T, ctx context.Context, objective, body string) extprocv3.ExternalProcessor_ProcessClient {
+	t.Helper()
+	st, err := x.client.Process(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kv []string
+	if objective != "" {
+		kv = []string{extproc.ObjectiveHeader, objective}
+	}
+	st.Send(reqHeaders(false, nil, kv...))
+	st.Send(reqBody(body, true))
+	return st
+}
+
+// TestAdmissionThroughEPP overloads a pool of one endpoint through the
+// EPP: the objective header is the class, a sheddable request is shed at
+// once with an immediate 429, and a critical one is queued, its headers'
+// answer held until the answers reported on the other streams free the
+// endpoint.
+func TestAdmissionThroughEPP(t *testing.T) {
+	x := newTestEPP(t, 1, func(_ *catalog.Pool, m *catalog.Model) {
+		m.Admission = catalog.Admission{Enabled: true, Classes: map[string]catalog.SLO{"sheddable": {TTFTp99: 50 * time.Millisecond}}}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// About 105 prompt tokens: within sheddable's 50 ms on an idle
+	// endpoint, past it with four such prompts ahead (as the gateway's
+	// own admission test).
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("x", 360) + `"}]}`
+	var held []extprocv3.ExternalProcessor_ProcessClient
+	for range admission.PendingPerEndpoint {
+		st := x.open(t, ctx, "standard", body)
+		if r, err := st.Recv(); err != nil || r.GetRequestHeaders() == nil {
+			t.Fatalf("standard: %v, %v; want its pick", r, err)
+		}
+		st.Recv()
+		held = append(held, st)
+	}
+	shed := x.open(t, ctx, "sheddable", body)
+	r, err := shed.Recv()
+	if err != nil || r.GetImmediateResponse().GetStatus().GetCode() != 429 {
+		t.Fatalf("sheddable under overload: %v, %v; want an immediate 429", r, err)
+	}
+	critical := x.open(t, ctx, "critical", body)
+	answered := make(chan *extprocv3.ProcessingResponse, 1)
+	go func() {
+		r, _ := critical.Recv()
+		answered <- r
+	}()
+	waitFor(t, func() bool { return sample(t, x.reg, "llmgw_queue_depth", "class", "critical") == 1 })
+	select {
+	case r := <-answered:
+		t.Fatalf("a queued request was answered %v before the endpoint freed up", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	// The held streams' answers come and end, which frees the endpoint
+	// for the queued one.
+	for _, st := range held {
+		st.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{
+			Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: ":status", RawValue: []byte("200")}}}}}})
+		st.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{
+			Body: []byte("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]\n\n"), EndOfStream: true}}})
+	}
+	select {
+	case r := <-answered:
+		if r.GetRequestHeaders() == nil {
+			t.Fatalf("critical: %v, want its pick", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the queued critical request was not picked for once the endpoint freed up")
 	}
 }
