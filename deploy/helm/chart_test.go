@@ -62,6 +62,7 @@ func valueSets(t *testing.T) map[string]map[string]any {
 		"podDisruptionBudget": map[string]any{"enabled": true, "maxUnavailable": "34%"},
 		"extraEnv":            []any{map[string]any{"name": "GOMEMLIMIT", "value": "1800MiB"}},
 		"image":               map[string]any{"digest": "sha256:" + strings.Repeat("ab", 32)},
+		"epp":                 map[string]any{"enabled": true, "inferencePool": map[string]any{"selector": map[string]any{"app": "vllm"}}},
 	})
 	return map[string]map[string]any{
 		"default":    {},
@@ -110,7 +111,7 @@ type rendered struct {
 	pdb         *policyv1.PodDisruptionBudget
 	netpol      *networkingv1.NetworkPolicy
 	ingress     *networkingv1.Ingress
-	unstructred map[string]map[string]any // key: kind; monitoring.coreos.com and gateway.networking.k8s.io objects
+	unstructred map[string]map[string]any // key: kind; monitoring.coreos.com, gateway.networking.k8s.io and inference.networking.k8s.io objects
 	notes       string
 }
 
@@ -194,7 +195,7 @@ func decodeAll(t *testing.T, files map[string]string) rendered {
 				r.ingress = new(networkingv1.Ingress)
 				obj = r.ingress
 			case "monitoring.coreos.com/v1 ServiceMonitor", "monitoring.coreos.com/v1 PrometheusRule",
-				"gateway.networking.k8s.io/v1 HTTPRoute":
+				"gateway.networking.k8s.io/v1 HTTPRoute", "inference.networking.k8s.io/v1 InferencePool":
 				m := map[string]any{}
 				r.unstructred[meta.Kind] = m
 				obj = &m

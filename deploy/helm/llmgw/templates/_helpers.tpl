@@ -53,6 +53,7 @@ a failure for each of those set in .Values.config as well.
   "store" (list "url" "spool_dir")
   "limits" (list "redis")
   "admin" (list "token")
+  "epp" (list "listen")
   "router" (list "cache_secret") -}}
 {{- range $section, $fields := $owned -}}
 {{- $s := get $cfg $section | default dict -}}
@@ -68,6 +69,11 @@ a failure for each of those set in .Values.config as well.
 {{- $_ := set $server "drain_delay" (printf "%ds" (int .Values.drain.delaySeconds)) -}}
 {{- $_ := set $server "shutdown_grace" (printf "%ds" (int .Values.drain.shutdownGraceSeconds)) -}}
 {{- $_ := set $cfg "server" $server -}}
+{{- if .Values.epp.enabled -}}
+{{- $epp := get $cfg "epp" | default dict -}}
+{{- $_ := set $epp "listen" (printf ":%d" (int .Values.ports.epp)) -}}
+{{- $_ := set $cfg "epp" $epp -}}
+{{- end -}}
 {{- $store := get $cfg "store" | default dict -}}
 {{- if not .Values.postgres.existingSecret -}}
 {{- $_ := set $store "url" (printf "sqlite:%s/llmgw.db" (include "llmgw.dataDir" .)) -}}
@@ -75,4 +81,11 @@ a failure for each of those set in .Values.config as well.
 {{- $_ := set $store "spool_dir" (printf "%s/spool" (include "llmgw.dataDir" .)) -}}
 {{- $_ := set $cfg "store" $store -}}
 {{- toYaml $cfg -}}
+{{- end -}}
+
+{{/*
+The EPP's Service, which the InferencePool's endpointPickerRef names.
+*/}}
+{{- define "llmgw.eppServiceName" -}}
+{{- printf "%s-epp" (include "llmgw.fullname" . | trunc 59 | trimSuffix "-") -}}
 {{- end -}}
