@@ -56,15 +56,15 @@ func crdSchema(t *testing.T) (*apiextensions.JSONSchemaProps, *structuralschema.
 }
 
 // TestChartEPPMode renders the chart in epp mode: llmgw listens for the
-// EPP on ports.epp, the EPP's Service carries that port alone, and the
+// EPP on ports.epp over TLS, the EPP's Service carries that port alone, and the
 // InferencePool names it as its endpoint picker and is valid against the
 // released CRD's schema: no field the schema prunes, every field's type,
 // enum and pattern, and its CEL rules.
 func TestChartEPPMode(t *testing.T) {
 	r := renderAll(t)["everything"]
 	cfg, _ := llmgwConfig(t, r)
-	if cfg.EPP.Listen != ":9002" {
-		t.Errorf("epp.listen %q, want :9002", cfg.EPP.Listen)
+	if cfg.EPP.Listen != ":9002" || !cfg.EPP.TLS {
+		t.Errorf("epp.listen %q, tls %v; want :9002 over TLS", cfg.EPP.Listen, cfg.EPP.TLS)
 	}
 	var eppSvc bool
 	for _, s := range r.services {

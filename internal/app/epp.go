@@ -6,10 +6,19 @@ package app
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
+	"math/big"
 	"net"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/h1"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/epp"
@@ -41,7 +50,15 @@ func (g *Gateway) openEPP() error {
 	g.epp.ln = ln
 	g.epp.srv = epp.New(epp.Options{Router: g.router, MaxBodyBytes: s.MaxBodyBytes, BodyTimeout: s.BodyTimeout, Fallbacks: s.Retries, Logger: g.log})
 	d := h1.Deadlines{Header: apiReadHeaderTimeout, Body: s.BodyTimeout, Idle: apiIdleTimeout}
-	g.epp.grpc = h1.NewGRPCServer(h1.GRPC{Deadlines: d, MaxMessage: int(min(s.MaxBodyBytes, 1<<30)) + eppMessageSlack})
+	var opts []grpc.ServerOption
+	if g.cfg.EPP.TLS {
+		cert, err := selfSigned(time.Now())
+		if err != nil {
+			return fmt.Errorf("EPP listener: %w", err)
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})))
+	}
+	g.epp.grpc = h1.NewGRPCServer(h1.GRPC{Deadlines: d, MaxMessage: int(min(s.MaxBodyBytes, 1<<30)) + eppMessageSlack}, opts...)
 	g.epp.srv.Register(g.epp.grpc)
 	return nil
 }
@@ -80,4 +97,32 @@ func (g *Gateway) stopEPP(ctx context.Context) {
 		g.epp.grpc.Stop()
 		<-done
 	}
+}
+
+// selfSigned is a certificate for the EPP's TLS, made and signed by
+// itself at now, valid for ten years: the gateways in front of an EPP
+// speak TLS to it without checking its certificate, as the reference EPP
+// makes its own too.
+func selfSigned(now time.Time) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{Organization: []string{"llmgw"}, CommonName: "llmgw-epp"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.AddDate(10, 0, 0),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }

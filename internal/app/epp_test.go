@@ -2,24 +2,27 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/extproc"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/sim"
 )
 
 // TestEPPListener serves the Endpoint Picker on epp.listen beside the
-// API: its health answers SERVING, a request is picked endpoints of the
-// catalog's pool, and the gateway stops cleanly with a stream open.
+// API, over TLS with a certificate of its own: its health answers
+// SERVING, llmgw's own ext_proc client is picked endpoints of the
+// catalog's pool, a plain-text client gets no answer, and the gateway
+// stops cleanly.
 func TestEPPListener(t *testing.T) {
 	ctx := t.Context()
 	replicas, err := sim.StartReplicas(ctx, sim.Config{Model: "chat", FixedTiming: true, TTFT: 5 * time.Millisecond, TPOT: time.Millisecond}, 2, "127.0.0.1:0")
@@ -35,6 +38,7 @@ func TestEPPListener(t *testing.T) {
 	}
 	cfg := upstreamConfig("chat", catalog.KindVLLM, urls)
 	cfg.Server.Listen, cfg.Server.AdminListen, cfg.EPP.Listen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.EPP.TLS = true
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +51,7 @@ func TestEPPListener(t *testing.T) {
 	go func() { ran <- g.Run(runCtx) }()
 	defer func() { stop(); <-ran }()
 
-	conn, err := grpc.NewClient(g.EPPAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(g.EPPAddr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,30 +60,32 @@ func TestEPPListener(t *testing.T) {
 	if r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "readiness"}); err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("readiness: %v, %v", r, err)
 	}
-	st, err := extprocv3.NewExternalProcessorClient(conn).Process(ctx)
+	// The same client a pool of policy epp asks with, over TLS.
+	c, err := extproc.Dial(g.EPPAddr(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
-		Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: ":path", RawValue: []byte("/v1/chat/completions")}}}}}})
-	st.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{
-		Body: []byte(`{"model":"chat","messages":[{"role":"user","content":"hi"}]}`), EndOfStream: true}}})
-	h, err := st.Recv()
+	defer c.Close()
+	a, err := c.Ask(ctx, extproc.Request{Path: "/v1/chat/completions", Body: []byte(`{"model":"chat","messages":[{"role":"user","content":"hi"}]}`)}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dest string
-	for _, o := range h.GetRequestHeaders().GetResponse().GetHeaderMutation().GetSetHeaders() {
-		if o.Header.Key == "x-gateway-destination-endpoint" {
-			dest = string(o.Header.RawValue)
-		}
-	}
-	for _, d := range strings.Split(dest, ",") {
+	for _, d := range a.Endpoints {
 		if !hosts[d] {
-			t.Fatalf("destination %q names %q, not one of the pool's %v", dest, d, hosts)
+			t.Fatalf("destinations %q name %q, not one of the pool's %v", a.Endpoints, d, hosts)
 		}
 	}
-	st.CloseSend()
+	a.Done(200, a.Endpoints[0])
+
+	// In plain text, a TLS listener answers nothing.
+	plain, err := extproc.Dial(g.EPPAddr(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := plain.Ask(ctx, extproc.Request{Path: "/v1/chat/completions", Body: []byte(`{"model":"chat"}`)}, time.Second); !errors.Is(err, extproc.ErrNoAnswer) {
+		t.Errorf("plain text to a TLS listener: %v, want no answer", err)
+	}
 
 	stop()
 	if err := <-ran; err != nil {

@@ -176,6 +176,10 @@ type Admin struct {
 type EPP struct {
 	// Listen is its gRPC listener's address; empty leaves it off.
 	Listen string `yaml:"listen,omitempty"`
+	// TLS serves it over TLS with a certificate made at start, signed by
+	// itself, as the reference EPP does and the gateways in front of one
+	// expect; off, in plain text (h2c).
+	TLS bool `yaml:"tls,omitempty"`
 }
 
 // Defaults. Timeouts are generous enough for a long reasoning answer from a

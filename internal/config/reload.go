@@ -62,6 +62,7 @@ var reloadTable = []fieldReload{
 	{"admin.oidc", false},
 
 	{"epp.listen", false},
+	{"epp.tls", false},
 
 	{"tenants", true},
 	{"pools", true},

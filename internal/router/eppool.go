@@ -25,23 +25,24 @@ import (
 // eppPicker is a pool's Endpoint Picker.
 type eppPicker struct {
 	addr     string
+	tls      bool
 	client   *extproc.Client // nil when addr could not be dialled: never answers
 	failOpen bool
 	timeout  time.Duration
 }
 
 // newEPPPicker is p's picker, nil unless its policy is epp; its
-// connection is prev's while the address stays.
+// connection is prev's while the address and TLS stay.
 func newEPPPicker(p catalog.Pool, prev *servedPool) *eppPicker {
 	if p.Policy != catalog.PolicyEPP {
 		return nil
 	}
-	e := &eppPicker{addr: p.EPP.Address, failOpen: p.EPP.FailureMode == catalog.FailOpen, timeout: p.EPP.Timeout}
-	if prev != nil && prev.epp != nil && prev.epp.addr == e.addr {
+	e := &eppPicker{addr: p.EPP.Address, tls: p.EPP.TLS, failOpen: p.EPP.FailureMode == catalog.FailOpen, timeout: p.EPP.Timeout}
+	if prev != nil && prev.epp != nil && prev.epp.addr == e.addr && prev.epp.tls == e.tls {
 		e.client = prev.epp.client
 		return e
 	}
-	e.client, _ = extproc.Dial(e.addr)
+	e.client, _ = extproc.Dial(e.addr, e.tls)
 	return e
 }
 

@@ -347,8 +347,11 @@ type Pool struct {
 // EPP is an Endpoint Picker (the Gateway API Inference Extension's
 // protocol over ext_proc) that a pool asks for each request's endpoints.
 type EPP struct {
-	// Address is its gRPC listener, host:port, spoken to in plain text.
+	// Address is its gRPC listener, host:port.
 	Address string `yaml:"address,omitempty"`
+	// TLS speaks to it over TLS without checking its certificate, which
+	// an EPP makes and signs itself; off, in plain text.
+	TLS bool `yaml:"tls,omitempty"`
 	// FailureMode is what a request gets when the EPP is down or late:
 	// FailOpen picks by auto, FailClose answers 503.
 	FailureMode string `yaml:"failure_mode,omitempty"`

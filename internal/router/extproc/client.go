@@ -8,6 +8,7 @@ package extproc
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -57,10 +59,16 @@ type Client struct {
 	epp  extprocv3.ExternalProcessorClient
 }
 
-// Dial is a Client of the EPP at addr, host:port, in plain text. It
-// connects lazily: a bad address fails here, a down EPP at the first Ask.
-func Dial(addr string) (*Client, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+// Dial is a Client of the EPP at addr, host:port: over TLS when tlsOn,
+// without checking the certificate, which an EPP makes and signs itself;
+// else in plain text. It connects lazily: a bad address fails here, a
+// down EPP at the first Ask.
+func Dial(addr string, tlsOn bool) (*Client, error) {
+	creds := insecure.NewCredentials()
+	if tlsOn {
+		creds = credentials.NewTLS(&tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12})
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)))
 	if err != nil {
 		return nil, fmt.Errorf("epp %s: %w", addr, err)

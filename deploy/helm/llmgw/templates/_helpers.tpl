@@ -72,6 +72,9 @@ a failure for each of those set in .Values.config as well.
 {{- if .Values.epp.enabled -}}
 {{- $epp := get $cfg "epp" | default dict -}}
 {{- $_ := set $epp "listen" (printf ":%d" (int .Values.ports.epp)) -}}
+{{- if not (hasKey $epp "tls") -}}
+{{- $_ := set $epp "tls" true -}}
+{{- end -}}
 {{- $_ := set $cfg "epp" $epp -}}
 {{- end -}}
 {{- $store := get $cfg "store" | default dict -}}
