@@ -34,6 +34,7 @@ import (
 // testEPP is llmgw's EPP on a real socket, over a router whose model m
 // (alias a, upstream name org/m-8b) is served by a pool of upstreams.
 type testEPP struct {
+	router *router.Router
 	addr   string // the EPP's listener
 	client extprocv3.ExternalProcessorClient
 	conn   *grpc.ClientConn
@@ -60,7 +61,7 @@ func upstreamAnswer(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3,\"total_tokens\":8}}\n\ndata: [DONE]\n\n")
 }
 
-func newTestEPP(t *testing.T, upstreams int, mutate func(*catalog.Pool, *catalog.Model)) *testEPP {
+func newTestEPP(t testing.TB, upstreams int, mutate func(*catalog.Pool, *catalog.Model)) *testEPP {
 	t.Helper()
 	x := &testEPP{reg: prometheus.NewRegistry()}
 	p := catalog.Pool{Name: "main"}
@@ -94,6 +95,7 @@ func newTestEPP(t *testing.T, upstreams int, mutate func(*catalog.Pool, *catalog
 	}
 	r.SetCatalog(cat)
 	t.Cleanup(r.Close)
+	x.router = r
 	g := h1.NewGRPCServer(h1.GRPC{Deadlines: h1.Deadlines{Header: 5 * time.Second, Body: 2 * time.Second, Idle: time.Minute}, MaxMessage: 1 << 20})
 	New(Options{Router: r, MaxBodyBytes: 1 << 10, BodyTimeout: 300 * time.Millisecond, Fallbacks: 1}).Register(g)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
