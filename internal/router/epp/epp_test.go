@@ -529,3 +529,50 @@ func TestAdmissionThroughEPP(t *testing.T) {
 		t.Fatal("the queued critical request was not picked for once the endpoint freed up")
 	}
 }
+
+// TestServedEndpointCounts: when the proxy reports it served the request
+// from another endpoint than the pick, the call is counted there, in
+// flight until its answer ends.
+func TestServedEndpointCounts(t *testing.T) {
+	x := newTestEPP(t, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st := x.open(t, ctx, "", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	h, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Recv()
+	picked := strings.Split(destOf([]*extprocv3.ProcessingResponse{h}), ",")[0]
+	other := x.hosts[0]
+	if picked == other {
+		other = x.hosts[1]
+	}
+	served, _ := structpb.NewStruct(map[string]any{extproc.ServedKey: other})
+	st.Send(&extprocv3.ProcessingRequest{
+		Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
+			{Key: ":status", RawValue: []byte("200")}}}}},
+		MetadataContext: &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{extproc.DestinationNamespace: served}},
+	})
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	inflight := func() map[string]int64 {
+		got := map[string]int64{}
+		for _, p := range x.router.Status(time.Now()).Pools {
+			for _, e := range p.Endpoints {
+				got[strings.TrimSuffix(strings.TrimPrefix(e.URL, "http://"), "/v1")] = e.Own.Inflight
+			}
+		}
+		return got
+	}
+	if got := inflight(); got[other] != 1 || got[picked] != 0 {
+		t.Fatalf("in flight %v; want the call at %s, the endpoint served from, not at the pick %s", got, other, picked)
+	}
+	st.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{
+		Body: []byte("data: [DONE]\n\n"), EndOfStream: true}}})
+	st.Recv()
+	if got := inflight(); got[other] != 0 || got[picked] != 0 {
+		t.Errorf("in flight %v after the answer's end, want none", got)
+	}
+}
