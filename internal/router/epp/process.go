@@ -41,7 +41,9 @@ type exchange struct {
 // must arrive within BodyTimeout of its headers, or it is answered 408.
 func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
 	ctx := stream.Context()
-	x := &exchange{s: s}
+	// Standard unless the headers name another class, even where a
+	// proxy sends a body without them.
+	x := &exchange{s: s, ext: router.External{Class: admission.Standard, Fallbacks: s.opts.Fallbacks}}
 	defer x.end(false)
 	msgs := make(chan *extprocv3.ProcessingRequest)
 	failed := make(chan error, 1)
@@ -141,7 +143,6 @@ func (x *exchange) handle(ctx context.Context, m *extprocv3.ProcessingRequest) (
 // protocol's headers, and the subset in md.
 func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) {
 	x.hasHdr = true
-	x.ext.Class = admission.Standard // an objective naming no class
 	x.ext.Header = make(http.Header, len(h.GetHeaders().GetHeaders()))
 	for _, hv := range h.GetHeaders().GetHeaders() {
 		v := headerValue(hv)
@@ -165,7 +166,6 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata)
 		}
 	}
 	x.ext.Subset = subset(md)
-	x.ext.Fallbacks = x.s.opts.Fallbacks
 }
 
 // hvLookup is the value of header k in h, "" when it has none.
