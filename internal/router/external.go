@@ -91,6 +91,9 @@ func (r *Router) Pick(ctx context.Context, x External) (*Picked, error) {
 	hr := (&http.Request{Method: http.MethodPost, URL: &url.URL{Path: x.Path}, Header: x.Header}).WithContext(ctx)
 	hr = startSpan(r.tracing, hr, req)
 	pk := &Picked{r: r, req: req, at: -1}
+	// An event longer than this is passed on untimed: the framer holds
+	// no more of it.
+	pk.frames.Max = maxPlainUsage
 	snap, err := r.readExternal(req, x)
 	if err == nil {
 		req.class, req.tenant = x.Class, x.Tenant
