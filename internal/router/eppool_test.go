@@ -57,6 +57,7 @@ func (f *fakeEPP) Process(st extprocv3.ExternalProcessor_ProcessServer) error {
 				Response: &extprocv3.CommonResponse{ClearRouteCache: true, HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
 					{Header: &corev3.HeaderValue{Key: extproc.DestinationHeader, RawValue: []byte(f.dest)}},
 					{Header: &corev3.HeaderValue{Key: "x-prefiller-host-port", RawValue: []byte("10.0.0.9:8000")}},
+					{Header: &corev3.HeaderValue{Key: ":path", RawValue: []byte("/v1/chat/completions")}}, // as llm-d's EPP sets it
 				}}}}}})
 			st.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
 				Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_StreamedResponse{

@@ -91,7 +91,7 @@ type Answer struct {
 	// Endpoints are host:port, the pick first and its fallbacks after.
 	Endpoints []string
 	// Header holds the headers the EPP set for the server, but for the
-	// destination and content-length.
+	// destination, content-length and pseudo-headers.
 	Header http.Header
 	// Body is the body the EPP rewrote, or the request's own.
 	Body []byte
@@ -262,10 +262,13 @@ func (a *Answer) read(mu *extprocv3.HeaderMutation, md *structpb.Struct) {
 		if v == "" {
 			v = h.GetValue()
 		}
-		switch k := strings.ToLower(h.GetKey()); k {
-		case DestinationHeader:
+		switch k := strings.ToLower(h.GetKey()); {
+		case k == DestinationHeader:
 			dest = v
-		case "content-length":
+		case k == "content-length", strings.HasPrefix(k, ":"):
+			// The body's length is the call's own; a pseudo-header
+			// (llm-d's EPP sets :path and :method) is no header of an
+			// HTTP/1.1 request.
 		default:
 			a.Header.Set(k, v)
 		}
