@@ -360,22 +360,6 @@ func (g *Gateway) newLimiter(ctx context.Context) (limits.Limiter, error) {
 	return l, nil
 }
 
-// envAdminToken is the environment variable the admin token is read from
-// when admin.token is empty.
-const envAdminToken = "LLMGW_ADMIN_TOKEN"
-
-// adminToken is the admin token cfg gives: admin.token, else
-// LLMGW_ADMIN_TOKEN; empty for none, and with admin.disable_token.
-func adminToken(cfg *config.Config) string {
-	if cfg.Admin.DisableToken {
-		return ""
-	}
-	if cfg.Admin.Token != "" {
-		return cfg.Admin.Token
-	}
-	return os.Getenv(envAdminToken)
-}
-
 // adminMux serves the admin listener. /metrics, /healthz, /livez and
 // /readyz answer anyone; every other path, the admin API, the console's
 // sign-in and profiles among them, is behind the one guard of the admin

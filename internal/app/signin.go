@@ -7,6 +7,7 @@ package app
 import (
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
@@ -53,4 +54,20 @@ func secretSource(o *config.OIDC) string {
 		return "the environment variable " + o.ClientSecretEnv
 	}
 	return "the file " + o.ClientSecretFile
+}
+
+// envAdminToken is the environment variable the admin token is read from
+// when admin.token is empty.
+const envAdminToken = "LLMGW_ADMIN_TOKEN"
+
+// adminToken is the admin token cfg gives: admin.token, else
+// LLMGW_ADMIN_TOKEN; empty for none, and with admin.disable_token.
+func adminToken(cfg *config.Config) string {
+	if cfg.Admin.DisableToken {
+		return ""
+	}
+	if cfg.Admin.Token != "" {
+		return cfg.Admin.Token
+	}
+	return os.Getenv(envAdminToken)
 }
