@@ -38,6 +38,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/limits"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/mcpgw"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/telemetry"
@@ -63,6 +64,7 @@ type Gateway struct {
 	placements *placement.Redis
 	bus        *redis.Client // placements' client; nil without placements
 	limiter    limits.Limiter
+	mcp        *mcpgw.Gateway // /mcp's servers
 
 	apiLn, adminLn net.Listener
 	epp            eppListener // the Endpoint Picker's; off when epp.listen is empty
@@ -172,6 +174,10 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 	if opts.Telemetry, err = g.openTelemetry(ctx, cfg.Telemetry); err != nil {
 		return nil, err
 	}
+	if g.mcp, err = g.newMCP(cfg); err != nil {
+		return nil, err
+	}
+	opts.MCP = g.mcp
 	if g.router, err = router.New(opts); err != nil {
 		return nil, err
 	}
@@ -561,6 +567,9 @@ func (g *Gateway) drainDelay(failed context.Context) {
 func (g *Gateway) close() {
 	if g.router != nil {
 		g.router.Close()
+	}
+	if g.mcp != nil {
+		g.mcp.Close()
 	}
 	for _, ln := range []net.Listener{g.apiLn, g.adminLn, g.epp.ln} {
 		if ln != nil {

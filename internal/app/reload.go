@@ -13,6 +13,7 @@ import (
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/mcpgw"
 )
 
 // watchConfig reloads on SIGHUP and on changes to the file until ctx ends.
@@ -58,8 +59,9 @@ func (g *Gateway) watchConfig(ctx context.Context) error {
 
 // reload reads the configuration file again, as serve read it at start,
 // and puts in service what a reload applies (config.Reloaded): the
-// catalog, the file's tenant limits and the admin token. A file that does
-// not load is refused and everything in service stays. A changed field
+// catalog, the file's tenant limits, the admin token and the MCP
+// servers. A file that does not load is refused and everything in
+// service stays. A changed field
 // that takes effect only at start is named in a warning, its value in
 // service kept.
 func (g *Gateway) reload() error {
@@ -67,6 +69,10 @@ func (g *Gateway) reload() error {
 	var cat *catalog.Catalog
 	if err == nil {
 		cat, err = cfg.Catalog()
+	}
+	var servers []mcpgw.Server
+	if err == nil {
+		servers, err = mcpServers(cfg, g.cfg.MCP.AllowStdio)
 	}
 	g.router.ReloadFailed(err != nil)
 	if err != nil {
@@ -77,6 +83,7 @@ func (g *Gateway) reload() error {
 		return err
 	}
 	g.router.SetCatalog(cat)
+	g.mcp.Set(servers)
 	if g.keyring != nil {
 		g.keyring.SetConfigTenants(cfg.Tenants)
 	}

@@ -28,6 +28,9 @@ type Config struct {
 	Telemetry Telemetry `yaml:"telemetry"`
 	// Alerts is where spend alerts are sent (admin.go).
 	Alerts Alerts `yaml:"alerts,omitempty"`
+
+	// MCP is the MCP servers /mcp aggregates.
+	MCP MCP `yaml:"mcp"`
 }
 
 // Server holds the listeners, body limit and upstream timeouts.

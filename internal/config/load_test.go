@@ -190,6 +190,14 @@ func TestFullExample(t *testing.T) {
 				ServiceTiers: map[string]catalog.TierPrice{"priority": {InputPerMillion: 0.25, OutputPerMillion: 1.00}}},
 				BilledFields: catalog.BilledFields{Allow: []string{"service_tier", "store"}, Others: "drop"}},
 		},
+		MCP: MCP{AllowStdio: true, Servers: []MCPServer{
+			{Name: "github", URL: "https://mcp.example.com/mcp",
+				HeadersEnv:     map[string]string{"Authorization": "GITHUB_MCP_AUTH"},
+				HeadersFile:    map[string]string{"X-Api-Token": "/run/secrets/mcp-token"},
+				IdentityHeader: "X-Llmgw-Caller", Timeout: time.Minute},
+			{Name: "files", Command: []string{"npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv/shared"},
+				EnvFrom: map[string]string{"GITHUB_TOKEN": "FILES_TOKEN"}},
+		}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("full.good.yaml (-want +got):\n%s", diff)

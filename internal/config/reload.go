@@ -18,7 +18,8 @@ type fieldReload struct {
 }
 
 // reloadTable classifies every field. A reload applies the catalog (pools
-// and models), the file's tenant limits and the admin token; the
+// and models), the file's tenant limits, the admin token and the MCP
+// servers; the
 // listeners, timeouts, the store and its spool, limits, routing options,
 // profiles and telemetry are set up once, when llmgw starts.
 var reloadTable = []fieldReload{
@@ -76,6 +77,9 @@ var reloadTable = []fieldReload{
 	{"telemetry.record_content", false},
 	{"telemetry.client_trace", false},
 	{"telemetry.access_log", false},
+
+	{"mcp.allow_stdio", false},
+	{"mcp.servers", true},
 }
 
 // Reloaded is the fields a reload applies, as a file writes them.

@@ -93,6 +93,7 @@ func (c *Config) Validate() error {
 	c.Admin.validate(&ps)
 	c.Alerts.validate(&ps)
 	c.EPP.validate(&ps, &c.Server)
+	c.MCP.validate(&ps)
 	validateTenants(&ps, c.Tenants)
 	validatePools(&ps, c.Pools)
 	validateModels(&ps, c.Models, c.Pools)

@@ -84,3 +84,22 @@ func (r *Router) serveSelfUsage(w http.ResponseWriter, hr *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(u)
 }
+
+// serveMCP answers /mcp, MCP's Streamable HTTP transport, for the
+// request's key: authenticated first, as every other path (401 as an
+// OpenAI error), then handed to the MCP gateway.
+func (r *Router) serveMCP(w http.ResponseWriter, hr *http.Request) {
+	if r.opts.MCP == nil {
+		openai.WriteError(w, openai.NotFound(hr.URL.Path))
+		return
+	}
+	var key *tenant.Key
+	if r.opts.Auth != nil {
+		var err error
+		if key, err = authenticate(r.opts.Auth, hr); err != nil {
+			openai.WriteError(w, err)
+			return
+		}
+	}
+	r.opts.MCP.ServeHTTP(w, hr, key)
+}

@@ -23,6 +23,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/mcpgw"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/observe"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
@@ -75,6 +76,9 @@ type Options struct {
 	// Telemetry is what the router emits besides its metrics: spans and
 	// an access log; the zero value emits neither.
 	Telemetry TelemetryOptions
+	// MCP answers /mcp once its request is authenticated; nil answers
+	// 404.
+	MCP *mcpgw.Gateway
 }
 
 // TelemetryOptions is what the router emits besides its metrics. The zero

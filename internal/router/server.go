@@ -141,6 +141,9 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 	case "/v1/llmgw/usage":
 		r.serveSelfUsage(w, hr)
 		return
+	case "/mcp":
+		r.serveMCP(w, hr)
+		return
 	}
 	a, ok := apis[path]
 	if !ok {

@@ -136,7 +136,11 @@ type Key struct {
 	Hash string `json:"-"`
 	// Models are globs (see MatchModel) of the model names and aliases
 	// the key may use; empty means every model.
-	Models   []string  `json:"models,omitempty"`
+	Models []string `json:"models,omitempty"`
+	// Tools are globs (see MatchModel) of the MCP tools and prompts the
+	// key may use, by their names as the gateway lists them
+	// ("server__tool"); empty means every one.
+	Tools    []string  `json:"tools,omitempty"`
 	Limits   Limits    `json:"limits"`
 	Priority string    `json:"priority,omitempty"`
 	Created  time.Time `json:"created"`
@@ -156,6 +160,20 @@ func (k *Key) Allows(names ...string) bool {
 			if MatchModel(g, n) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// AllowsTool reports whether the key may use the MCP tool or prompt
+// name, as the gateway lists it.
+func (k *Key) AllowsTool(name string) bool {
+	if len(k.Tools) == 0 {
+		return true
+	}
+	for _, g := range k.Tools {
+		if MatchModel(g, name) {
+			return true
 		}
 	}
 	return false

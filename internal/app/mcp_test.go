@@ -1,0 +1,120 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
+)
+
+// mcpUpstream is an MCP server made with the go-sdk, over Streamable
+// HTTP on a real listener; calls counts the tool calls that reach it.
+type mcpUpstream struct {
+	url   string
+	calls atomic.Int64
+}
+
+func startMCPUpstream(t *testing.T) *mcpUpstream {
+	t.Helper()
+	u := &mcpUpstream{}
+	s := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1"}, nil)
+	type args struct {
+		Text string `json:"text,omitempty"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
+		u.calls.Add(1)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + a.Text}}}, nil, nil
+	})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(hs.Close)
+	u.url = hs.URL
+	return u
+}
+
+// headerKey sends a key in one header with every request.
+type headerKey struct{ name, value string }
+
+func (h headerKey) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(h.name, h.value)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// mcpURL is the gateway's /mcp.
+func mcpURL(g *Gateway) string { return strings.TrimSuffix(g.URL(), "/v1") + "/mcp" }
+
+func mcpConnect(t *testing.T, g *Gateway, auth headerKey, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts)
+	s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: mcpURL(g), HTTPClient: &http.Client{Transport: auth}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// waitMCPTools waits until s is shown want.
+func waitMCPTools(t *testing.T, s *mcp.ClientSession, want ...string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		res, err := s.ListTools(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, tl := range res.Tools {
+			got = append(got, tl.Name)
+		}
+		slices.Sort(got)
+		if slices.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tools %q, want %q", got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The go-sdk's client through llmgw's /mcp on its API listener, over real
+// sockets: authenticated by the same keys as the model APIs, Bearer or
+// x-api-key, the configured server's tools under its name.
+func TestMCPThroughTheGateway(t *testing.T) {
+	up := startMCPUpstream(t)
+	g := startKeyed(t, fmt.Sprintf("mcp:\n  servers: [{name: up, url: %q}]\n", up.url))
+	key, _ := g.newKey(t, keys.Spec{Tenant: "acme/search"})
+
+	resp, err := http.Post(mcpURL(g.Gateway), "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("without a key: %d, want 401", resp.StatusCode)
+	}
+
+	for _, auth := range []headerKey{{"Authorization", "Bearer " + key}, {"x-api-key", key}} {
+		s := mcpConnect(t, g.Gateway, auth, nil)
+		waitMCPTools(t, s, "up__echo")
+		res, err := s.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__echo", Arguments: map[string]any{"text": "hi"}})
+		if err != nil {
+			t.Fatalf("%s: %v", auth.name, err)
+		}
+		if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Text != "echo: hi" {
+			t.Errorf("%s: result %+v", auth.name, res.Content[0])
+		}
+	}
+	if n := up.calls.Load(); n != 2 {
+		t.Errorf("%d calls reached the server, want 2", n)
+	}
+}
