@@ -101,6 +101,7 @@ var keysFlagNames = map[string]string{
 	"tenant":        "--tenant",
 	"name":          "--name",
 	"models":        "--models",
+	"tools":         "--tools",
 	"rpm":           "--rpm",
 	"tpm":           "--tpm",
 	"budget_tokens": "--budget-tokens",
@@ -110,7 +111,7 @@ var keysFlagNames = map[string]string{
 	"expires_in":    "--expires",
 }
 
-const keysCreateAbout = `Creates an API key for a tenant, with the models it may use, its rate
+const keysCreateAbout = `Creates an API key for a tenant, with the models and MCP tools it may use, its rate
 limits, budgets, priority and lifetime, and prints the key alone on stdout:
 it is shown this once. Flags and the key's fields are checked before the
 store is opened.`
@@ -118,12 +119,13 @@ store is opened.`
 func keysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, sf := newKeysFlagSet("create", "[flags] (--config FILE | --store URL) --tenant PATH", keysCreateAbout, stdout)
 	var (
-		spec   keys.Spec
-		models string
+		spec          keys.Spec
+		models, tools string
 	)
 	fs.StringVar(&spec.Tenant, "tenant", "", "tenant `path` the key belongs to: org, org/team or org/team/user")
 	fs.StringVar(&spec.Name, "name", "", "a `name` for people to recognise the key by")
 	fs.StringVar(&models, "models", "", "comma-separated `list` of globs of the models the key may use (unset: every model)")
+	fs.StringVar(&tools, "tools", "", "comma-separated `list` of globs of the MCP tools the key may use, as /mcp names them (unset: every tool)")
 	fs.Int64Var(&spec.RPM, "rpm", 0, "requests a minute (0: no limit)")
 	fs.Int64Var(&spec.TPM, "tpm", 0, "tokens a minute (0: no limit)")
 	fs.Int64Var(&spec.BudgetTokens, "budget-tokens", 0, "tokens a budget period (0: no budget)")
@@ -138,11 +140,7 @@ func keysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(rest) > 0 {
 		return fs.UsageErrorf("unexpected argument %q", rest[0])
 	}
-	for _, g := range strings.Split(models, ",") {
-		if g = strings.TrimSpace(g); g != "" {
-			spec.Models = append(spec.Models, g)
-		}
-	}
+	spec.Models, spec.Tools = globList(models), globList(tools)
 	// Check before opening the store, so a typo creates no database file.
 	if _, err := spec.Validate(); err != nil {
 		return cli.BadUsage("keys create", keysFlagError(err))
@@ -300,4 +298,16 @@ func keysRevoke(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fmt.Fprintf(stderr, "Revoked key %s. Running gateways refuse it within a second.\n", id)
 	return nil
+}
+
+// globList is a flag's comma-separated globs, each trimmed, the empty
+// left out.
+func globList(flag string) []string {
+	var globs []string
+	for _, g := range strings.Split(flag, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			globs = append(globs, g)
+		}
+	}
+	return globs
 }

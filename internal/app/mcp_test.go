@@ -2,7 +2,9 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -116,5 +118,45 @@ func TestMCPThroughTheGateway(t *testing.T) {
 	}
 	if n := up.calls.Load(); n != 2 {
 		t.Errorf("%d calls reached the server, want 2", n)
+	}
+}
+
+// A key's tool globs, set through the admin API beside its model globs,
+// decide what it is shown and may call: a tool outside them is refused
+// with MCP's own error for an unknown tool, and its call never reaches the
+// server.
+func TestMCPToolGlobs(t *testing.T) {
+	up, other := startMCPUpstream(t), startMCPUpstream(t)
+	g := startKeyed(t, fmt.Sprintf("admin: {token: %s}\nmcp:\n  servers: [{name: up, url: %q}, {name: other, url: %q}]\n", adminTestToken, up.url, other.url))
+
+	req, _ := http.NewRequest(http.MethodPost, g.AdminURL()+"/admin/keys", strings.NewReader(`{"tenant":"acme/search","tools":["up__*"]}`))
+	req.Header.Set("Authorization", "Bearer "+adminTestToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		Key   string   `json:"key"`
+		Tools []string `json:"tools"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+		t.Fatalf("creating the key: %d %s", resp.StatusCode, b)
+	}
+	if err := json.Unmarshal(b, &created); err != nil || created.Key == "" || !slices.Equal(created.Tools, []string{"up__*"}) {
+		t.Fatalf("created %s: %v", b, err)
+	}
+	all, _ := g.newKey(t, keys.Spec{Tenant: "acme/search"})
+	waitMCPTools(t, mcpConnect(t, g.Gateway, headerKey{"x-api-key", all}, nil), "other__echo", "up__echo")
+
+	s := mcpConnect(t, g.Gateway, headerKey{"x-api-key", created.Key}, nil)
+	waitMCPTools(t, s, "up__echo")
+	_, err = s.CallTool(t.Context(), &mcp.CallToolParams{Name: "other__echo", Arguments: map[string]any{"text": "x"}})
+	if err == nil || !strings.Contains(err.Error(), `unknown tool "other__echo"`) {
+		t.Errorf("a call outside the key's globs: %v", err)
+	}
+	if n := other.calls.Load(); n != 0 {
+		t.Errorf("%d calls reached the server", n)
 	}
 }

@@ -24,7 +24,11 @@ type Spec struct {
 	// Models are globs of the models the key may use, '*' matching any
 	// run of characters, '/' included (tenant.MatchModel); empty means
 	// every model.
-	Models       []string `json:"models,omitempty"`
+	Models []string `json:"models,omitempty"`
+	// Tools are globs of the MCP tools and prompts the key may use, by
+	// the names /mcp lists them under ("github__*"), in the same glob
+	// language; empty means every one.
+	Tools        []string `json:"tools,omitempty"`
 	RPM          int64    `json:"rpm,omitempty"`
 	TPM          int64    `json:"tpm,omitempty"`
 	BudgetTokens int64    `json:"budget_tokens,omitempty"`
@@ -76,24 +80,11 @@ func (s Spec) Validate() (Spec, error) {
 	if strings.IndexFunc(s.Name, unicode.IsControl) >= 0 {
 		return s, &FieldError{"name", "must not hold control characters"}
 	}
-	if len(s.Models) > maxModels {
-		return s, &FieldError{"models", fmt.Sprintf("at most %d globs", maxModels)}
+	if err := checkGlobs("models", s.Models); err != nil {
+		return s, err
 	}
-	for i, g := range s.Models {
-		if g == "" {
-			return s, &FieldError{fmt.Sprintf("models[%d]", i), "is empty"}
-		}
-		if len(g) > maxGlobLen {
-			return s, &FieldError{fmt.Sprintf("models[%d]", i), fmt.Sprintf("must be at most %d bytes", maxGlobLen)}
-		}
-		if strings.IndexFunc(g, unicode.IsControl) >= 0 {
-			return s, &FieldError{fmt.Sprintf("models[%d]", i), "must not hold control characters"}
-		}
-		if strings.Contains(g, Prefix) {
-			// An API key pasted in the wrong place: a glob is listed, a
-			// key must never be.
-			return s, &FieldError{fmt.Sprintf("models[%d]", i), "holds an API key, not a model name"}
-		}
+	if err := checkGlobs("tools", s.Tools); err != nil {
+		return s, err
 	}
 	if err := ValidateLimits(s.limits()); err != nil {
 		return s, err
@@ -175,6 +166,7 @@ func Create(ctx context.Context, st KeyCreator, spec Spec, now time.Time) (strin
 		Tenant:   spec.Tenant,
 		Hash:     hash,
 		Models:   spec.Models,
+		Tools:    spec.Tools,
 		Limits:   spec.limits(),
 		Priority: spec.Priority,
 		Created:  now.UTC(),
@@ -213,4 +205,29 @@ func Status(k *tenant.Key, now time.Time) string {
 		return StatusExpired
 	}
 	return StatusActive
+}
+
+// checkGlobs checks a key's globs of models or tools, field naming which.
+func checkGlobs(field string, globs []string) error {
+	if len(globs) > maxModels {
+		return &FieldError{field, fmt.Sprintf("at most %d globs", maxModels)}
+	}
+	for i, g := range globs {
+		at := fmt.Sprintf("%s[%d]", field, i)
+		if g == "" {
+			return &FieldError{at, "is empty"}
+		}
+		if len(g) > maxGlobLen {
+			return &FieldError{at, fmt.Sprintf("must be at most %d bytes", maxGlobLen)}
+		}
+		if strings.IndexFunc(g, unicode.IsControl) >= 0 {
+			return &FieldError{at, "must not hold control characters"}
+		}
+		if strings.Contains(g, Prefix) {
+			// An API key pasted in the wrong place: a glob is listed, a
+			// key must never be.
+			return &FieldError{at, "holds an API key, not a name"}
+		}
+	}
+	return nil
 }

@@ -77,7 +77,7 @@ func (m *Memory) CreateKey(ctx context.Context, k tenant.Key) error {
 	if _, ok := m.keys[k.ID]; ok {
 		return fmt.Errorf("create key %q: %w", k.ID, ErrExists)
 	}
-	k.Models = slices.Clone(k.Models)
+	k.Models, k.Tools = slices.Clone(k.Models), slices.Clone(k.Tools)
 	m.keys[k.ID] = k
 	m.order = append(m.order, k.ID)
 	return nil
@@ -94,7 +94,7 @@ func (m *Memory) Key(ctx context.Context, id string) (tenant.Key, error) {
 	if !ok {
 		return tenant.Key{}, fmt.Errorf("key %q: %w", id, ErrNotFound)
 	}
-	k.Models = slices.Clone(k.Models)
+	k.Models, k.Tools = slices.Clone(k.Models), slices.Clone(k.Tools)
 	return k, nil
 }
 
@@ -109,7 +109,7 @@ func (m *Memory) Keys(ctx context.Context) ([]tenant.Key, error) {
 	out := make([]tenant.Key, 0, len(m.order))
 	for _, id := range m.order {
 		k := m.keys[id]
-		k.Models = slices.Clone(k.Models)
+		k.Models, k.Tools = slices.Clone(k.Models), slices.Clone(k.Tools)
 		out = append(out, k)
 	}
 	sort.SliceStable(out, func(i, j int) bool {

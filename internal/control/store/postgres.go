@@ -6,7 +6,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -115,16 +114,16 @@ func (s *Postgres) CreateKey(ctx context.Context, k tenant.Key) error {
 	if err := checkKey(k); err != nil {
 		return err
 	}
-	models, err := json.Marshal(nonNil(k.Models))
+	models, tools, err := keyGlobs(k)
 	if err != nil {
 		return fmt.Errorf("create key %q: %w", k.ID, err)
 	}
 	tag, err := s.pool.Exec(ctx, `INSERT INTO keys
-		(id, name, tenant, hash, models, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked)
-		VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (id) DO NOTHING`,
-		k.ID, k.Name, k.Tenant, k.Hash, string(models),
+		(id, name, tenant, hash, models, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked, tools)
+		VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb) ON CONFLICT (id) DO NOTHING`,
+		k.ID, k.Name, k.Tenant, k.Hash, models,
 		k.Limits.RPM, k.Limits.TPM, k.Limits.BudgetTokens, k.Limits.BudgetUSD, k.Limits.Period,
-		k.Priority, k.Created, pgTime(k.Expires), pgTime(k.Revoked))
+		k.Priority, k.Created, pgTime(k.Expires), pgTime(k.Revoked), tools)
 	if err != nil {
 		return fmt.Errorf("create key %q: %w", k.ID, err)
 	}
@@ -134,7 +133,7 @@ func (s *Postgres) CreateKey(ctx context.Context, k tenant.Key) error {
 	return nil
 }
 
-const pgKeyColumns = `id, name, tenant, hash, models::text, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked`
+const pgKeyColumns = `id, name, tenant, hash, models::text, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked, tools::text`
 
 // scanPgKey reads one row of pgKeyColumns.
 func scanPgKey(r row) (tenant.Key, error) { return scanKey(r, fromPgTime) }

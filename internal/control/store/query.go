@@ -178,12 +178,12 @@ func scanAll[T any](rows rowScanner, what string, scan func(row) (T, error)) ([]
 func scanKey[T any](r row, toTime func(T) time.Time) (tenant.Key, error) {
 	var (
 		k                         tenant.Key
-		models                    string
+		models, tools             string
 		created, expires, revoked T
 	)
 	if err := r.Scan(&k.ID, &k.Name, &k.Tenant, &k.Hash, &models,
 		&k.Limits.RPM, &k.Limits.TPM, &k.Limits.BudgetTokens, &k.Limits.BudgetUSD, &k.Limits.Period,
-		&k.Priority, &created, &expires, &revoked); err != nil {
+		&k.Priority, &created, &expires, &revoked, &tools); err != nil {
 		return tenant.Key{}, err
 	}
 	if err := json.Unmarshal([]byte(models), &k.Models); err != nil {
@@ -191,6 +191,12 @@ func scanKey[T any](r row, toTime func(T) time.Time) (tenant.Key, error) {
 	}
 	if len(k.Models) == 0 {
 		k.Models = nil
+	}
+	if err := json.Unmarshal([]byte(tools), &k.Tools); err != nil {
+		return tenant.Key{}, fmt.Errorf("key %q: tools: %w", k.ID, err)
+	}
+	if len(k.Tools) == 0 {
+		k.Tools = nil
 	}
 	k.Created, k.Expires, k.Revoked = toTime(created), toTime(expires), toTime(revoked)
 	return k, nil
@@ -235,4 +241,18 @@ func scanUsageRows(rows rowScanner) ([]usage.Row, error) {
 		return nil, fmt.Errorf("read usage rows: %w", err)
 	}
 	return out, nil
+}
+
+// keyGlobs is k's model and tool globs as the keys table holds them, JSON
+// arrays.
+func keyGlobs(k tenant.Key) (models, tools string, err error) {
+	m, err := json.Marshal(nonNil(k.Models))
+	if err != nil {
+		return "", "", err
+	}
+	t, err := json.Marshal(nonNil(k.Tools))
+	if err != nil {
+		return "", "", err
+	}
+	return string(m), string(t), nil
 }

@@ -7,7 +7,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -162,16 +161,16 @@ func (s *SQLite) CreateKey(ctx context.Context, k tenant.Key) error {
 	if err := checkKey(k); err != nil {
 		return err
 	}
-	models, err := json.Marshal(nonNil(k.Models))
+	models, tools, err := keyGlobs(k)
 	if err != nil {
 		return fmt.Errorf("create key %q: %w", k.ID, err)
 	}
 	res, err := s.db.ExecContext(ctx, `INSERT INTO keys
-		(id, name, tenant, hash, models, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-		k.ID, k.Name, k.Tenant, k.Hash, string(models),
+		(id, name, tenant, hash, models, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked, tools)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+		k.ID, k.Name, k.Tenant, k.Hash, models,
 		k.Limits.RPM, k.Limits.TPM, k.Limits.BudgetTokens, k.Limits.BudgetUSD, k.Limits.Period,
-		k.Priority, k.Created.UnixNano(), nanos(k.Expires), nanos(k.Revoked))
+		k.Priority, k.Created.UnixNano(), nanos(k.Expires), nanos(k.Revoked), tools)
 	if err != nil {
 		return fmt.Errorf("create key %q: %w", k.ID, err)
 	}
@@ -183,7 +182,7 @@ func (s *SQLite) CreateKey(ctx context.Context, k tenant.Key) error {
 	return nil
 }
 
-const sqliteKeyColumns = `id, name, tenant, hash, models, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked`
+const sqliteKeyColumns = `id, name, tenant, hash, models, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked, tools`
 
 // scanSQLiteKey reads one row of sqliteKeyColumns.
 func scanSQLiteKey(r row) (tenant.Key, error) { return scanKey(r, fromNanos) }

@@ -135,6 +135,7 @@ func testKeys(t *testing.T, s Store) {
 		{
 			ID: "k2", Name: "search bot", Tenant: "acme/search", Hash: "h2",
 			Models:   []string{"llama-*", "qwen3-8b"},
+			Tools:    []string{"github__*", "files__read_text_file"},
 			Limits:   tenant.Limits{RPM: 60, TPM: 10000, BudgetTokens: 1e6, BudgetUSD: 12.5, Period: tenant.PeriodDay},
 			Priority: tenant.PriorityCritical, Created: t0.Add(2 * time.Second), Expires: t0.Add(48 * time.Hour),
 		},
