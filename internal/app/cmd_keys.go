@@ -102,6 +102,7 @@ var keysFlagNames = map[string]string{
 	"name":          "--name",
 	"models":        "--models",
 	"tools":         "--tools",
+	"tool_rpm":      "--tool-rpm",
 	"rpm":           "--rpm",
 	"tpm":           "--tpm",
 	"budget_tokens": "--budget-tokens",
@@ -128,6 +129,7 @@ func keysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&tools, "tools", "", "comma-separated `list` of globs of the MCP tools the key may use, as /mcp names them (unset: every tool)")
 	fs.Int64Var(&spec.RPM, "rpm", 0, "requests a minute (0: no limit)")
 	fs.Int64Var(&spec.TPM, "tpm", 0, "tokens a minute (0: no limit)")
+	fs.Int64Var(&spec.ToolRPM, "tool-rpm", 0, "MCP tool calls a minute (0: no limit)")
 	fs.Int64Var(&spec.BudgetTokens, "budget-tokens", 0, "tokens a budget period (0: no budget)")
 	fs.Float64Var(&spec.BudgetUSD, "budget-usd", 0, "US dollars a budget period (0: no budget)")
 	fs.ChoiceVar(&spec.Period, "period", "", []string{tenant.PeriodDay, tenant.PeriodMonth}, "the budgets' period (default month)")

@@ -18,7 +18,11 @@ func (g *Gateway) newMCP(cfg *config.Config) (*mcpgw.Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := mcpgw.New(mcpgw.Options{MaxBodyBytes: cfg.Server.MaxBodyBytes, Logger: g.log})
+	opts := mcpgw.Options{MaxBodyBytes: cfg.Server.MaxBodyBytes, Logger: g.log}
+	if g.keyring != nil {
+		opts.Limits, opts.TenantLimits = g.limiter, g.keyring.TenantLimits
+	}
+	m := mcpgw.New(opts)
 	m.Set(servers)
 	return m, nil
 }

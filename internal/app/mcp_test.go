@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -158,5 +159,39 @@ func TestMCPToolGlobs(t *testing.T) {
 	}
 	if n := other.calls.Load(); n != 0 {
 		t.Errorf("%d calls reached the server", n)
+	}
+}
+
+// A key's tool calls a minute hold across two gateways on one Redis: its
+// calls, alternating between them, are refused past the limit with MCP's
+// error, and a refused call reaches no server.
+func TestMCPToolLimitsAcrossGateways(t *testing.T) {
+	redisURL := testRedisURL(t)
+	up := startMCPUpstream(t)
+	storeURL := "sqlite:" + filepath.Join(t.TempDir(), "gw.db")
+	extra := fmt.Sprintf("limits: {redis: %q}\nmcp:\n  servers: [{name: up, url: %q}]\n", redisURL, up.url)
+	var gws []*keyedGateway
+	for range 2 {
+		cfg := strings.Replace(keyedConfig("http://127.0.0.1:9/v1", storeURL, extra), "store: {url: ", fmt.Sprintf("store: {spool_dir: %q, url: ", t.TempDir()), 1)
+		gws = append(gws, &keyedGateway{Gateway: startYAML(t, cfg)})
+	}
+	key, _ := gws[0].newKey(t, keys.Spec{Tenant: "mcp/" + randomName(t), ToolRPM: 3})
+	var sessions []*mcp.ClientSession
+	for _, g := range gws {
+		s := mcpConnect(t, g.Gateway, headerKey{"Authorization", "Bearer " + key}, nil)
+		waitMCPTools(t, s, "up__echo")
+		sessions = append(sessions, s)
+	}
+	for i := range 4 {
+		_, err := sessions[i%2].CallTool(t.Context(), &mcp.CallToolParams{Name: "up__echo", Arguments: map[string]any{"text": "x"}})
+		switch {
+		case i < 3 && err != nil:
+			t.Fatalf("call %d of 3 a minute: %v", i+1, err)
+		case i == 3 && (err == nil || !strings.Contains(err.Error(), "rate limit exceeded")):
+			t.Fatalf("call 4 of 3 a minute: %v, want refused", err)
+		}
+	}
+	if n := up.calls.Load(); n != 3 {
+		t.Errorf("%d calls reached the server, want 3", n)
 	}
 }

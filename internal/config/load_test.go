@@ -117,7 +117,7 @@ func TestFullExample(t *testing.T) {
 				"acme-leads": {"tenant_admin:acme"}, "acme-search": {"tenant_viewer:acme/search"}}}},
 		Alerts: Alerts{WebhookURL: "https://hooks.slack.com/services/T000/B000/XXXX", SecretEnv: "LLMGW_ALERTS_SECRET"},
 		Tenants: []tenant.TenantLimits{
-			{Path: "acme", Limits: tenant.Limits{RPM: 6000, TPM: 2_000_000, BudgetUSD: 5000, Period: "month"}},
+			{Path: "acme", Limits: tenant.Limits{RPM: 6000, TPM: 2_000_000, BudgetUSD: 5000, Period: "month", ToolRPM: 600}},
 			{Path: "acme/search", Limits: tenant.Limits{TPM: 500_000, BudgetTokens: 100_000_000, Period: "day"}},
 		},
 		Pools: []catalog.Pool{

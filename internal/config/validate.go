@@ -298,7 +298,7 @@ func validateLimits(ps *problems, at string, l tenant.Limits) {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"rpm", l.RPM}, {"tpm", l.TPM}, {"budget_tokens", l.BudgetTokens}} {
+	}{{"rpm", l.RPM}, {"tpm", l.TPM}, {"budget_tokens", l.BudgetTokens}, {"tool_rpm", l.ToolRPM}} {
 		if f.v < 0 {
 			ps.add(at+"."+f.name, "must not be negative, got %d", f.v)
 		}

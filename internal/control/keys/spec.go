@@ -33,6 +33,8 @@ type Spec struct {
 	TPM          int64    `json:"tpm,omitempty"`
 	BudgetTokens int64    `json:"budget_tokens,omitempty"`
 	BudgetUSD    float64  `json:"budget_usd,omitempty"`
+	// ToolRPM is MCP tool calls a minute; zero means no limit.
+	ToolRPM int64 `json:"tool_rpm,omitempty"`
 	// Period is the budgets' period, day or month; empty means month.
 	Period string `json:"period,omitempty"`
 	// Priority is critical, standard or sheddable; empty means standard.
@@ -105,7 +107,7 @@ func (s Spec) Validate() (Spec, error) {
 }
 
 func (s Spec) limits() tenant.Limits {
-	return tenant.Limits{RPM: s.RPM, TPM: s.TPM, BudgetTokens: s.BudgetTokens, BudgetUSD: s.BudgetUSD, Period: s.Period}
+	return tenant.Limits{RPM: s.RPM, TPM: s.TPM, BudgetTokens: s.BudgetTokens, BudgetUSD: s.BudgetUSD, Period: s.Period, ToolRPM: s.ToolRPM}
 }
 
 // ValidateLimits checks limits for a key or a tenant level: no negative
@@ -116,6 +118,8 @@ func ValidateLimits(l tenant.Limits) error {
 		return &FieldError{"rpm", "must not be negative"}
 	case l.TPM < 0:
 		return &FieldError{"tpm", "must not be negative"}
+	case l.ToolRPM < 0:
+		return &FieldError{"tool_rpm", "must not be negative"}
 	case l.BudgetTokens < 0:
 		return &FieldError{"budget_tokens", "must not be negative"}
 	case l.BudgetUSD < 0 || math.IsNaN(l.BudgetUSD) || math.IsInf(l.BudgetUSD, 0):

@@ -119,11 +119,11 @@ func (s *Postgres) CreateKey(ctx context.Context, k tenant.Key) error {
 		return fmt.Errorf("create key %q: %w", k.ID, err)
 	}
 	tag, err := s.pool.Exec(ctx, `INSERT INTO keys
-		(id, name, tenant, hash, models, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked, tools)
-		VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb) ON CONFLICT (id) DO NOTHING`,
+		(id, name, tenant, hash, models, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked, tools, tool_rpm)
+		VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb, $16) ON CONFLICT (id) DO NOTHING`,
 		k.ID, k.Name, k.Tenant, k.Hash, models,
 		k.Limits.RPM, k.Limits.TPM, k.Limits.BudgetTokens, k.Limits.BudgetUSD, k.Limits.Period,
-		k.Priority, k.Created, pgTime(k.Expires), pgTime(k.Revoked), tools)
+		k.Priority, k.Created, pgTime(k.Expires), pgTime(k.Revoked), tools, k.Limits.ToolRPM)
 	if err != nil {
 		return fmt.Errorf("create key %q: %w", k.ID, err)
 	}
@@ -133,7 +133,7 @@ func (s *Postgres) CreateKey(ctx context.Context, k tenant.Key) error {
 	return nil
 }
 
-const pgKeyColumns = `id, name, tenant, hash, models::text, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked, tools::text`
+const pgKeyColumns = `id, name, tenant, hash, models::text, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked, tools::text, tool_rpm`
 
 // scanPgKey reads one row of pgKeyColumns.
 func scanPgKey(r row) (tenant.Key, error) { return scanKey(r, fromPgTime) }

@@ -183,7 +183,7 @@ func scanKey[T any](r row, toTime func(T) time.Time) (tenant.Key, error) {
 	)
 	if err := r.Scan(&k.ID, &k.Name, &k.Tenant, &k.Hash, &models,
 		&k.Limits.RPM, &k.Limits.TPM, &k.Limits.BudgetTokens, &k.Limits.BudgetUSD, &k.Limits.Period,
-		&k.Priority, &created, &expires, &revoked, &tools); err != nil {
+		&k.Priority, &created, &expires, &revoked, &tools, &k.Limits.ToolRPM); err != nil {
 		return tenant.Key{}, err
 	}
 	if err := json.Unmarshal([]byte(models), &k.Models); err != nil {
@@ -204,7 +204,7 @@ func scanKey[T any](r row, toTime func(T) time.Time) (tenant.Key, error) {
 
 // tenantLimitsQuery lists every tenant level's limits in path order, in
 // both dialects.
-const tenantLimitsQuery = `SELECT path, rpm, tpm, budget_tokens, budget_usd, period FROM tenant_limits ORDER BY path`
+const tenantLimitsQuery = `SELECT path, rpm, tpm, budget_tokens, budget_usd, period, tool_rpm FROM tenant_limits ORDER BY path`
 
 // setTenantLimitsSQL is the statement that sets l on its path, replacing
 // what was there, or removes the path's limits when l limits nothing.
@@ -213,16 +213,17 @@ func setTenantLimitsSQL(l tenant.TenantLimits, d sqlDialect) (string, []any) {
 	if l.IsZero() {
 		return `DELETE FROM tenant_limits WHERE path = ` + p(1), []any{l.Path}
 	}
-	return `INSERT INTO tenant_limits (path, rpm, tpm, budget_tokens, budget_usd, period)
-		VALUES (` + p(1) + `, ` + p(2) + `, ` + p(3) + `, ` + p(4) + `, ` + p(5) + `, ` + p(6) + `)
+	return `INSERT INTO tenant_limits (path, rpm, tpm, budget_tokens, budget_usd, period, tool_rpm)
+		VALUES (` + p(1) + `, ` + p(2) + `, ` + p(3) + `, ` + p(4) + `, ` + p(5) + `, ` + p(6) + `, ` + p(7) + `)
 		ON CONFLICT (path) DO UPDATE SET rpm = excluded.rpm, tpm = excluded.tpm,
-			budget_tokens = excluded.budget_tokens, budget_usd = excluded.budget_usd, period = excluded.period`,
-		[]any{l.Path, l.RPM, l.TPM, l.BudgetTokens, l.BudgetUSD, l.Period}
+			budget_tokens = excluded.budget_tokens, budget_usd = excluded.budget_usd, period = excluded.period,
+			tool_rpm = excluded.tool_rpm`,
+		[]any{l.Path, l.RPM, l.TPM, l.BudgetTokens, l.BudgetUSD, l.Period, l.ToolRPM}
 }
 
 func scanTenantLimits(r row) (tenant.TenantLimits, error) {
 	var l tenant.TenantLimits
-	err := r.Scan(&l.Path, &l.RPM, &l.TPM, &l.BudgetTokens, &l.BudgetUSD, &l.Period)
+	err := r.Scan(&l.Path, &l.RPM, &l.TPM, &l.BudgetTokens, &l.BudgetUSD, &l.Period, &l.ToolRPM)
 	return l, err
 }
 

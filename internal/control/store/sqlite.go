@@ -166,11 +166,11 @@ func (s *SQLite) CreateKey(ctx context.Context, k tenant.Key) error {
 		return fmt.Errorf("create key %q: %w", k.ID, err)
 	}
 	res, err := s.db.ExecContext(ctx, `INSERT INTO keys
-		(id, name, tenant, hash, models, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked, tools)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+		(id, name, tenant, hash, models, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked, tools, tool_rpm)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 		k.ID, k.Name, k.Tenant, k.Hash, models,
 		k.Limits.RPM, k.Limits.TPM, k.Limits.BudgetTokens, k.Limits.BudgetUSD, k.Limits.Period,
-		k.Priority, k.Created.UnixNano(), nanos(k.Expires), nanos(k.Revoked), tools)
+		k.Priority, k.Created.UnixNano(), nanos(k.Expires), nanos(k.Revoked), tools, k.Limits.ToolRPM)
 	if err != nil {
 		return fmt.Errorf("create key %q: %w", k.ID, err)
 	}
@@ -182,7 +182,7 @@ func (s *SQLite) CreateKey(ctx context.Context, k tenant.Key) error {
 	return nil
 }
 
-const sqliteKeyColumns = `id, name, tenant, hash, models, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked, tools`
+const sqliteKeyColumns = `id, name, tenant, hash, models, rpm, tpm, budget_tokens, budget_usd, period, priority, created, expires, revoked, tools, tool_rpm`
 
 // scanSQLiteKey reads one row of sqliteKeyColumns.
 func scanSQLiteKey(r row) (tenant.Key, error) { return scanKey(r, fromNanos) }

@@ -136,7 +136,7 @@ func testKeys(t *testing.T, s Store) {
 			ID: "k2", Name: "search bot", Tenant: "acme/search", Hash: "h2",
 			Models:   []string{"llama-*", "qwen3-8b"},
 			Tools:    []string{"github__*", "files__read_text_file"},
-			Limits:   tenant.Limits{RPM: 60, TPM: 10000, BudgetTokens: 1e6, BudgetUSD: 12.5, Period: tenant.PeriodDay},
+			Limits:   tenant.Limits{RPM: 60, TPM: 10000, BudgetTokens: 1e6, BudgetUSD: 12.5, Period: tenant.PeriodDay, ToolRPM: 30},
 			Priority: tenant.PriorityCritical, Created: t0.Add(2 * time.Second), Expires: t0.Add(48 * time.Hour),
 		},
 		{ID: "k1", Tenant: "acme", Hash: "h1", Created: t0.Add(time.Second)},
@@ -226,10 +226,13 @@ func testTenantLimits(t *testing.T, s Store) {
 	// Zero limits remove the level; removing one that has none is no error.
 	set(tenant.TenantLimits{Path: "beta"})
 	set(tenant.TenantLimits{Path: "never-set"})
+	// A level that limits tool calls alone is kept.
+	set(tenant.TenantLimits{Path: "tools", Limits: tenant.Limits{ToolRPM: 9}})
 
 	want := []tenant.TenantLimits{
 		{Path: "acme", Limits: tenant.Limits{TPM: 5000, BudgetUSD: 100, Period: tenant.PeriodMonth}},
 		{Path: "acme/search", Limits: tenant.Limits{TPM: 7, Period: tenant.PeriodDay}},
+		{Path: "tools", Limits: tenant.Limits{ToolRPM: 9}},
 	}
 	if diff := cmp.Diff(want, list()); diff != "" {
 		t.Errorf("TenantLimits (-want +got):\n%s", diff)

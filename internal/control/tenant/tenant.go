@@ -102,11 +102,14 @@ type Limits struct {
 	BudgetUSD    float64 `yaml:"budget_usd,omitempty" json:"budget_usd,omitempty"`       // US dollars a period, from catalog prices
 	// Period is the budgets' period, day or month (UTC); empty means month.
 	Period string `yaml:"period,omitempty" json:"period,omitempty"`
+	// ToolRPM is MCP tool calls a minute, counted apart from requests to
+	// models.
+	ToolRPM int64 `yaml:"tool_rpm,omitempty" json:"tool_rpm,omitempty"`
 }
 
 // IsZero reports whether l limits nothing.
 func (l Limits) IsZero() bool {
-	return l.RPM == 0 && l.TPM == 0 && l.BudgetTokens == 0 && l.BudgetUSD == 0
+	return l.RPM == 0 && l.TPM == 0 && l.BudgetTokens == 0 && l.BudgetUSD == 0 && l.ToolRPM == 0
 }
 
 // PeriodStart is the start of the budget period holding t, in UTC.

@@ -26,6 +26,9 @@ func (g *Gateway) govern(next mcp.MethodHandler) mcp.MethodHandler {
 			if !allows(key, r.Params.Name) {
 				return nil, unknown("tool", r.Params.Name)
 			}
+			if err := g.admit(ctx, key); err != nil {
+				return nil, err
+			}
 		case *mcp.GetPromptRequest:
 			if !allows(key, r.Params.Name) {
 				return nil, unknown("prompt", r.Params.Name)

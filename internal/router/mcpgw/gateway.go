@@ -55,7 +55,13 @@ type Options struct {
 	// SessionTimeout closes a session idle for this long; zero means
 	// DefaultSessionTimeout.
 	SessionTimeout time.Duration
-	Logger         *slog.Logger
+	// Limits takes each tool call from the key's and its tenant levels'
+	// tool_rpm; nil limits nothing.
+	Limits Limiter
+	// TenantLimits gives the limits set on each level of a tenant path,
+	// outermost first; nil means none.
+	TenantLimits func(path string) []tenant.TenantLimits
+	Logger       *slog.Logger
 }
 
 // DefaultSessionTimeout closes a session no request has used for this

@@ -1,4 +1,7 @@
--- A key's MCP tool globs, beside its model globs: an array, empty for
--- every tool.
+-- MCP tools: a key's tool globs beside its model globs (an array, empty
+-- for every tool), and the tool calls a minute a key and a tenant level
+-- may make (0 is no limit).
 
 ALTER TABLE keys ADD COLUMN tools JSONB NOT NULL DEFAULT '[]';
+ALTER TABLE keys ADD COLUMN tool_rpm INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tenant_limits ADD COLUMN tool_rpm INTEGER NOT NULL DEFAULT 0;
