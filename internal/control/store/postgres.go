@@ -207,6 +207,8 @@ func (s *Postgres) AddUsage(ctx context.Context, recs []usage.Record) error {
 		prompt, completion, cached, status, ttft, dur  = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		estimated, streamed                            = make([]bool, n), make([]bool, n)
 		cost                                           = make([]float64, n)
+		kinds                                          = make([]string, n)
+		bytesIn, bytesOut                              = make([]int64, n), make([]int64, n)
 	)
 	for i, r := range recs {
 		ids[i], keyIDs[i], tenants[i], models[i], pools[i], endpoints[i] = r.ID, r.KeyID, r.Tenant, r.Model, r.Pool, r.Endpoint
@@ -214,16 +216,17 @@ func (s *Postgres) AddUsage(ctx context.Context, recs []usage.Record) error {
 		prompt[i], completion[i], cached[i], status[i] = r.PromptTokens, r.CompletionTokens, r.CachedTokens, int64(r.Status)
 		ttft[i], dur[i] = int64(r.TTFT), int64(r.Duration)
 		estimated[i], streamed[i], cost[i] = r.Estimated, r.Streamed, r.CostUSD
+		kinds[i], bytesIn[i], bytesOut[i] = string(r.Kind), r.BytesIn, r.BytesOut
 	}
 	_, err := s.pool.Exec(ctx, `INSERT INTO usage
 		(id, time, key_id, tenant, model, pool, endpoint, prompt_tokens, completion_tokens, cached_tokens,
-		 estimated, cost_usd, status, ttft_ns, duration_ns, streamed)
+		 estimated, cost_usd, status, ttft_ns, duration_ns, streamed, kind, bytes_in, bytes_out)
 		SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
 			$8::bigint[], $9::bigint[], $10::bigint[], $11::boolean[], $12::double precision[], $13::bigint[],
-			$14::bigint[], $15::bigint[], $16::boolean[])
+			$14::bigint[], $15::bigint[], $16::boolean[], $17::text[], $18::bigint[], $19::bigint[])
 		ON CONFLICT (id) DO NOTHING`,
 		ids, times, keyIDs, tenants, models, pools, endpoints,
-		prompt, completion, cached, estimated, cost, status, ttft, dur, streamed)
+		prompt, completion, cached, estimated, cost, status, ttft, dur, streamed, kinds, bytesIn, bytesOut)
 	if err != nil {
 		return fmt.Errorf("add usage: %w", err)
 	}

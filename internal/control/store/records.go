@@ -13,7 +13,7 @@ import (
 // recordColumns are the usage table's columns in the order scanRecord
 // reads them.
 const recordColumns = `id, time, key_id, tenant, model, pool, endpoint, prompt_tokens, completion_tokens, cached_tokens,
-	estimated, cost_usd, status, ttft_ns, duration_ns, streamed`
+	estimated, cost_usd, status, ttft_ns, duration_ns, streamed, kind, bytes_in, bytes_out`
 
 // recordsSQL builds the query for rq; now stands in for a zero Until.
 // Newest first on the (time) index, or, for one key, on (key_id, time):
@@ -76,7 +76,7 @@ func scanRecord[T any](r row, toTime func(T) time.Time) (usage.Record, error) {
 	)
 	if err := r.Scan(&rec.ID, &at, &rec.KeyID, &rec.Tenant, &rec.Model, &rec.Pool, &rec.Endpoint,
 		&rec.PromptTokens, &rec.CompletionTokens, &rec.CachedTokens, &estimated, &rec.CostUSD,
-		&rec.Status, &ttft, &dur, &streamed); err != nil {
+		&rec.Status, &ttft, &dur, &streamed, &rec.Kind, &rec.BytesIn, &rec.BytesOut); err != nil {
 		return usage.Record{}, err
 	}
 	rec.Time, rec.Estimated, rec.Streamed = toTime(at), estimated, streamed

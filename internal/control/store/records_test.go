@@ -73,6 +73,19 @@ func testRecords(t *testing.T, s Store) {
 	if diff := cmp.Diff([]usage.Record{recs[8]}, got); diff != "" {
 		t.Errorf("the latest record read back (-want +got):\n%s", diff)
 	}
+
+	// A tool call's record, its kind and bytes among its fields.
+	tool := usage.Record{ID: "t1", Time: t0.Add(time.Hour), KeyID: "k1", Tenant: "acme", Model: "github__create_issue",
+		Pool: "github", Status: 200, Duration: 3 * time.Millisecond, Kind: usage.KindTool, BytesIn: 42, BytesOut: 1234}
+	if err := s.AddUsage(t.Context(), []usage.Record{tool}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = s.Records(t.Context(), usage.RecordQuery{Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]usage.Record{tool}, got); diff != "" {
+		t.Errorf("a tool call's record read back (-want +got):\n%s", diff)
+	}
 }
 
 // testRecordsLimit checks that the limit is bounded whatever is asked.

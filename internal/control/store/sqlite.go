@@ -256,8 +256,8 @@ func (s *SQLite) AddUsage(ctx context.Context, recs []usage.Record) error {
 	defer tx.Rollback()
 	stmt, err := tx.PrepareContext(ctx, `INSERT INTO usage
 		(id, time, key_id, tenant, model, pool, endpoint, prompt_tokens, completion_tokens, cached_tokens,
-		 estimated, cost_usd, status, ttft_ns, duration_ns, streamed)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`)
+		 estimated, cost_usd, status, ttft_ns, duration_ns, streamed, kind, bytes_in, bytes_out)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`)
 	if err != nil {
 		return fmt.Errorf("add usage: %w", err)
 	}
@@ -274,7 +274,7 @@ func (s *SQLite) AddUsage(ctx context.Context, recs []usage.Record) error {
 		}
 		if _, err := stmt.ExecContext(rowCtx, r.ID, r.Time.UnixNano(), r.KeyID, r.Tenant, r.Model, r.Pool, r.Endpoint,
 			r.PromptTokens, r.CompletionTokens, r.CachedTokens, r.Estimated, r.CostUSD, r.Status,
-			int64(r.TTFT), int64(r.Duration), r.Streamed); err != nil {
+			int64(r.TTFT), int64(r.Duration), r.Streamed, string(r.Kind), r.BytesIn, r.BytesOut); err != nil {
 			return fmt.Errorf("add usage %q: %w", r.ID, err)
 		}
 	}

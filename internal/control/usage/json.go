@@ -55,6 +55,13 @@ func (r *Record) AppendJSON(b []byte) ([]byte, error) {
 	b = strconv.AppendInt(b, int64(r.Duration), 10)
 	b = append(b, `,"streamed":`...)
 	b = strconv.AppendBool(b, r.Streamed)
+	b = appendField(b, `,"kind":`, string(r.Kind))
+	if r.BytesIn != 0 {
+		b = strconv.AppendInt(append(b, `,"bytes_in":`...), r.BytesIn, 10)
+	}
+	if r.BytesOut != 0 {
+		b = strconv.AppendInt(append(b, `,"bytes_out":`...), r.BytesOut, 10)
+	}
 	return append(b, '}'), nil
 }
 

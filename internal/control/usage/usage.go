@@ -25,7 +25,24 @@ type Record struct {
 	TTFT             time.Duration `json:"ttft_ns"`
 	Duration         time.Duration `json:"duration_ns"`
 	Streamed         bool          `json:"streamed"`
+	// Kind is what the record is of: a request to a model, or a call to
+	// an MCP tool, whose record names the tool as /mcp lists it
+	// (server__tool) in Model and its server in Pool, and has no tokens.
+	Kind Kind `json:"kind,omitempty"`
+	// BytesIn and BytesOut are a tool call's arguments and result, as
+	// JSON; zero for a request to a model.
+	BytesIn  int64 `json:"bytes_in,omitempty"`
+	BytesOut int64 `json:"bytes_out,omitempty"`
 }
+
+// Kind is what a record is of.
+type Kind string
+
+// The kinds of record.
+const (
+	KindModel Kind = ""     // a request to a model
+	KindTool  Kind = "tool" // a call to an MCP tool
+)
 
 // Query selects records to sum. Zero fields select everything.
 type Query struct {
