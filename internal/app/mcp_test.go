@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
 )
 
 // mcpUpstream is an MCP server made with the go-sdk, over Streamable
@@ -193,5 +194,70 @@ func TestMCPToolLimitsAcrossGateways(t *testing.T) {
 	}
 	if n := up.calls.Load(); n != 3 {
 		t.Errorf("%d calls reached the server, want 3", n)
+	}
+}
+
+// Every tool call is one ledger record, whatever came of it, with its
+// key, tenant, server, tool, status, duration and bytes; `llmgw usage`
+// sums them by tool, and the metrics count them by server and tool.
+func TestMCPEveryCallInTheLedgerOnce(t *testing.T) {
+	up := startMCPUpstream(t)
+	g := startKeyed(t, fmt.Sprintf("mcp:\n  servers: [{name: up, url: %q}]\n", up.url))
+	key, id := g.newKey(t, keys.Spec{Tenant: "acme/tools", Tools: []string{"up__*"}})
+	s := mcpConnect(t, g.Gateway, headerKey{"Authorization", "Bearer " + key}, nil)
+	waitMCPTools(t, s, "up__echo")
+	const answered, refused = 5, 2
+	for range answered {
+		if _, err := s.CallTool(t.Context(), &mcp.CallToolParams{Name: "up__echo", Arguments: map[string]any{"text": "ledger"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range refused {
+		s.CallTool(t.Context(), &mcp.CallToolParams{Name: "elsewhere__tool", Arguments: map[string]any{}})
+	}
+	var recs []usage.Record
+	waitUntil(t, "the ledger to hold every call", func() bool {
+		var err error
+		recs, err = g.store.Records(t.Context(), usage.RecordQuery{KeyID: id})
+		return err == nil && len(recs) >= answered+refused
+	})
+	time.Sleep(200 * time.Millisecond) // time for a duplicate to land, were there one
+	recs, _ = g.store.Records(t.Context(), usage.RecordQuery{KeyID: id})
+	seen := map[string]bool{}
+	byStatus := map[int]int{}
+	for _, r := range recs {
+		if seen[r.ID] {
+			t.Errorf("record %s twice", r.ID)
+		}
+		seen[r.ID] = true
+		byStatus[r.Status]++
+		if r.Kind != usage.KindTool || r.Tenant != "acme/tools" || r.Duration <= 0 || r.BytesIn == 0 {
+			t.Errorf("record %+v", r)
+		}
+		if r.Status == http.StatusOK && (r.Model != "up__echo" || r.Pool != "up" || r.BytesOut == 0) {
+			t.Errorf("an answered call's record %+v", r)
+		}
+	}
+	if len(recs) != answered+refused || byStatus[http.StatusOK] != answered || byStatus[http.StatusNotFound] != refused {
+		t.Errorf("%d records by status %v, want %d answered and %d refused", len(recs), byStatus, answered, refused)
+	}
+	rows, err := g.store.Usage(t.Context(), usage.Query{KeyID: id, By: usage.ByModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var echo int64
+	for _, r := range rows {
+		if r.Group == "up__echo" {
+			echo = r.Requests
+		}
+	}
+	if echo != answered {
+		t.Errorf("usage by model %+v: up__echo %d, want %d", rows, echo, answered)
+	}
+	if n := counter(t, g.Gateway, "llmgw_mcp_tool_calls_total", "tool", "up__echo"); n != answered {
+		t.Errorf("llmgw_mcp_tool_calls_total for up__echo: %v, want %d", n, answered)
+	}
+	if n := counter(t, g.Gateway, "llmgw_mcp_tool_calls_total", "status", "refused"); n != refused {
+		t.Errorf("refused calls counted %v, want %d", n, refused)
 	}
 }

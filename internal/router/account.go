@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/mcpgw"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/observe"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
@@ -42,6 +43,27 @@ func observers(opts Options, m *observe.Metrics, tracing *observe.Tracing, board
 		os = append(os, observe.NewLedger(opts.Recorder))
 	}
 	return os
+}
+
+// observeTools gives the MCP gateway the observers each tool call is
+// read by, the tool siblings of a request's: its metrics, its span, its
+// ledger record.
+func (r *Router) observeTools(opts Options) error {
+	m := observe.NewToolMetrics()
+	for _, c := range m.Collectors() {
+		if err := opts.Registerer.Register(c); err != nil {
+			return err
+		}
+	}
+	list := observe.ToolObservers{m}
+	if r.tracing != nil {
+		list = append(list, r.tracing)
+	}
+	if opts.Recorder != nil {
+		list = append(list, observe.NewLedger(opts.Recorder))
+	}
+	opts.MCP.SetObservers(mcpgw.Observers{List: list, Tracing: r.tracing})
+	return nil
 }
 
 // complete hands what req came to, res, to the observers: one Completed

@@ -235,6 +235,11 @@ func New(opts Options) (*Router, error) {
 	if err := opts.Registerer.Register(admissionCollector{r}); err != nil {
 		return nil, err
 	}
+	if opts.MCP != nil {
+		if err := r.observeTools(opts); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/observe"
 )
 
 // govern is the receiving middleware every request to the gateway's MCP
@@ -23,12 +24,7 @@ func (g *Gateway) govern(next mcp.MethodHandler) mcp.MethodHandler {
 		key := keyOf(req)
 		switch r := req.(type) {
 		case *mcp.CallToolRequest:
-			if !allows(key, r.Params.Name) {
-				return nil, unknown("tool", r.Params.Name)
-			}
-			if err := g.admit(ctx, key); err != nil {
-				return nil, err
-			}
+			return g.call(ctx, method, r, key, next)
 		case *mcp.GetPromptRequest:
 			if !allows(key, r.Params.Name) {
 				return nil, unknown("prompt", r.Params.Name)
@@ -92,13 +88,15 @@ func (u *upstream) callTool(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		sess := u.session()
 		if sess == nil {
+			noteCall(ctx, observe.ToolUnavailable)
 			return nil, errDown(u.cfg.Name)
 		}
-		ctx, cancel := context.WithTimeout(u.callContext(ctx, req), u.cfg.Timeout)
+		cctx, cancel := context.WithTimeout(u.callContext(ctx, req), u.cfg.Timeout)
 		defer cancel()
-		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Meta: req.Params.Meta, Name: name, Arguments: req.Params.Arguments})
+		res, err := sess.CallTool(cctx, &mcp.CallToolParams{Meta: req.Params.Meta, Name: name, Arguments: req.Params.Arguments})
 		u.noted(sess, err)
 		if err != nil {
+			noteCall(ctx, callStatus(err))
 			return nil, u.callError(err)
 		}
 		return res, nil
@@ -134,6 +132,20 @@ func (u *upstream) callContext(ctx context.Context, req mcp.Request) context.Con
 		return ctx
 	}
 	return context.WithValue(ctx, identity{}, key.ID+" "+key.Tenant)
+}
+
+// callStatus is how a call that failed with err ended.
+func callStatus(err error) observe.ToolStatus {
+	var we *jsonrpc.Error
+	switch {
+	case errors.As(err, &we):
+		return observe.ToolFailed
+	case errors.Is(err, context.DeadlineExceeded):
+		return observe.ToolTimeout
+	case errors.Is(err, context.Canceled):
+		return observe.ToolCanceled
+	}
+	return observe.ToolUnavailable
 }
 
 // callError is what a client is told of a call that failed: the

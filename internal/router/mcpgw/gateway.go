@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -80,6 +81,11 @@ type Gateway struct {
 
 	mu  sync.Mutex           // protects ups
 	ups map[string]*upstream // key: server name
+
+	lmu    sync.Mutex        // protects listed
+	listed map[string]string // key: a tool as listed; value: its server
+
+	obs atomic.Pointer[Observers] // nil until the router sets them
 }
 
 // New makes a gateway with no servers.
@@ -90,7 +96,7 @@ func New(opts Options) *Gateway {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = DefaultSessionTimeout
 	}
-	g := &Gateway{opts: opts, log: opts.Logger, ups: map[string]*upstream{}}
+	g := &Gateway{opts: opts, log: opts.Logger, ups: map[string]*upstream{}, listed: map[string]string{}}
 	g.ctx, g.stop = context.WithCancel(context.Background())
 	g.srv = mcp.NewServer(&mcp.Implementation{Name: "llmgw", Version: "1"}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{

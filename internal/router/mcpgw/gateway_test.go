@@ -2,11 +2,11 @@ package mcpgw
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/observe"
 )
 
 // fakeServer is an MCP server made with the go-sdk, served over
@@ -359,4 +360,51 @@ func TestHeaders(t *testing.T) {
 	}
 }
 
-var _ = json.Marshal
+// recording keeps every ToolCall it observes.
+type recording struct {
+	mu    sync.Mutex
+	calls []observe.ToolCall
+}
+
+func (r *recording) ObserveTool(c *observe.ToolCall) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, *c)
+}
+
+// Every tool call ends as one ToolCall, however it ended.
+func TestEveryCallObservedOnce(t *testing.T) {
+	a := newFakeServer(t)
+	g := newGateway(t)
+	rec := &recording{}
+	g.SetObservers(Observers{List: observe.ToolObservers{rec}})
+	g.Set([]Server{{Name: "alpha", URL: a.url, Timeout: 100 * time.Millisecond}})
+	keys := map[string]*tenant.Key{"sk-a": {ID: "a", Tenant: "acme", Tools: []string{"alpha__*"}}}
+	s := connect(t, serveGateway(t, g, keys), "sk-a", nil)
+	waitTools(t, s, []string{"alpha__echo", "alpha__stall"})
+
+	for _, name := range []string{"alpha__echo", "alpha__stall", "beta__echo", "alpha__echo"} {
+		s.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: map[string]any{"text": "four"}})
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var got []string
+	ids := map[string]bool{}
+	for _, c := range rec.calls {
+		got = append(got, c.Tool+" "+string(c.Status))
+		ids[c.ID] = true
+		if c.KeyID != "a" || c.Tenant != "acme" || c.Duration <= 0 {
+			t.Errorf("call %+v", c)
+		}
+		if c.Status == observe.ToolOK && (c.BytesIn == 0 || c.BytesOut == 0 || c.Server != "alpha" || !c.Listed) {
+			t.Errorf("an answered call %+v", c)
+		}
+	}
+	want := []string{"alpha__echo ok", "alpha__stall timeout", "beta__echo refused", "alpha__echo ok"}
+	if !slices.Equal(got, want) {
+		t.Errorf("observed %q, want %q", got, want)
+	}
+	if len(ids) != len(want) {
+		t.Errorf("%d ids for %d calls", len(ids), len(want))
+	}
+}

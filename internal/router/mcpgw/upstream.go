@@ -173,7 +173,8 @@ func (u *upstream) refresh(ctx context.Context, sess *mcp.ClientSession) {
 	srv := u.g.srv
 	srv.RemoveTools(u.tools...)
 	srv.RemovePrompts(u.prompts...)
-	u.tools, u.prompts = u.tools[:0], u.prompts[:0]
+	old := u.tools
+	u.tools, u.prompts = nil, nil
 	for _, t := range tools {
 		name := u.cfg.Name + Separator + t.Name
 		srv.AddTool(bounded(t, name), u.callTool(t.Name))
@@ -186,6 +187,7 @@ func (u *upstream) refresh(ctx context.Context, sess *mcp.ClientSession) {
 		srv.AddPrompt(&q, u.getPrompt(p.Name))
 		u.prompts = append(u.prompts, name)
 	}
+	u.g.setListed(u.cfg.Name, old, u.tools)
 }
 
 // unlist takes the server's tools and prompts off the gateway's list.
@@ -194,6 +196,7 @@ func (u *upstream) unlist() {
 	defer u.mu.Unlock()
 	u.g.srv.RemoveTools(u.tools...)
 	u.g.srv.RemovePrompts(u.prompts...)
+	u.g.setListed(u.cfg.Name, u.tools, nil)
 	u.tools, u.prompts = nil, nil
 }
 
