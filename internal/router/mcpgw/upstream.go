@@ -35,6 +35,14 @@ const (
 	maxBackoff = 30 * time.Second
 )
 
+// A connected server is pinged every pingEvery, and closed after
+// pingFailures pings in a row go unanswered: a dead server leaves the
+// list within about a minute and a half even while no call is made to it.
+const (
+	pingEvery    = 30 * time.Second
+	pingFailures = 3
+)
+
 // ejectAfter is how many calls in a row may time out before the server is
 // taken off the list and connected again: one slow tool is the tool's,
 // three in a row are the server's.
@@ -120,6 +128,11 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "llmgw", Version: "1"}, &mcp.ClientOptions{
 		ToolListChangedHandler:   func(context.Context, *mcp.ToolListChangedRequest) { u.relist() },
 		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) { u.relist() },
+		// Health: a server that misses pingFailures pings in a row is
+		// taken as gone, its tools off the list until it is connected
+		// again.
+		KeepAlive:                 pingEvery,
+		KeepAliveFailureThreshold: pingFailures,
 	})
 	cctx, cancel := context.WithTimeout(ctx, u.cfg.Timeout)
 	defer cancel()
