@@ -408,3 +408,24 @@ func TestEveryCallObservedOnce(t *testing.T) {
 		t.Errorf("%d ids for %d calls", len(ids), len(want))
 	}
 }
+
+// A body past the model APIs' limit is refused with 413 and never
+// decoded.
+func TestBodyLimit(t *testing.T) {
+	g := New(Options{MaxBodyBytes: 1 << 10})
+	t.Cleanup(g.Close)
+	url := serveGateway(t, g, everyKey)
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pad":"` + strings.Repeat("x", 4<<10) + `"}}`
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer sk-a")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body past the limit: %d, want 413", resp.StatusCode)
+	}
+}
