@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -260,4 +261,47 @@ func TestMCPEveryCallInTheLedgerOnce(t *testing.T) {
 	if n := counter(t, g.Gateway, "llmgw_mcp_tool_calls_total", "status", "refused"); n != refused {
 		t.Errorf("refused calls counted %v, want %d", n, refused)
 	}
+}
+
+// A reload puts a change of mcp.servers in service: a server added is
+// connected and every session is told its tool list changed; a file that
+// does not validate changes nothing.
+func TestMCPReload(t *testing.T) {
+	a, b := startMCPUpstream(t), startMCPUpstream(t)
+	path := filepath.Join(t.TempDir(), "llmgw.yaml")
+	write := func(servers string) {
+		t.Helper()
+		yaml := fmt.Sprintf(reloadConfig, "http://127.0.0.1:9/v1", "  - {name: m, pool: sim}\n") + "mcp:\n  servers: " + servers + "\n"
+		if err := os.WriteFile(path+".tmp", []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(fmt.Sprintf("[{name: a, url: %q}]", a.url))
+	g, _ := startFile(t, path, nil)
+	changed := make(chan struct{}, 10)
+	s := mcpConnect(t, g, headerKey{"X-Unused", "-"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	waitMCPTools(t, s, "a__echo")
+
+	write(fmt.Sprintf("[{name: a, url: %q}, {name: b, command: [x]}]", a.url))
+	if err := g.reload(); err == nil || !strings.Contains(err.Error(), "mcp.servers[1].command: needs mcp.allow_stdio: true") {
+		t.Errorf("reload of a command without allow_stdio: %v", err)
+	}
+	for len(changed) > 0 {
+		<-changed
+	}
+	write(fmt.Sprintf("[{name: a, url: %q}, {name: b, url: %q}]", a.url, b.url))
+	if err := g.reload(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no tools/list_changed after a reload added a server")
+	}
+	waitMCPTools(t, s, "a__echo", "b__echo")
 }
