@@ -27,7 +27,7 @@ type fakeServer struct {
 	headers chan http.Header // each call's request headers, when not nil
 }
 
-func newFakeServer(t *testing.T) *fakeServer {
+func newFakeServer(t testing.TB) *fakeServer {
 	t.Helper()
 	f := &fakeServer{release: make(chan struct{})}
 	s := mcp.NewServer(&mcp.Implementation{Name: "fake", Version: "1"}, nil)
@@ -66,7 +66,7 @@ func newFakeServer(t *testing.T) *fakeServer {
 
 // keyed serves g as the router does: the key found by its secret in
 // keys, 401 without one.
-func serveGateway(t *testing.T, g *Gateway, keys map[string]*tenant.Key) string {
+func serveGateway(t testing.TB, g *Gateway, keys map[string]*tenant.Key) string {
 	t.Helper()
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		k := keys[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
