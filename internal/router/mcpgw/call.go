@@ -29,6 +29,10 @@ func (g *Gateway) govern(next mcp.MethodHandler) mcp.MethodHandler {
 			if !allows(key, r.Params.Name) {
 				return nil, unknown("prompt", r.Params.Name)
 			}
+		case *mcp.ReadResourceRequest:
+			if name := g.resourceName(r.Params.URI); name != "" && !allows(key, name) {
+				return nil, mcp.ResourceNotFoundError(r.Params.URI)
+			}
 		}
 		res, err := next(ctx, method, req)
 		if err != nil || key == nil {
@@ -45,6 +49,15 @@ func (g *Gateway) govern(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			if c.Tools == nil {
 				c.Tools = []*mcp.Tool{}
+			}
+			return &c, nil
+		case *mcp.ListResourcesResult:
+			c := *r
+			c.Resources = []*mcp.Resource{}
+			for _, x := range r.Resources {
+				if key.AllowsTool(x.Name) {
+					c.Resources = append(c.Resources, x)
+				}
 			}
 			return &c, nil
 		case *mcp.ListPromptsResult:

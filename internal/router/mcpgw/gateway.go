@@ -82,8 +82,9 @@ type Gateway struct {
 	mu  sync.Mutex           // protects ups
 	ups map[string]*upstream // key: server name
 
-	lmu    sync.Mutex        // protects listed
-	listed map[string]string // key: a tool as listed; value: its server
+	lmu       sync.Mutex          // protects listed and resources
+	listed    map[string]string   // key: a tool as listed; value: its server
+	resources map[string]resource // key: a resource's URI
 
 	obs atomic.Pointer[Observers] // nil until the router sets them
 }
@@ -96,12 +97,13 @@ func New(opts Options) *Gateway {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = DefaultSessionTimeout
 	}
-	g := &Gateway{opts: opts, log: opts.Logger, ups: map[string]*upstream{}, listed: map[string]string{}}
+	g := &Gateway{opts: opts, log: opts.Logger, ups: map[string]*upstream{}, listed: map[string]string{}, resources: map[string]resource{}}
 	g.ctx, g.stop = context.WithCancel(context.Background())
 	g.srv = mcp.NewServer(&mcp.Implementation{Name: "llmgw", Version: "1"}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
-			Tools:   &mcp.ToolCapabilities{ListChanged: true},
-			Prompts: &mcp.PromptCapabilities{ListChanged: true},
+			Tools:     &mcp.ToolCapabilities{ListChanged: true},
+			Prompts:   &mcp.PromptCapabilities{ListChanged: true},
+			Resources: &mcp.ResourceCapabilities{ListChanged: true},
 		},
 	})
 	g.srv.AddReceivingMiddleware(g.govern)

@@ -2,6 +2,7 @@ package mcpgw
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -22,10 +23,14 @@ import (
 // reach it, and its stall tool waits for release.
 type fakeServer struct {
 	url     string
+	uri     string // its one resource's
 	calls   atomic.Int64
 	release chan struct{}
 	headers chan http.Header // each call's request headers, when not nil
 }
+
+// fakeServers numbers the fake servers, each resource's URI its own.
+var fakeServers atomic.Int64
 
 func newFakeServer(t testing.TB) *fakeServer {
 	t.Helper()
@@ -48,6 +53,11 @@ func newFakeServer(t testing.TB) *fakeServer {
 	})
 	s.AddPrompt(&mcp.Prompt{Name: "greet"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "hello"}}}}, nil
+	})
+	f.uri = fmt.Sprintf("note://fake/%d", fakeServers.Add(1))
+	s.AddResource(&mcp.Resource{URI: f.uri, Name: "note", MIMEType: "text/plain"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		f.calls.Add(1)
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "a note"}}}, nil
 	})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -427,5 +437,39 @@ func TestBodyLimit(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("a body past the limit: %d, want 413", resp.StatusCode)
+	}
+}
+
+// Resources are listed under their servers' names and read from the
+// server that lists them; one outside the key's globs is neither.
+func TestResources(t *testing.T) {
+	a, b := newFakeServer(t), newFakeServer(t)
+	g := newGateway(t)
+	g.Set([]Server{{Name: "alpha", URL: a.url}, {Name: "beta", URL: b.url}})
+	keys := map[string]*tenant.Key{"sk-a": {ID: "a", Tools: []string{"alpha__*"}}}
+	s := connect(t, serveGateway(t, g, keys), "sk-a", nil)
+	waitTools(t, s, []string{"alpha__echo", "alpha__stall"})
+	var res *mcp.ListResourcesResult
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var err error
+		if res, err = s.ListResources(t.Context(), nil); err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Resources) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(res.Resources) != 1 || res.Resources[0].Name != "alpha__note" || res.Resources[0].URI != a.uri {
+		t.Fatalf("resources %+v", res.Resources)
+	}
+	got, err := s.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: a.uri})
+	if err != nil || len(got.Contents) != 1 || got.Contents[0].Text != "a note" {
+		t.Fatalf("read %+v, %v", got, err)
+	}
+	if _, err := s.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: b.uri}); err == nil {
+		t.Error("a resource outside the key's globs was read")
+	}
+	if n := b.calls.Load(); n != 0 {
+		t.Errorf("%d reads reached the other server", n)
 	}
 }

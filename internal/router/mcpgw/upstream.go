@@ -54,11 +54,12 @@ type upstream struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed once run has returned
 
-	mu       sync.Mutex         // protects the fields below
-	sess     *mcp.ClientSession // nil while down
-	tools    []string           // the names listed for it, namespaced
-	prompts  []string
-	timeouts int // calls timed out in a row
+	mu        sync.Mutex         // protects the fields below
+	sess      *mcp.ClientSession // nil while down
+	tools     []string           // the names listed for it, namespaced
+	prompts   []string
+	resources []string // the URIs it lists, each listed by it alone
+	timeouts  int      // calls timed out in a row
 }
 
 // start connects to s, and keeps connecting until the upstream is closed.
@@ -178,6 +179,10 @@ func (u *upstream) refresh(ctx context.Context, sess *mcp.ClientSession) {
 	if init := sess.InitializeResult(); init != nil && init.Capabilities != nil && init.Capabilities.Prompts != nil {
 		prompts = u.listPrompts(ctx, sess)
 	}
+	var resources []*mcp.Resource
+	if init := sess.InitializeResult(); init != nil && init.Capabilities != nil && init.Capabilities.Resources != nil {
+		resources = u.listResources(ctx, sess)
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.sess != sess {
@@ -201,6 +206,7 @@ func (u *upstream) refresh(ctx context.Context, sess *mcp.ClientSession) {
 		u.prompts = append(u.prompts, name)
 	}
 	u.g.setListed(u.cfg.Name, old, u.tools)
+	u.listResourcesOn(srv, resources)
 }
 
 // unlist takes the server's tools and prompts off the gateway's list.
@@ -210,6 +216,7 @@ func (u *upstream) unlist() {
 	u.g.srv.RemoveTools(u.tools...)
 	u.g.srv.RemovePrompts(u.prompts...)
 	u.g.setListed(u.cfg.Name, u.tools, nil)
+	u.listResourcesOn(u.g.srv, nil)
 	u.tools, u.prompts = nil, nil
 }
 
