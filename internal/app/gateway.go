@@ -155,21 +155,8 @@ func newGateway(ctx context.Context, cfg *config.Config, configPath string, log 
 		opts.TenantLimits = g.keyring.TenantLimits
 		opts.Self = selfUsage{admin.NewSelf(g.store)}
 	}
-	if u := cfg.Limits.Redis; u != "" && (cfg.Router.SharePrefixIndex || cfg.Router.ShareLoad) {
-		if g.bus, err = newRedisClient(cfg.Limits, nil); err != nil {
-			return nil, err
-		}
-		if err := checkRedis(ctx, g.bus, cfg.Limits, log); err != nil {
-			return nil, err
-		}
-		g.placements = placement.NewRedis(g.bus, placement.Options{
-			Channel:    cfg.Router.ShareChannel,
-			Placements: cfg.Router.SharePrefixIndex, Loads: cfg.Router.ShareLoad,
-			Registerer: g.reg, Logger: log,
-		})
-		if cfg.Router.SharePrefixIndex {
-			opts.Placements = g.placements
-		}
+	if err := g.openSharing(ctx, &opts); err != nil {
+		return nil, err
 	}
 	if opts.Telemetry, err = g.openTelemetry(ctx, cfg.Telemetry); err != nil {
 		return nil, err

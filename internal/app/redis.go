@@ -4,8 +4,9 @@ package app
 // limits.redis with its user and password (Redis ACL users, or the
 // default user's password), TLS with rediss:// and the operator's own
 // certificate authority and client certificate, and a PING at start that
-// refuses a configuration Redis refuses. No error or log line carries the
-// URL's password.
+// refuses a configuration Redis refuses; the bus is opened only when the
+// router shares its prefix index or loads (openSharing). No error or log
+// line carries the URL's password.
 
 import (
 	"context"
@@ -24,6 +25,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
 )
 
 // redisStartTimeout bounds the PING at start: long enough for a TLS
@@ -144,4 +147,30 @@ func redact(field string, err error, secrets []string) error {
 		msg = strings.ReplaceAll(msg, s, "xxxxx")
 	}
 	return &redactedError{msg: field + ": " + msg, err: err}
+}
+
+// openSharing connects to the Redis that limits.redis names when the
+// router shares its prefix index or its loads with the other gateways
+// there, and hands opts the placements to share. Nothing is opened when
+// neither is shared.
+func (g *Gateway) openSharing(ctx context.Context, opts *router.Options) (err error) {
+	cfg := g.cfg
+	if cfg.Limits.Redis == "" || !cfg.Router.SharePrefixIndex && !cfg.Router.ShareLoad {
+		return nil
+	}
+	if g.bus, err = newRedisClient(cfg.Limits, nil); err != nil {
+		return err
+	}
+	if err := checkRedis(ctx, g.bus, cfg.Limits, g.log); err != nil {
+		return err
+	}
+	g.placements = placement.NewRedis(g.bus, placement.Options{
+		Channel:    cfg.Router.ShareChannel,
+		Placements: cfg.Router.SharePrefixIndex, Loads: cfg.Router.ShareLoad,
+		Registerer: g.reg, Logger: g.log,
+	})
+	if cfg.Router.SharePrefixIndex {
+		opts.Placements = g.placements
+	}
+	return nil
 }
