@@ -25,7 +25,7 @@ func TestCheck(t *testing.T) {
 		want    string // what Check writes
 		wantErr bool
 	}{
-		{"testdata/full.good.yaml", `ok: 9 pools, 3 models (5 names), 10 endpoints
+		{"testdata/full.good.yaml", `ok: 10 pools, 3 models (5 names), 11 endpoints
 pool openai: key from $OPENAI_API_KEY
 pool claude: key from $ANTHROPIC_API_KEY, which is not set
 pool azure: key from $AZURE_OPENAI_API_KEY, which is not set
@@ -94,7 +94,7 @@ func TestCheckAgainst(t *testing.T) {
 	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AZURE_OPENAI_API_KEY", "GEMINI_API_KEY", "AWS_ACCESS_KEY_ID", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_PROFILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"} {
 		t.Setenv(k, "")
 	}
-	const ok = `ok: 9 pools, 3 models (5 names), 10 endpoints
+	const ok = `ok: 10 pools, 3 models (5 names), 11 endpoints
 pool openai: key from $OPENAI_API_KEY, which is not set
 pool claude: key from $ANTHROPIC_API_KEY, which is not set
 pool azure: key from $AZURE_OPENAI_API_KEY, which is not set

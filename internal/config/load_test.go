@@ -163,6 +163,12 @@ func TestFullExample(t *testing.T) {
 				Metrics: hosted.Metrics, Health: hosted.Health, RetryBudget: 0.2,
 				Endpoints: []catalog.Endpoint{{Name: "us-central1-aiplatform.googleapis.com", URL: "https://us-central1-aiplatform.googleapis.com/v1", Weight: 1}},
 			},
+			{
+				Name: "edge", Kind: "llamacpp", Policy: "auto", Slots: 4, RetryBudget: 0.2,
+				Metrics:   catalog.Scrape{Path: "/metrics", Interval: 100 * time.Millisecond, MaxAge: time.Second},
+				Health:    catalog.HealthCheck{Path: "/health", Interval: time.Second, Timeout: 500 * time.Millisecond},
+				Endpoints: []catalog.Endpoint{{Name: "10.0.2.7:8080", URL: "http://10.0.2.7:8080/v1", Weight: 1}},
+			},
 		},
 		Models: []catalog.Model{
 			{

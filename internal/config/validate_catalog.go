@@ -141,6 +141,12 @@ func validatePools(ps *problems, pools []catalog.Pool) {
 		if !(p.RetryBudget >= 0 && p.RetryBudget <= 1) {
 			ps.add(at+".retry_budget", "must be a share from 0 to 1, got %v", p.RetryBudget)
 		}
+		switch {
+		case p.Slots < 0 || p.Slots > maxSlots:
+			ps.add(at+".slots", "must be from 1 to %d, got %d", maxSlots, p.Slots)
+		case p.Slots > 0 && !catalog.SlotCache(p.Kind):
+			ps.add(at+".slots", "is only for pools of kind llamacpp or ollama, not %q", p.Kind)
+		}
 		checkHedge(ps, at+".hedge", p.Hedge)
 		if len(p.Endpoints) == 0 {
 			ps.add(at+".endpoints", "must list at least one endpoint")
@@ -203,6 +209,11 @@ func checkHedge(ps *problems, path string, h catalog.Hedge) {
 		ps.add(path+".min_wait", "must be from 0 to %s, got %s", MaxHedgeMinWait, h.MinWait)
 	}
 }
+
+// maxSlots is the most slots a pool may say its servers run: llama.cpp
+// runs one per parallel sequence, a handful to a few hundred, and its
+// /slots is read up to as many.
+const maxSlots = 4096
 
 // MaxEndpoints is the most endpoints a pool may have: routing keeps the
 // endpoints that hold a prompt block as bits of one 64-bit word.

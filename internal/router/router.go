@@ -421,6 +421,7 @@ func (wt watching) targets(c *catalog.Catalog, s *snapshot) []scrape.Target {
 					ep.SetLoad(l.Waiting, l.KVUsage, l.At)
 					ep.SetModels(l.Models, l.At)
 					p.SetKVBlock(l.BlockSize)
+					p.SetSlots(ep, l.Slots)
 					sight.Loaded(l)
 				},
 				OnScrapeError: sight.ScrapeFailed,

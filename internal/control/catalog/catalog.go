@@ -238,6 +238,11 @@ const (
 	KindVertex = "vertex"
 )
 
+// SlotCache reports whether a pool of kind caches prompts per slot
+// (llama.cpp's server, which Ollama runs) rather than in a block-level
+// prefix cache.
+func SlotCache(kind string) bool { return kind == KindLlamaCpp || kind == KindOllama }
+
 // Kinds is every pool kind, the default first.
 var Kinds = []string{KindOpenAI, KindVLLM, KindSGLang, KindLlamaCpp, KindOllama, KindAnthropic, KindAzure, KindBedrock, KindGemini, KindVertex}
 
@@ -338,6 +343,11 @@ type Pool struct {
 	CredentialsFile string `yaml:"credentials_file,omitempty"`
 	// EPP is the Endpoint Picker a pool of policy epp asks.
 	EPP EPP `yaml:"epp,omitempty"`
+	// Slots is how many slots each endpoint of a llamacpp or ollama pool
+	// runs (llama-server's --parallel, OLLAMA_NUM_PARALLEL), each caching
+	// the last prompt it processed; a scrape of llama-server's /slots
+	// overrides it. Zero means the kind's default; other kinds have none.
+	Slots int `yaml:"slots,omitempty"`
 
 	// APIKey is APIKeyEnv's value, read when the catalog is built. It is
 	// never logged, labelled or written back.

@@ -18,6 +18,7 @@ type Attempt struct {
 	rt   *Route
 	i    int
 	call Call
+	slot int // the slot its prompt was given on a slot index; -1 for none
 }
 
 // PlaceFunc hears what a pool's calls place in its prefix index: the
@@ -39,7 +40,7 @@ func (p *Pool) OnPlace(f PlaceFunc) { p.placed = f }
 // keep prefill off.
 func (p *Pool) Begin(rt *Route, i int, stream, critical bool, now time.Time) Attempt {
 	uncached := rt.Uncached(i)
-	a := Attempt{p: p, rt: rt, i: i, call: p.Send(i, uncached, stream, critical, now)}
+	a := Attempt{p: p, rt: rt, i: i, call: p.Send(i, uncached, stream, critical, now), slot: -1}
 	if rt.Model != "" {
 		loaded, known := p.endpoints[i].holds(rt.Model, now, p.maxAge)
 		a.call.cold = known && !loaded
@@ -71,14 +72,17 @@ func (a *Attempt) Started() bool { return a.call.Started() }
 // Gap takes one inter-token gap of the call's stream.
 func (a *Attempt) Gap(d time.Duration) { a.call.Gap(d) }
 
-// End takes the call off its endpoint's counts. With aim, the step time
-// admission holds the endpoint to, the endpoint's batch limit is decided
-// on the way; zero leaves it alone. A call that computed nothing (it was
-// refused, failed before a byte came back, or lost a hedged race before
-// its first token) leaves none of the blocks it was promised at the
-// endpoint.
+// End takes the call off its endpoint's counts, and off the slot it was
+// given on a slot index. With aim, the step time admission holds the
+// endpoint to, the endpoint's batch limit is decided on the way; zero
+// leaves it alone. A call that computed nothing (it was refused, failed
+// before a byte came back, or lost a hedged race before its first token)
+// leaves none of the blocks it was promised at the endpoint.
 func (a *Attempt) End(aim time.Duration, computed bool) {
 	a.call.Done(aim)
+	if a.rt.Indexed() {
+		a.rt.Index().releaseSlot(a.i, a.slot)
+	}
 	if !computed && a.rt.Indexed() && len(a.rt.Hashes()) > int(a.rt.Matched(a.i)) {
 		a.place(a.rt.Hashes()[a.rt.Matched(a.i):], true)
 	}
@@ -97,7 +101,7 @@ func (a *Attempt) place(hashes []uint64, drop bool) {
 	if drop {
 		x.Drop(hashes, a.i)
 	} else {
-		x.Promise(hashes, a.i)
+		a.slot = x.promise(hashes, a.i)
 	}
 	if a.p.placed != nil {
 		a.p.placed(a.i, x.Block(), hashes, drop)

@@ -33,6 +33,9 @@ type Pool struct {
 	// replaced, empty, when a scrape reports another KV-cache block size.
 	index   atomic.Pointer[PrefixIndex]
 	kvBlock atomic.Int32 // the KV-cache block the index is built for, in tokens
+	// slots is how many slots each endpoint caches a prompt in, on a pool
+	// whose servers cache per slot; zero on one with a block cache.
+	slots atomic.Int32
 
 	// meanPrompt is the mean uncached prompt of recent requests, in tokens
 	// (float64 bits): what a request another gateway queued is assumed
@@ -83,16 +86,40 @@ func New(p catalog.Pool, prev *Pool, paths []string) *Pool {
 			np.order = append(np.order, i)
 		}
 	}
-	if sameOrder {
+	if catalog.SlotCache(p.Kind) {
+		np.slots.Store(int32(slotsOf(p)))
+	}
+	if sameOrder && prev.slots.Load() == np.slots.Load() {
 		np.index.Store(prev.index.Load())
 		np.kvBlock.Store(prev.kvBlock.Load())
 		np.meanPrompt.Store(prev.meanPrompt.Load())
 		np.budget.carry(&prev.budget)
 	} else {
-		np.index.Store(newPrefixIndex(len(np.endpoints), BlockBytes(DefaultKVBlock)))
 		np.kvBlock.Store(DefaultKVBlock)
+		np.index.Store(np.newIndex())
 	}
 	return np
+}
+
+// slotsOf is the slots each endpoint of p runs, as configured, else its
+// kind's default.
+func slotsOf(p catalog.Pool) int {
+	switch {
+	case p.Slots > 0:
+		return p.Slots
+	case p.Kind == catalog.KindOllama:
+		return DefaultSlotsOllama
+	}
+	return DefaultSlotsLlamaCpp
+}
+
+// newIndex is an empty index for p's endpoints, KV-cache block and slots.
+func (p *Pool) newIndex() *PrefixIndex {
+	block := BlockBytes(int(p.kvBlock.Load()))
+	if n := p.slots.Load(); n > 0 {
+		return newSlotIndex(len(p.endpoints), block, int(n))
+	}
+	return newPrefixIndex(len(p.endpoints), block)
 }
 
 // Name is the pool's name.
@@ -119,7 +146,21 @@ func (p *Pool) SetKVBlock(tokens int) {
 		return
 	}
 	p.kvBlock.Store(int32(tokens))
-	p.index.Store(newPrefixIndex(len(p.endpoints), BlockBytes(tokens)))
+	p.index.Store(p.newIndex())
+}
+
+// SetSlots notes the slots a scrape of endpoint e's /slots listed, on a
+// pool whose servers cache per slot: the index models that many there
+// from now, keeping the prompts of the slots that stay.
+func (p *Pool) SetSlots(e *Endpoint, n int) {
+	if n <= 0 || p.slots.Load() == 0 {
+		return
+	}
+	for i, ep := range p.endpoints {
+		if ep == e {
+			p.index.Load().resizeSlots(i, n)
+		}
+	}
 }
 
 // Indexed reports whether p's policy reads the prefix index, and so

@@ -90,10 +90,13 @@ func mix(x uint64) uint64 {
 // PrefixIndex maps prompt blocks to the endpoints that hold them, by their
 // index in the pool, as bits of a word. It holds a fixed number of blocks
 // and evicts by the clock algorithm, an approximation of least recently
-// used that needs no list.
+// used that needs no list. On a pool whose servers cache per slot it
+// holds each endpoint's slots instead (slots.go), and the same methods
+// keep them.
 type PrefixIndex struct {
 	block  int              // bytes of prompt text to a block
 	mu     sync.Mutex       // protects all below
+	slots  *slotCaches      // each endpoint's slots; nil for a block index
 	slot   map[uint64]int32 // key: chained block hash; value: index in blocks
 	blocks []prefixBlock    // fixed length: the capacity
 	used   int32            // blocks[:used] have been filled
@@ -127,6 +130,11 @@ func (x *PrefixIndex) Match(hashes []uint64, matched, computed *[64]int32) {
 	var alive, done uint64 // the endpoints holding, and having computed, every block so far
 	n := int32(0)
 	x.mu.Lock()
+	if x.slots != nil {
+		x.matchSlots(hashes, matched, computed)
+		x.mu.Unlock()
+		return
+	}
 	for _, h := range hashes {
 		s, ok := x.slot[h]
 		if !ok {
@@ -167,10 +175,27 @@ func (x *PrefixIndex) Add(hashes []uint64, i int) { x.add(hashes, i, false) }
 // Settle says so.
 func (x *PrefixIndex) Promise(hashes []uint64, i int) { x.add(hashes, i, true) }
 
+// promise is Promise for a call of this gateway's, and returns the slot
+// the prompt was given on a slot index, busy until releaseSlot; -1 on a
+// block index.
+func (x *PrefixIndex) promise(hashes []uint64, i int) int {
+	if x.slots == nil {
+		x.add(hashes, i, true)
+		return -1
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.giveSlot(hashes, i, true, true)
+}
+
 func (x *PrefixIndex) add(hashes []uint64, i int, pending bool) {
 	bit := uint64(1) << i
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if x.slots != nil {
+		x.giveSlot(hashes, i, false, pending)
+		return
+	}
 	for _, h := range hashes {
 		s, ok := x.slot[h]
 		if !ok {
@@ -196,6 +221,10 @@ func (x *PrefixIndex) Settle(hashes []uint64, i int) {
 	bit := uint64(1) << i
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if x.slots != nil {
+		x.settleSlots(hashes, i)
+		return
+	}
 	for _, h := range hashes {
 		if s, ok := x.slot[h]; ok {
 			x.blocks[s].pending &^= bit
@@ -208,6 +237,10 @@ func (x *PrefixIndex) Drop(hashes []uint64, i int) {
 	bit := uint64(1) << i
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if x.slots != nil {
+		x.dropSlots(hashes, i)
+		return
+	}
 	for _, h := range hashes {
 		if s, ok := x.slot[h]; ok && x.blocks[s].holders&bit != 0 {
 			x.blocks[s].holders &^= bit

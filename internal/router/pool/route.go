@@ -93,7 +93,9 @@ func (rt *Route) Computed(i int) {
 // prefix still being computed then was not evicted when the answer found
 // it missing, and a prefix's tokens are estimated from its bytes, where a
 // server caches only whole blocks of its own. An answer where nothing
-// was predicted cached confirms nothing.
+// was predicted cached confirms nothing. On a slot index, an answer that
+// found over a block less than the prefix computed there corrects the
+// slots (PrefixIndex.Correct).
 func (rt *Route) Confirm(e *Endpoint, i int, prompt, cached int64) (predicted, confirmed int64) {
 	predicted = int64(rt.share(rt.matched[i]) * float64(prompt))
 	if predicted <= 0 {
@@ -102,6 +104,10 @@ func (rt *Route) Confirm(e *Endpoint, i int, prompt, cached int64) (predicted, c
 	if done := int64(rt.share(rt.computed[i]) * float64(prompt)); done > 0 {
 		slack := int64(rt.share(1) * float64(prompt))
 		e.Confirm(done, min(cached+slack, done))
+		if rt.indexed && cached+slack < done && prompt > 0 {
+			keep := float64(cached) / float64(prompt) * float64(rt.promptBytes) / float64(rt.index.block)
+			rt.index.Correct(rt.hashes, i, int32(keep))
+		}
 	}
 	return predicted, min(cached, predicted)
 }

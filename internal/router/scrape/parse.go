@@ -50,6 +50,9 @@ type Load struct {
 	// OllamaName writes it, from its /api/ps; nil where not read (every
 	// other kind), empty when none is loaded.
 	Models []string
+	// Slots is how many slots a llama.cpp server's /slots listed; zero
+	// where not read.
+	Slots int
 	// At is when the scrape completed; Parse leaves it zero.
 	At time.Time
 }

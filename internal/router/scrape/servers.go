@@ -39,8 +39,8 @@ const (
 )
 
 // parseSlots reads the load of a llama.cpp server from its /slots: the
-// slots processing a request are Running; what waits for a slot is not
-// shown there, nor the KV cache, and both stay unknown.
+// slots it runs, and those processing a request are Running; what waits
+// for a slot is not shown there, nor the KV cache, and both stay unknown.
 func parseSlots(body []byte) (Load, error) {
 	var slots []struct {
 		IsProcessing *bool `json:"is_processing"`
@@ -62,6 +62,7 @@ func parseSlots(body []byte) (Load, error) {
 	}
 	l := unknownLoad()
 	l.Running = float64(busy)
+	l.Slots = len(slots)
 	return l, nil
 }
 

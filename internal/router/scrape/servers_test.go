@@ -92,7 +92,7 @@ func TestParseSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Load{Waiting: -1, Running: 2, KVUsage: -1}); !cmp.Equal(got, want) {
+	if want := (Load{Waiting: -1, Running: 2, KVUsage: -1, Slots: 4}); !cmp.Equal(got, want) {
 		t.Errorf("parseSlots = %+v, want %+v", got, want)
 	}
 }
