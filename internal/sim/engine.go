@@ -51,6 +51,7 @@ type seq struct {
 	chunk     int            // prefill tokens in the current step; 0 means a decode
 	held      []*cachedBlock // block cache: prefix-cache blocks it holds, in prompt order
 	node      *radixNode     // radix cache: the deepest tree node it holds; nil before admission
+	slot      int            // slot cache: the slot it runs in, from admission
 	private   int            // blocks it holds outside the prefix cache
 	due       time.Time      // fixed mode: when its next token is due
 	heapIndex int            // fixed mode: its place in engine.due
@@ -104,9 +105,12 @@ func newEngine(cfg Config, reg prometheus.Registerer) *engine {
 		cfg:  cfg,
 		wake: make(chan struct{}, 1),
 	}
-	if cfg.Cache == CacheRadix {
+	switch cfg.Cache {
+	case CacheRadix:
 		e.kv = newRadixCache(cfg.BlockSize, cfg.NumBlocks)
-	} else {
+	case CacheSlots:
+		e.kv = newSlotCache(cfg.BlockSize, cfg.NumBlocks, cfg.MaxSeqs)
+	default:
 		e.kv = newKVCache(cfg.BlockSize, cfg.NumBlocks)
 	}
 	e.m = newMetrics(reg, cfg, e)
@@ -438,6 +442,7 @@ type prefixCache interface {
 var (
 	_ prefixCache = (*kvCache)(nil)
 	_ prefixCache = (*radixCache)(nil)
+	_ prefixCache = (*slotCache)(nil)
 )
 
 // dueHeap orders fixed-mode sequences by when their next token is due.

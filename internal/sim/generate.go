@@ -70,6 +70,10 @@ type job struct {
 	gen          generation
 	stream       bool
 	includeUsage bool
+	// llama reports whether the replica answers as llama.cpp's server
+	// does: cached tokens as timings.cache_n beside a usage without
+	// prompt_tokens_details.
+	llama bool
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []byte, f Faults) {
@@ -295,6 +299,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, ep endpoint, c
 		gen:          gen,
 		stream:       c.Stream,
 		includeUsage: c.Stream && c.StreamOptions != nil && c.StreamOptions.IncludeUsage,
+		llama:        s.cfg.Cache == CacheSlots,
 	}
 	if ep == chatEndpoint {
 		j.id = s.nextID("chatcmpl-")
@@ -435,25 +440,27 @@ func (s *Server) whole(w http.ResponseWriter, r *http.Request, sq *seq, j *job, 
 			panic(http.ErrAbortHandler)
 		}
 	}
-	u := j.usage(int(sq.cachedTokens.Load()))
+	cached := int(sq.cachedTokens.Load())
+	u, tm := j.usageOf(cached), j.timings(cached)
 	text := j.gen.text()
 	if j.endpoint == chatEndpoint {
 		writeJSON(w, whole[chatChoice]{j.id, "chat.completion", j.created, s.cfg.Model,
-			[]chatChoice{{Message: chatMessage{"assistant", text}, FinishReason: j.gen.reason}}, u})
+			[]chatChoice{{Message: chatMessage{"assistant", text}, FinishReason: j.gen.reason}}, u, tm})
 		return
 	}
 	writeJSON(w, whole[textChoice]{j.id, "text_completion", j.created, s.cfg.Model,
-		[]textChoice{{Text: text, FinishReason: j.gen.reason}}, u})
+		[]textChoice{{Text: text, FinishReason: j.gen.reason}}, u, tm})
 }
 
 // whole is a whole (not streamed) completion; C is its endpoint's choice.
 type whole[C chatChoice | textChoice] struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	Model   string `json:"model"`
-	Choices []C    `json:"choices"`
-	Usage   usage  `json:"usage"`
+	ID      string   `json:"id"`
+	Object  string   `json:"object"`
+	Created int64    `json:"created"`
+	Model   string   `json:"model"`
+	Choices []C      `json:"choices"`
+	Usage   any      `json:"usage"`             // usage, or llamaUsage
+	Timings *timings `json:"timings,omitempty"` // llama.cpp's alone
 }
 
 type chatMessage struct {
@@ -547,8 +554,13 @@ func (j *job) appendFinishChunk(b []byte) []byte {
 // asks for: no choices, and the usage.
 func (j *job) appendUsageChunk(b []byte, cached int) []byte {
 	b = j.appendChunkHead(b)
-	u, _ := json.Marshal(j.usage(cached))
+	u, _ := json.Marshal(j.usageOf(cached))
 	b = append(b, `[],"usage":`...)
 	b = append(b, u...)
+	if tm := j.timings(cached); tm != nil {
+		t, _ := json.Marshal(tm)
+		b = append(b, `,"timings":`...)
+		b = append(b, t...)
+	}
 	return append(b, "}\n\n"...)
 }

@@ -1,5 +1,6 @@
 // A replica's metrics, under vLLM's names and with its model_name label, so
-// that whatever scrapes vLLM reads the simulator the same way.
+// that whatever scrapes vLLM reads the simulator the same way; a replica
+// of the llamacpp profile exports llama.cpp's (llama.go).
 
 package sim
 
@@ -28,6 +29,9 @@ var (
 )
 
 func newMetrics(reg prometheus.Registerer, cfg Config, e *engine) *metrics {
+	if cfg.Cache == CacheSlots {
+		return newLlamaMetrics(reg, e)
+	}
 	model := prometheus.Labels{"model_name": cfg.Model}
 	hist := func(name, help string, buckets []float64) prometheus.Histogram {
 		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets, ConstLabels: model})

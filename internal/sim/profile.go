@@ -24,12 +24,20 @@ const (
 	// first and whole, so a shared prefix outlives every branch that hangs
 	// from it, and one eviction may free more than was asked for.
 	CacheRadix
+	// CacheSlots is llama.cpp's server's: one prompt cached per slot, a
+	// slot per sequence run at once (MaxSeqs); a new sequence takes the
+	// idle slot whose prompt shares the longest prefix with its own, past
+	// a tenth of it, else the least recently used (slots.go).
+	CacheSlots
 )
 
 // String is the kind's name as the docs give it.
 func (k CacheKind) String() string {
-	if k == CacheRadix {
+	switch k {
+	case CacheRadix:
 		return "radix"
+	case CacheSlots:
+		return "slot"
 	}
 	return "blocks"
 }
@@ -62,6 +70,7 @@ const (
 	ProfilePrefillHeavy = "prefill_heavy"
 	ProfileDecodeHeavy  = "decode_heavy"
 	ProfileRadix        = "radix"
+	ProfileLlamaCpp     = "llamacpp"
 )
 
 // Profiles are every engine profile, the default first. Batch-mode ones
@@ -119,6 +128,17 @@ var Profiles = []Profile{
 		Name: ProfileRadix, Summary: "SGLang: chunked timing, radix cache evicting whole LRU leaves",
 		StepBase: DefaultStepBase, StepPerToken: DefaultStepPerToken,
 		MaxSeqs: DefaultMaxSeqs, MaxBatchedTokens: DefaultMaxBatchedTokens, Cache: CacheRadix,
+	},
+	{
+		// llama.cpp's llama-server with --parallel 8: chunked's timing
+		// (continuous batching, prompts in 2048-token batches), eight
+		// slots each caching the last prompt it processed, taken by
+		// prompt similarity else least recently used; its answers report
+		// cached tokens as timings.cache_n, and its metrics are
+		// llama.cpp's.
+		Name: ProfileLlamaCpp, Summary: "llama.cpp: 8 slots, each caching its last prompt; chunked timing",
+		StepBase: DefaultStepBase, StepPerToken: DefaultStepPerToken,
+		MaxSeqs: 8, MaxBatchedTokens: DefaultMaxBatchedTokens, Cache: CacheSlots,
 	},
 }
 

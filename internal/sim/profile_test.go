@@ -48,12 +48,14 @@ func tpotAt(t *testing.T, cfg Config, concurrency int) time.Duration {
 
 // TestProfileTPOTUnderConcurrency: under slots a sequence's time per
 // output token is the same with 16 decoding as alone; under every batching
-// profile it grows with the batch, by StepPerToken a sequence.
+// profile it grows with the batch, by StepPerToken a sequence (16 of them,
+// or as many as the profile runs at once).
 func TestProfileTPOTUnderConcurrency(t *testing.T) {
 	for _, p := range Profiles {
 		t.Run(p.Name, func(t *testing.T) {
 			cfg := p.Apply(Config{})
-			alone, full := tpotAt(t, cfg, 1), tpotAt(t, cfg, 16)
+			n := min(16, p.MaxSeqs) // llamacpp runs 8 at once
+			alone, full := tpotAt(t, cfg, 1), tpotAt(t, cfg, n)
 			if p.FixedTiming {
 				if alone != p.TPOT || full != p.TPOT {
 					t.Errorf("TPOT alone %v, with 16 %v; want both %v", alone, full, p.TPOT)
@@ -63,8 +65,8 @@ func TestProfileTPOTUnderConcurrency(t *testing.T) {
 			if want := p.StepBase + p.StepPerToken; alone != want {
 				t.Errorf("TPOT alone %v, want %v", alone, want)
 			}
-			if want := p.StepBase + 16*p.StepPerToken; full != want {
-				t.Errorf("TPOT with 16 %v, want %v", full, want)
+			if want := p.StepBase + time.Duration(n)*p.StepPerToken; full != want {
+				t.Errorf("TPOT with %d %v, want %v", n, full, want)
 			}
 		})
 	}
@@ -138,6 +140,20 @@ func TestProfileMetricsTruthful(t *testing.T) {
 				cfg := p.Apply(Config{})
 				cfg.MaxSeqs, cfg.NumBlocks = 2, 100
 				e, reg := testEngine(cfg)
+				// llama.cpp's names, where it has them; it exports no KV
+				// cache usage.
+				running, waiting, kv := "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"
+				gauge := func(name string) float64 { return metricValue(t, reg, name) }
+				if p.Cache == CacheSlots {
+					running, waiting = "llamacpp:requests_processing", "llamacpp:requests_deferred"
+					gauge = func(name string) float64 {
+						if name == kv {
+							_, _, u := e.stats()
+							return u
+						}
+						return metricValue(t, reg, name)
+					}
+				}
 				prompts := []int{100, 116, 132, 148} // one stem: each extends the one before
 				var traces []<-chan trace
 				for _, n := range prompts {
@@ -147,10 +163,8 @@ func TestProfileMetricsTruthful(t *testing.T) {
 				synctest.Wait()
 				// Neither of the first two had cached its prompt when both
 				// were admitted: 7 and 8 blocks of their own.
-				for name, want := range map[string]float64{
-					"vllm:num_requests_running": 2, "vllm:num_requests_waiting": 2, "vllm:kv_cache_usage_perc": 0.15,
-				} {
-					if got := metricValue(t, reg, name); got != want {
+				for name, want := range map[string]float64{running: 2, waiting: 2, kv: 0.15} {
+					if got := gauge(name); got != want {
 						t.Errorf("while two run: %s = %v, want %v", name, got, want)
 					}
 				}
@@ -169,8 +183,7 @@ func TestProfileMetricsTruthful(t *testing.T) {
 				got := map[string]float64{
 					"hits": testutil.ToFloat64(e.m.prefixHits), "queries": testutil.ToFloat64(e.m.prefixQueries),
 					"generated": testutil.ToFloat64(e.m.generationTokens),
-					"running":   metricValue(t, reg, "vllm:num_requests_running"), "waiting": metricValue(t, reg, "vllm:num_requests_waiting"),
-					"kv": metricValue(t, reg, "vllm:kv_cache_usage_perc"),
+					"running":   gauge(running), "waiting": gauge(waiting), "kv": gauge(kv),
 				}
 				want := map[string]float64{"hits": float64(hits), "queries": float64(queries), "generated": 20, "running": 0, "waiting": 0, "kv": 0}
 				for k, w := range want {
@@ -183,14 +196,15 @@ func TestProfileMetricsTruthful(t *testing.T) {
 	}
 }
 
-// TestProfileCache: the radix profile runs a radix cache, the others
-// vLLM's block cache.
+// TestProfileCache: the radix profile runs a radix cache, llamacpp a
+// slot cache, the others vLLM's block cache.
 func TestProfileCache(t *testing.T) {
 	for _, p := range Profiles {
 		e, _ := testEngine(p.Apply(Config{}))
 		_, radix := e.kv.(*radixCache)
-		if radix != (p.Name == ProfileRadix) {
-			t.Errorf("%s: radix cache %v", p.Name, radix)
+		_, slots := e.kv.(*slotCache)
+		if radix != (p.Name == ProfileRadix) || slots != (p.Name == ProfileLlamaCpp) {
+			t.Errorf("%s: radix cache %v, slot cache %v", p.Name, radix, slots)
 		}
 	}
 }
