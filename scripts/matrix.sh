@@ -11,16 +11,18 @@
 #
 # PROFILES, WORKLOADS and POLICIES narrow it (space-separated; default
 # every profile, chat mixed mooncake azure-burst, every policy); JOBS
-# cells run at once (default 2). The whole matrix (5 × 4 × 6 × 3 = 360
-# cells) takes about 30 minutes on a 2-core machine. REAL=1 runs it on
-# the wall clock through HTTP instead: about a day.
+# cells run at once (default 2). The whole matrix (6 × 4 × 6 × 3 = 432
+# cells) takes about 40 minutes on a 2-core machine. REAL=1 runs it on
+# the wall clock through HTTP instead: about a day. The profile
+# llamacpp_blocks, not run by default, is llamacpp's replicas behind a
+# pool that models their caches as vLLM's blocks (--pool-kind vllm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-bench-out/matrix}
 mkdir -p "$out"
 seeds=("${@:-1 2 3}")
 read -ra seeds <<<"${seeds[*]}"
-read -ra profiles <<<"${PROFILES:-chunked slots prefill_heavy decode_heavy radix}"
+read -ra profiles <<<"${PROFILES:-chunked slots prefill_heavy decode_heavy radix llamacpp}"
 read -ra workloads <<<"${WORKLOADS:-chat mixed mooncake azure-burst}"
 read -ra policies <<<"${POLICIES:-round_robin least_request prefix gie sglang auto}"
 clock=--virtual
@@ -34,8 +36,12 @@ azure="--workload trace --trace ../shared/traces/azure-llm-2023-code.csv --lengt
 # robin's knee to past auto's and gie's on seed 1, so that every policy's
 # knee lies inside (a cell whose highest load passes reports "at least").
 sweep() {
-	case $1/$2 in
+	case ${1%_blocks}/$2 in
 	prefill_heavy/chat) echo 0.5:6:0.5 ;;
+	llamacpp/chat) echo 1:8:0.5 ;;
+	llamacpp/mixed) echo 6:24:2 ;;
+	llamacpp/mooncake) echo 4:24:2 ;;
+	llamacpp/azure-burst) echo 1:8:0.5 ;;
 	decode_heavy/chat) echo 10:80:5 ;;
 	*/chat) echo 4:40:2 ;;
 	prefill_heavy/mixed) echo 2:20:2 ;;
@@ -69,13 +75,22 @@ args() {
 # cache is full.
 blocks() { [[ $1 == radix ]] && echo "--sim-num-blocks 4096" || true; }
 
+# engine is a profile's flags: its replicas' profile, and llamacpp_blocks's
+# pool kind.
+engine() {
+	case $1 in
+	llamacpp_blocks) echo "--sim-profile llamacpp --pool-kind vllm" ;;
+	*) echo "--sim-profile $1" ;;
+	esac
+}
+
 for seed in "${seeds[@]}"; do
 	for profile in "${profiles[@]}"; do
 		for workload in "${workloads[@]}"; do
 			a=$(args "$workload")
 			for policy in "${policies[@]}"; do
 				name=$profile-$workload-$policy-$seed
-				echo "$gw bench --spawn-sim 4 $clock --sim-profile $profile $(blocks "$profile") $a --sweep $(sweep "$profile" "$workload") --refine 2 --seed $seed --policy $policy --json $out/$name.json >$out/$name.txt 2>$out/$name.err && echo '== $name' >&2"
+				echo "$gw bench --spawn-sim 4 $clock $(engine "$profile") $(blocks "$profile") $a --sweep $(sweep "$profile" "$workload") --refine 2 --seed $seed --policy $policy --json $out/$name.json >$out/$name.txt 2>$out/$name.err && echo '== $name' >&2"
 			done
 		done
 	done

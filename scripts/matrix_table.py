@@ -16,7 +16,7 @@ import glob, json, os, sys
 from collections import defaultdict
 
 POLICIES = ["round_robin", "least_request", "prefix", "gie", "sglang", "auto"]
-PROFILES = ["chunked", "slots", "prefill_heavy", "decode_heavy", "radix"]
+PROFILES = ["chunked", "slots", "prefill_heavy", "decode_heavy", "radix", "llamacpp", "llamacpp_blocks"]
 WORKLOADS = ["chat", "mixed", "mooncake", "azure-burst"]
 PASS = 0.9  # goodput at SLO, as the bench's capacity
 TOLERANCE = 0.02  # auto's capacity may fall this share short of the best other's

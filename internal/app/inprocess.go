@@ -24,6 +24,9 @@ type GatewayOptions struct {
 	// Kind is the upstreams' pool kind, which says what load signals they
 	// export; empty means openai.
 	Kind string
+	// Slots is the pool's slots, on a kind whose servers cache per slot;
+	// zero means the kind's default.
+	Slots int
 	// Policy names the routing policy, one of catalog.Policies; empty
 	// means the default.
 	Policy string
@@ -70,6 +73,7 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*InProcess, error) {
 		kind = catalog.KindOpenAI
 	}
 	cfg := upstreamConfig(o.Model, kind, o.Upstreams)
+	cfg.Pools[0].Slots = o.Slots
 	if o.Policy != "" {
 		cfg.Pools[0].Policy = o.Policy
 	}

@@ -5,6 +5,7 @@ package app
 // clock in front of virtual replicas.
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -24,8 +25,12 @@ type (
 // gives it (Model, Policy, SLO), in front of one virtual replica a
 // configuration.
 type VirtualOptions struct {
-	Model    string
-	Policy   string
+	Model  string
+	Policy string
+	// Kind is the pool's kind, which sets how routing models the
+	// replicas' caches (vllm's blocks, or llamacpp's slots, as many as
+	// the first replica runs sequences at once); empty means vllm.
+	Kind     string
 	SLO      catalog.SLO
 	Replicas []sim.Config
 	// Drain is how long requests in flight after the last arrival may run
@@ -33,7 +38,7 @@ type VirtualOptions struct {
 	Drain time.Duration
 }
 
-// RunVirtual replays reqs through the pool of kind vllm that StartGateway
+// RunVirtual replays reqs through the pool of o.Kind that StartGateway
 // would build for o, on a virtual clock (see internal/router/virtual).
 func RunVirtual(o VirtualOptions, reqs []VirtualRequest) ([]VirtualResult, error) {
 	urls := make([]string, len(o.Replicas))
@@ -43,7 +48,11 @@ func RunVirtual(o VirtualOptions, reqs []VirtualRequest) ([]VirtualResult, error
 		c.Model = o.Model
 		replicas[i] = sim.NewVirtual(c)
 	}
-	cfg := upstreamConfig(o.Model, catalog.KindVLLM, urls)
+	kind := cmp.Or(o.Kind, catalog.KindVLLM)
+	cfg := upstreamConfig(o.Model, kind, urls)
+	if catalog.SlotCache(kind) && len(o.Replicas) > 0 {
+		cfg.Pools[0].Slots = o.Replicas[0].MaxSeqs
+	}
 	if o.Policy != "" {
 		cfg.Pools[0].Policy = o.Policy
 	}

@@ -71,6 +71,7 @@ type options struct {
 	simInstant             bool
 	virtual                bool   // --virtual: routing and replicas on a virtual clock
 	simProfile             string // --sim-profile: the replicas' engine profile
+	poolKind               string // --pool-kind: the spawned gateways' pool kind; empty for the profile's
 	simNumBlocks           int    // --sim-num-blocks: the replicas' KV-cache capacity; 0 for the default
 	simFaults              []SimFault
 	gateways               int
@@ -159,6 +160,7 @@ func (o *options) define(fs *cli.FlagSet) (sweep, keysPath *string, logLevel *sl
 	fs.IntVar(&o.outputTokens, "output-tokens", 0, "with --workload flat, every answer's length in tokens (default 16)")
 	fs.BoolVar(&o.simInstant, "sim-instant", false, "with --spawn-sim, replicas answer as fast as they can (for overhead)")
 	fs.ChoiceVar(&o.simProfile, "sim-profile", sim.DefaultProfile, sim.ProfileNames(), "with --spawn-sim, the replicas' engine profile (see llmgw sim --help)")
+	fs.ChoiceVar(&o.poolKind, "pool-kind", "", []string{catalog.KindVLLM, catalog.KindLlamaCpp}, "with --spawn-sim, the gateway's pool kind, which sets how it models the replicas' caches: vllm (blocks) or llamacpp (a prompt per slot, as many slots as the profile runs at once); default llamacpp for --sim-profile llamacpp, else vllm")
 	fs.IntVar(&o.simNumBlocks, "sim-num-blocks", 0, "with --spawn-sim, each replica's KV-cache capacity in blocks of 16 tokens (0: "+strconv.Itoa(sim.DefaultNumBlocks)+")")
 	logLevel = fs.LogLevel(slog.LevelWarn, "with --spawn-sim, the least severe log lines the gateway writes to stderr")
 	fs.Func("sim-speeds", "with --spawn-sim, each replica's speed, a `list` with one per replica such as 1,1,1,0.667 (instead of --sim-speed)", func(v string) error {
@@ -269,7 +271,7 @@ func (o *options) checkTarget(set map[string]bool) error {
 		return fmt.Errorf("--spawn-sim must be a positive number of replicas, got %d", o.spawn)
 	}
 	if o.targetURL != "" {
-		for _, f := range []string{"virtual", "direct", "policy", "admission", "hedge", "sim-speed", "sim-speeds", "sim-instant", "sim-profile", "sim-num-blocks", "sim-fault", "gateways", "redis"} {
+		for _, f := range []string{"virtual", "direct", "policy", "admission", "hedge", "sim-speed", "sim-speeds", "sim-instant", "sim-profile", "pool-kind", "sim-num-blocks", "sim-fault", "gateways", "redis"} {
 			if set[f] {
 				return fmt.Errorf("--%s applies only with --spawn-sim", f)
 			}

@@ -175,6 +175,18 @@ func (o *options) replicaSpeeds() []float64 {
 }
 
 // replicaConfigs are the spawned replicas' configurations: each of
+// kind is the spawned gateways' pool kind: --pool-kind, else llamacpp in
+// front of replicas of the llamacpp profile, else vllm.
+func (o *options) kind() string {
+	switch {
+	case o.poolKind != "":
+		return o.poolKind
+	case o.simProfile == sim.ProfileLlamaCpp && !o.simInstant:
+		return catalog.KindLlamaCpp
+	}
+	return catalog.KindVLLM
+}
+
 // o.simProfile (chunked when empty) with o.simNumBlocks at its speed.
 func (o *options) replicaConfigs() ([]sim.Config, error) {
 	profile, err := sim.ProfileNamed(cmp.Or(o.simProfile, sim.DefaultProfile))
@@ -227,6 +239,11 @@ func spawnSim(ctx context.Context, o *options, stderr io.Writer) (*target, error
 		t.URLs = []string{t.replicas[0].URL()}
 		return t, nil
 	}
+	// A llamacpp pool runs as many slots as a replica runs sequences.
+	slots := 0
+	if catalog.SlotCache(o.kind()) {
+		slots = cfgs[0].MaxSeqs
+	}
 	upstreams := make([]string, len(t.replicas))
 	for i, r := range t.replicas {
 		upstreams[i] = r.URL()
@@ -248,7 +265,7 @@ func spawnSim(ctx context.Context, o *options, stderr io.Writer) (*target, error
 	secret := rand.Text()
 	for i := range max(o.gateways, 1) {
 		gw, err := app.StartGateway(ctx, app.GatewayOptions{
-			Model: o.model, Kind: catalog.KindVLLM, Upstreams: upstreams, Policy: o.policy, SLO: slo, Admission: o.admission == "on",
+			Model: o.model, Kind: o.kind(), Slots: slots, Upstreams: upstreams, Policy: o.policy, SLO: slo, Admission: o.admission == "on",
 			HedgeAfter: o.hedge, Redis: o.redisURL, Channel: channel, NoShareLoad: !o.shareLoad, CacheSecret: secret, Logger: log.With("gateway", i),
 		})
 		if err != nil {

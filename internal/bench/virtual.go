@@ -16,7 +16,7 @@ func runVirtual(o *options, reqs []Request) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	vo := app.VirtualOptions{Model: o.model, Policy: o.policy, Replicas: cfgs, Drain: o.drain}
+	vo := app.VirtualOptions{Model: o.model, Policy: o.policy, Kind: o.kind(), Replicas: cfgs, Drain: o.drain}
 	if o.workload != WorkloadMixed { // as spawnSim's gateway: see there
 		vo.SLO = catalog.SLO{TTFTp99: o.slo.TTFT, TPOTp99: o.slo.TPOT}
 	}
