@@ -76,10 +76,16 @@ func consoleStatus(rs status.Status) console.Status {
 				Name: e.Name, Down: e.Down, EjectedFor: e.EjectedFor, Ejections: e.Ejections,
 				Inflight: e.Own.Inflight, Pending: e.Own.Pending, Peers: e.Peers.Inflight,
 				Waiting: e.Waiting, KVUsage: e.KVUsage, Models: e.Models, ListsModels: e.Models != nil, PrefixHits: e.PrefixHits,
+				ColdStart: e.ColdStart, ColdStartLearned: e.ColdStartLearned,
 				PredictedTTFT: e.PredictedTTFT, MeasuredTTFT: e.MeasuredTTFT, BatchLimit: e.BatchLimit,
 				PerKiloToken: secs(1000 * e.Cost.PerToken), PerKiloAhead: secs(1000 * e.Cost.PerAhead), PerQueued: secs(e.Cost.PerWaiting),
 				Step: secs(e.Decode.Step), PerStream: secs(e.Decode.PerStream), StepPerKiloToken: secs(1000 * e.Decode.PerPrefillToken),
 			})
+		}
+		for _, m := range rs.Models {
+			if m.Pool == p.Name && m.ListsLoaded {
+				ps.Loaded = append(ps.Loaded, console.ModelLoaded{Model: m.Name, On: m.LoadedOn})
+			}
 		}
 		st.Pools = append(st.Pools, ps)
 	}

@@ -511,19 +511,27 @@ func TestConfigPageNamesFieldsLeftForARestart(t *testing.T) {
 }
 
 // TestEndpointsShowModelsLoaded: an endpoint whose server lists the
-// models it has loaded shows them, or none; one whose server lists none
-// shows nothing known.
+// models it has loaded shows them, or none, and its cold start, learned
+// or the prior; one whose server lists none shows nothing known; each
+// model of the pool shows the endpoints it is loaded on.
 func TestEndpointsShowModelsLoaded(t *testing.T) {
 	tc := newTestConsole(t, testToken)
 	eps := &tc.gw.status.Pools[0].Endpoints
 	warm, cold := (*eps)[0], (*eps)[0]
 	warm.Name, warm.Models, warm.ListsModels = "warm", []string{"llama3.2:1b", "qwen3:latest"}, true
+	warm.ColdStart, warm.ColdStartLearned = 12300*time.Millisecond, true
 	cold.Name, cold.Models, cold.ListsModels = "cold", []string{}, true
+	cold.ColdStart = 5 * time.Second
 	*eps = append(*eps, warm, cold)
+	tc.gw.status.Pools[0].Loaded = []ModelLoaded{{Model: "llama3.2", On: []string{"warm"}}, {Model: "gone"}}
 	c := tc.client(t)
 	tc.signIn(t, c)
 	_, body := tc.get(t, c, "/ui/endpoints")
-	for _, want := range []string{"<td>llama3.2:1b, qwen3:latest</td>", "<td>none</td>", "<td>–</td>"} {
+	for _, want := range []string{
+		"<td>llama3.2:1b, qwen3:latest</td>", "<td>none</td>", "<td>–</td>",
+		`<td class="n">12300 ms</td>`, `<td class="n">5000 ms (prior)</td>`,
+		"llama3.2 is loaded on warm.", "gone is loaded on no endpoint",
+	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the Endpoints page does not show %q:\n%s", want, body)
 		}

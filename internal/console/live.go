@@ -36,6 +36,15 @@ type ModelStatus struct {
 type PoolStatus struct {
 	Name, Kind, Policy string
 	Endpoints          []EndpointStatus
+	// Loaded is, for each model of the pool, the endpoints whose servers
+	// said they have it loaded; empty on pools whose servers do not say.
+	Loaded []ModelLoaded
+}
+
+// ModelLoaded is one model and the endpoints that have it loaded.
+type ModelLoaded struct {
+	Model string
+	On    []string
 }
 
 // EndpointStatus is one endpoint as routing sees it.
@@ -54,7 +63,12 @@ type EndpointStatus struct {
 	// (all but Ollama's) and while its scrape is stale.
 	Models      []string
 	ListsModels bool
-	PrefixHits  float64 // share of predicted prefix hits confirmed
+	// ColdStart is the cold start routing predicts there for a model not
+	// loaded, learned from its cold first tokens; ColdStartLearned is
+	// false while it is the prior.
+	ColdStart        time.Duration
+	ColdStartLearned bool
+	PrefixHits       float64 // share of predicted prefix hits confirmed
 	// PredictedTTFT and MeasuredTTFT are the recent means of first-token
 	// times predicted when sent and taken; zero before the first.
 	PredictedTTFT, MeasuredTTFT time.Duration

@@ -142,6 +142,9 @@ func TestLlamaCppSlotsWithoutMetrics(t *testing.T) {
 	if w := g.r.Status(time.Now()).Pools[0].Endpoints[0].Waiting; w != -1 {
 		t.Errorf("waiting read from /slots = %v, want -1: /slots does not show it", w)
 	}
+	if n := g.r.Status(time.Now()).Pools[0].Endpoints[0].Slots; n != 3 {
+		t.Errorf("routing models %d slots, want the 3 /slots lists", n)
+	}
 }
 
 // TestLlamaCppCacheNConfirmsPrefix is TestPrefixHitsAreChecked's warm
@@ -229,7 +232,8 @@ func (s *ollamaServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // names llama3.2:latest) takes its requests; when the other loads it in
 // its place, that one does. An /api/ps that cannot be read counts as a
 // failed scrape and says nothing loaded. The status lists each
-// endpoint's models.
+// endpoint's models, the endpoints the model is loaded on, and each
+// endpoint's cold start, the prior until one is learned.
 func TestOllamaPrefersTheEndpointWithTheModelLoaded(t *testing.T) {
 	warm, cold := newOllama("llama3.2:latest", "qwen3:8b"), newOllama("qwen3:8b")
 	garbled := `{"models":[{"name":"llama3.2:latest","model":NaN}]}`
@@ -252,6 +256,9 @@ func TestOllamaPrefersTheEndpointWithTheModelLoaded(t *testing.T) {
 			}
 		}
 	}
+	if st := g.r.Status(time.Now()); !st.Models[0].ListsLoaded || !slices.Equal(st.Models[0].LoadedOn, []string{g.endpointName("main", 0)}) {
+		t.Errorf("the model's status says it is loaded on %q (listed: %v), want the first endpoint", st.Models[0].LoadedOn, st.Models[0].ListsLoaded)
+	}
 	send()
 	if warm.hits.Load() != 10 || cold.hits.Load() != 0 {
 		t.Errorf("with the model loaded on the first endpoint, it got %d of 10 requests and the other %d", warm.hits.Load(), cold.hits.Load())
@@ -267,6 +274,15 @@ func TestOllamaPrefersTheEndpointWithTheModelLoaded(t *testing.T) {
 		eps := g.r.Status(time.Now()).Pools[0].Endpoints
 		return !slices.Contains(eps[0].Models, "llama3.2:latest") && slices.Contains(eps[1].Models, "llama3.2:latest")
 	})
+	st := g.r.Status(time.Now())
+	if !slices.Equal(st.Models[0].LoadedOn, []string{coldName}) {
+		t.Errorf("moved: the model's status says it is loaded on %q, want [%s]", st.Models[0].LoadedOn, coldName)
+	}
+	for i, e := range st.Pools[0].Endpoints {
+		if e.ColdStart != 5*time.Second || e.ColdStartLearned {
+			t.Errorf("endpoint %d's cold start %v (learned %v), want the prior 5s before a cold call", i, e.ColdStart, e.ColdStartLearned)
+		}
+	}
 	send()
 	if cold.hits.Load() != 10 {
 		t.Errorf("with the model loaded on the second endpoint only, it got %d of 10 requests", cold.hits.Load())

@@ -96,3 +96,17 @@ func (m *costModel) learnColdStart(extra float64) {
 	}
 	m.coldStart.Store(math.Float64bits(old + CostSmoothing*(extra-old)))
 }
+
+// LoadedOn is the names of p's endpoints whose servers said, while fresh
+// at now, that they have model loaded, written as Route.Model is; known
+// is false when none has said, as on servers that do not say.
+func (p *Pool) LoadedOn(model string, now time.Time) (names []string, known bool) {
+	for _, e := range p.endpoints {
+		loaded, said := e.holds(model, now, p.maxAge)
+		known = known || said
+		if loaded {
+			names = append(names, e.name)
+		}
+	}
+	return names, known
+}

@@ -123,6 +123,9 @@ func TestColdStartLearned(t *testing.T) {
 	if got := e.coldStartCost(); got != priorColdStart {
 		t.Fatalf("cold start before any: %v, want the prior %v", got, priorColdStart)
 	}
+	if st := p.Status(now)[0]; st.ColdStart != 5*time.Second || st.ColdStartLearned {
+		t.Errorf("status before any: cold start %v (learned %v), want the prior 5s", st.ColdStart, st.ColdStartLearned)
+	}
 	before := *e.firstTokenCost()
 	a := p.Begin(rt, 0, true, false, now)
 	a.FirstToken(now.Add(2 * time.Second))
@@ -130,6 +133,12 @@ func TestColdStartLearned(t *testing.T) {
 	predicted := before.Predict(0, 0, 0)
 	if got, want := e.coldStartCost(), 2-predicted; math.Abs(got-want) > 1e-9 {
 		t.Errorf("cold start after one of 2 s: %v, want %v (2 s less the %v predicted)", got, want, predicted)
+	}
+	if st := p.Status(now)[0]; !st.ColdStartLearned || math.Abs(st.ColdStart.Seconds()-(2-predicted)) > 1e-6 {
+		t.Errorf("status: cold start %v (learned %v), want %vs learned", st.ColdStart, st.ColdStartLearned, 2-predicted)
+	}
+	if on, known := p.LoadedOn("llama3.2:1b", now); !known || on != nil {
+		t.Errorf("loaded on %q (known %v), want no endpoint, known", on, known)
 	}
 	if e.cost.Load() != nil {
 		t.Errorf("a cold call taught the cost model: %+v", *e.cost.Load())

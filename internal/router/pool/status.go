@@ -2,8 +2,8 @@ package pool
 
 // An endpoint's status as plain values, for the router's status read by
 // the console: health, ejection, what is in flight, the last scrape, the
-// prefix hits its answers confirm, and the first-token time the cost
-// model predicted against the one measured.
+// prefix hits its answers confirm, the first-token time the cost model
+// predicted against the one measured, and the cold start it learned.
 
 import (
 	"math"
@@ -29,13 +29,17 @@ type EndpointStatus struct {
 	// scrape while fresh; nil when unknown, as on every server that does
 	// not say (all but Ollama's).
 	Models []string
-	// ColdStart is what auto charges a request for a model its server
-	// said it has not loaded, past the first token's time: the prior 5 s
-	// until a cold start there is learned.
-	ColdStart time.Duration
+	// ColdStart is the cold start auto predicts at it for a request whose
+	// model its server said is not loaded: learned from its cold first
+	// tokens, and priorColdStart (5 s) until ColdStartLearned.
+	ColdStart        time.Duration
+	ColdStartLearned bool
 	// PrefixHits is the share of predicted prefix hits its answers
 	// confirmed, recently; 1 until one was checked.
 	PrefixHits float64
+	// Slots is how many slots routing models its server caching a prompt
+	// in, on a pool whose servers cache per slot; zero on the others.
+	Slots int
 	// PredictedTTFT and MeasuredTTFT are the means, over its recent
 	// streamed answers, of the first-token time the cost model predicted
 	// for the prefill ahead of each when it was sent and of the time it
@@ -52,12 +56,14 @@ type EndpointStatus struct {
 // Status is every endpoint of p as it stands at now.
 func (p *Pool) Status(now time.Time) []EndpointStatus {
 	out := make([]EndpointStatus, 0, len(p.endpoints))
-	for _, e := range p.endpoints {
+	index := p.index.Load()
+	for i, e := range p.endpoints {
 		s := EndpointStatus{
 			Name: e.name, URL: e.url, Down: e.Down(), Ejections: int(e.ejections.Load()),
 			Own: e.Counts(), Peers: e.Peers(now), Waiting: -1, KVUsage: -1, PrefixHits: e.Precision(),
 			PredictedTTFT: seconds(e.ttftPredicted.Load()), MeasuredTTFT: seconds(e.ttftMeasured.Load()),
-			Cost: *e.costAt(now), Decode: *e.decodeModel(), ColdStart: time.Duration(e.coldStartCost() * float64(time.Second)),
+			Cost: *e.costAt(now), Decode: *e.decodeModel(),
+			ColdStart: time.Duration(e.coldStartCost() * float64(time.Second)), ColdStartLearned: e.coldStart.Load() != 0,
 		}
 		if d := time.Duration(e.ejectedUntil.Load() - now.UnixNano()); d > 0 {
 			s.EjectedFor = d
@@ -69,6 +75,7 @@ func (p *Pool) Status(now time.Time) []EndpointStatus {
 			s.Models = slices.Clone(l.names)
 		}
 		s.BatchLimit, _ = e.batchRoom()
+		s.Slots = index.Slots(i)
 		out = append(out, s)
 	}
 	return out

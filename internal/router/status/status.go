@@ -16,6 +16,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/observe"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/scrape"
 )
 
 // Status is the router as it stands at one moment.
@@ -44,6 +45,11 @@ type ModelStatus struct {
 	// Goodput is, by priority class, the share of recent requests that
 	// met the class's SLOs; models with admission enabled.
 	Goodput map[string]float64
+	// LoadedOn is the endpoints of its pool whose servers said, while
+	// fresh, that they have it loaded, and ListsLoaded whether any said:
+	// false on pools whose servers do not say (all but Ollama's).
+	LoadedOn    []string
+	ListsLoaded bool
 }
 
 // PoolStatus is one pool and its endpoints.
@@ -114,12 +120,25 @@ func (b *Board) Status(now time.Time) Status {
 		ms.TTFTp99, ms.TPOTp99, ms.Samples = b.tracker.P99(m.Name, now)
 		ms.Queued = b.gates.Queued(m.Pool, m.Name)
 		ms.Goodput = b.goodput.Ratios(m.Name)
+		ms.LoadedOn, ms.ListsLoaded = v.loadedOn(m, now)
 		st.Models = append(st.Models, ms)
 	}
 	for _, p := range v.pools {
 		st.Pools = append(st.Pools, PoolStatus{Name: p.Name, Kind: p.Kind, Policy: p.Policy(), Endpoints: p.Status(now)})
 	}
 	return st
+}
+
+// loadedOn is the endpoints of m's pool whose servers said they have m
+// loaded, and whether any said: on an ollama pool, whose servers list
+// the models loaded by the upstream name as Ollama writes it.
+func (v *view) loadedOn(m catalog.Model, now time.Time) ([]string, bool) {
+	for _, p := range v.pools {
+		if p.Name == m.Pool && p.Kind == catalog.KindOllama {
+			return p.LoadedOn(scrape.OllamaName(m.UpstreamName()), now)
+		}
+	}
+	return nil, false
 }
 
 // RateWindow is how far back a model's request rate looks: long enough to
