@@ -251,10 +251,18 @@ func (x *PrefixIndex) Drop(hashes []uint64, i int) {
 }
 
 // sizes sets held[i] to how many blocks endpoint i holds, for every
-// endpoint.
+// endpoint. On a slot index, whose endpoints hold a few prompts each, it
+// is the blocks each was sent past what its slots shared, as a block
+// index would hold them until it is full: what SGLang's balancer's own
+// tree of a worker holds.
 func (x *PrefixIndex) sizes(held *[64]int32) {
 	x.mu.Lock()
 	*held = x.held
+	if x.slots != nil {
+		for i, n := range x.slots.sent {
+			held[i] = int32(min(n, math.MaxInt32))
+		}
+	}
 	x.mu.Unlock()
 }
 

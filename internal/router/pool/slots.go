@@ -34,6 +34,10 @@ type slotCaches struct {
 	// eps holds each endpoint's slots, by endpoint index, n to each.
 	eps  [][]slotPrompt
 	tick int64 // counts prompts given to slots: the order of last use
+	// sent is, by endpoint, the blocks its slots were given past what
+	// they shared with the prompts given: what a block index would hold
+	// there, read by sizes.
+	sent [64]int64
 }
 
 // slotPrompt is one slot's cached prompt as routing believes it.
@@ -156,8 +160,9 @@ func (x *PrefixIndex) matchSlots(hashes []uint64, matched, computed *[64]int32) 
 // uncomputed until Settle. x.mu is held.
 func (x *PrefixIndex) giveSlot(hashes []uint64, i int, busy, pending bool) int {
 	slots := x.slots.eps[i]
-	s, _ := landSlot(slots, hashes, SlotSimilarity)
+	s, shared := landSlot(slots, hashes, SlotSimilarity)
 	sp := &slots[s]
+	x.slots.sent[i] += int64(len(hashes)) - int64(shared)
 	x.held[i] += int32(len(hashes) - len(sp.blocks))
 	sp.blocks = append(sp.blocks[:0], hashes...)
 	x.slots.tick++

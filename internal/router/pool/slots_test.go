@@ -77,8 +77,9 @@ func slotsHeld(x *PrefixIndex, i int) [][2]uint64 {
 // checkSlotsHeld fails unless x.held counts the blocks the slots hold.
 func checkSlotsHeld(t *testing.T, x *PrefixIndex) {
 	t.Helper()
-	var held [64]int32
-	x.sizes(&held)
+	x.mu.Lock()
+	held := x.held
+	x.mu.Unlock()
 	for i, slots := range x.slots.eps {
 		n := int32(0)
 		for _, s := range slots {
@@ -118,6 +119,13 @@ func TestSlotIndexEvictsTheLeastRecentlyUsed(t *testing.T) {
 	}
 	if m := matchOf(x, blocksOf(100, 8)); m[0] != 6 {
 		t.Errorf("the conversation matches %d blocks, want 6", m[0])
+	}
+	// What sglang weighs an endpoint by: the blocks it computed, as a
+	// block index would hold them (4 + 4 + 2 + 4), not the 10 it holds.
+	var sizes [64]int32
+	x.sizes(&sizes)
+	if sizes[0] != 14 {
+		t.Errorf("sizes = %d, want the 14 blocks computed there", sizes[0])
 	}
 	checkSlotsHeld(t, x)
 }
