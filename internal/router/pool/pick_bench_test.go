@@ -116,3 +116,36 @@ func BenchmarkPrepare(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPrepareSlots is BenchmarkPrepare on a llamacpp pool of 64
+// endpoints of 8 slots, every slot holding a prompt of the benchmark's
+// families: matching a prompt against the slot it would land in at each
+// endpoint, 512 slots in all.
+func BenchmarkPrepareSlots(b *testing.B) {
+	cp := catalog.Pool{Name: "bench", Kind: catalog.KindLlamaCpp, Slots: 8}
+	for i := range benchEndpoints {
+		cp.Endpoints = append(cp.Endpoints, catalog.Endpoint{URL: fmt.Sprintf("http://10.0.%d.%d:8080/v1", i/200, i%200+1)})
+	}
+	p := New(cp, nil, nil)
+	x := p.Index()
+	var hashes []uint64
+	for k := range benchEndpoints * 8 {
+		fam := k % len(benchSystems())
+		hashes = HashBlocks(hashes[:0], benchPromptOf(fam, uint64(k), 2<<10), x.block, 0)
+		x.Add(hashes, fam%benchEndpoints)
+	}
+	for _, size := range []int{2 << 10, 8 << 10, 32 << 10} {
+		prompt := benchPromptOf(7, 1<<50, size)
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			var rt Route
+			b.SetBytes(int64(len(prompt)))
+			b.ReportAllocs()
+			for b.Loop() {
+				rt.Prepare(p, prompt, 0, int64(len(prompt)/BytesPerToken), 500*time.Millisecond)
+			}
+			if size <= 8<<10 && rt.matched == ([64]int32{}) {
+				b.Fatal("the prompt matched nothing") // a longer one shares a tenth with no slot
+			}
+		})
+	}
+}
