@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -255,5 +256,30 @@ func TestSlotPoolCorrectedByCachedTokens(t *testing.T) {
 	v.SetSlots(v.Endpoints()[0], 3)
 	if got := v.Index().Slots(0); got != 0 {
 		t.Errorf("a vllm pool models %d slots, want a block index", got)
+	}
+}
+
+// TestSlotPoolPickAllocatesNothing: on a llamacpp pool, as on any, a
+// policy's pick over a prepared route allocates nothing.
+func TestSlotPoolPickAllocatesNothing(t *testing.T) {
+	for _, policy := range catalog.Policies {
+		cp := catalog.Pool{Name: "p", Kind: catalog.KindLlamaCpp, Policy: policy}
+		for i := range 4 {
+			cp.Endpoints = append(cp.Endpoints, catalog.Endpoint{URL: fmt.Sprintf("http://10.0.0.%d:8080/v1", i+1)})
+		}
+		p := New(cp, nil, nil)
+		prompt := text(3, 8*p.Index().Block())
+		var hashes []uint64
+		hashes = HashBlocks(hashes, prompt, p.Index().Block(), 0)
+		p.Index().Add(hashes[:5], 2)
+		rt := new(Route)
+		rt.Prepare(p, prompt, 0, int64(len(prompt)/BytesPerToken), 500*time.Millisecond)
+		if p.Indexed() && rt.Matched(2) != 5 {
+			t.Fatalf("%s: endpoint 2 matched %d blocks, want 5", policy, rt.Matched(2))
+		}
+		now := time.Now()
+		if n := testing.AllocsPerRun(100, func() { p.Pick(rt, all(p), now) }); n != 0 {
+			t.Errorf("%s: a pick allocated %v times", policy, n)
+		}
 	}
 }
