@@ -28,8 +28,12 @@ import (
 const noTokenMessage = "The admin API and profiles are disabled because no admin token is configured: set LLMGW_ADMIN_TOKEN or admin.token in the config, then send it as Authorization: Bearer <token>."
 
 // wrongTokenMessage is the refusal of a request without the admin token,
-// or with another.
-const wrongTokenMessage = "This admin path needs the admin token: send Authorization: Bearer <token>."
+// or with another; wrongCredentialMessage the same where the identity
+// provider's access tokens are taken too.
+const (
+	wrongTokenMessage      = "This admin path needs the admin token: send Authorization: Bearer <token>."
+	wrongCredentialMessage = "This admin path needs the admin token or an access token from the identity provider: send Authorization: Bearer <token>."
+)
 
 // Guard lets through only requests that carry the admin token. With no
 // token configured it lets nothing through: every request gets 403 and
@@ -181,7 +185,11 @@ func (g *Guard) Wrap(h http.Handler) http.Handler {
 		id, ok := a.Identify(r.Context(), bearer(r))
 		if !ok {
 			w.Header().Set("WWW-Authenticate", "Bearer")
-			openai.WriteError(w, openai.Unauthorized(wrongTokenMessage))
+			msg := wrongTokenMessage
+			if g.verifier != nil {
+				msg = wrongCredentialMessage
+			}
+			openai.WriteError(w, openai.Unauthorized(msg))
 			return
 		}
 		h.ServeHTTP(w, r.WithContext(access.NewContext(r.Context(), id)))

@@ -1,11 +1,15 @@
 package admin
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/access"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/store"
 )
 
@@ -36,6 +40,47 @@ func TestGuardConfiguredToken(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != tt.want {
 				t.Fatalf("status %d, want %d; %s", resp.StatusCode, tt.want, b)
+			}
+		})
+	}
+}
+
+// refusingVerifier takes no access token.
+type refusingVerifier struct{}
+
+func (refusingVerifier) Verify(context.Context, string) (access.Identity, error) {
+	return access.Identity{}, errors.New("not a token of the provider's")
+}
+
+// TestGuardRefusalNamesWhatItTakes: a refused request is told what would
+// open the path — the admin token, and the provider's access tokens only
+// where a provider is configured.
+func TestGuardRefusalNamesWhatItTakes(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		verifier TokenVerifier
+		want     string
+	}{
+		{"admin token alone", nil, wrongTokenMessage},
+		{"with a provider", refusingVerifier{}, wrongCredentialMessage},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewGuard(token, GuardOptions{Verifier: tt.verifier})
+			srv := httptest.NewServer(New(store.NewMemory(), nil, Options{Guard: g}))
+			defer srv.Close()
+			req, _ := http.NewRequest("GET", srv.URL+"/admin/keys", nil)
+			req.Header.Set("Authorization", "Bearer not-it")
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body struct {
+				Error struct{ Message string } `json:"error"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusUnauthorized || body.Error.Message != tt.want {
+				t.Errorf("status %d, message %q (%v); want 401 saying %q", resp.StatusCode, body.Error.Message, err, tt.want)
 			}
 		})
 	}
