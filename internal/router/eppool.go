@@ -46,6 +46,23 @@ func newEPPPicker(p catalog.Pool, prev *servedPool) *eppPicker {
 	return e
 }
 
+// retireEPPs retires the EPP clients of old's pools that s's do not
+// keep: a pool gone, or its EPP's address or TLS changed. Each one's
+// connection closes once its calls have ended.
+func retireEPPs(old, s *snapshot) {
+	kept := make(map[*extproc.Client]bool)
+	for _, p := range s.pools {
+		if p.epp != nil && p.epp.client != nil {
+			kept[p.epp.client] = true
+		}
+	}
+	for _, p := range old.pools {
+		if p.epp != nil && p.epp.client != nil && !kept[p.epp.client] {
+			p.epp.client.Retire()
+		}
+	}
+}
+
 // eppOrder is an EPP's answer for one call: the pool's endpoints in the
 // order it named them. A nil one picks by the pool's policy.
 type eppOrder struct {

@@ -1,9 +1,12 @@
 package router
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/stats"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
@@ -28,6 +32,22 @@ type fakeEPP struct {
 	delay  time.Duration
 	asked  atomic.Int64
 	ended  atomic.Int64 // response phases heard to their end
+	conns  connCount
+}
+
+// connCount counts a gRPC server's connections as they open and end.
+type connCount struct{ opened, closed atomic.Int64 }
+
+func (c *connCount) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
+func (c *connCount) HandleRPC(context.Context, stats.RPCStats)                         {}
+func (c *connCount) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (c *connCount) HandleConn(_ context.Context, s stats.ConnStats) {
+	switch s.(type) {
+	case *stats.ConnBegin:
+		c.opened.Add(1)
+	case *stats.ConnEnd:
+		c.closed.Add(1)
+	}
 }
 
 func (f *fakeEPP) Process(st extprocv3.ExternalProcessor_ProcessServer) error {
@@ -77,7 +97,7 @@ func serveFakeEPP(t *testing.T, f *fakeEPP) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(grpc.StatsHandler(&f.conns))
 	extprocv3.RegisterExternalProcessorServer(g, f)
 	go g.Serve(ln)
 	t.Cleanup(g.Stop)
@@ -205,6 +225,61 @@ func TestEPPPoolFailures(t *testing.T) {
 	}
 }
 
+// TestEPPPoolReloadClosesConnection: a reload that moves a pool to
+// another EPP closes the old EPP's connection once its calls have ended,
+// one that keeps the address keeps the connection, and a pool removed
+// closes its EPP's.
+func TestEPPPoolReloadClosesConnection(t *testing.T) {
+	old, moved := &fakeEPP{}, &fakeEPP{}
+	g := eppGateway(t, serveFakeEPP(t, old), catalog.FailClose, time.Second, &seen{})
+	old.dest = endpointHosts(g)[0]
+	moved.dest = old.dest
+	movedAddr := serveFakeEPP(t, moved)
+	post := func() {
+		t.Helper()
+		if resp, body := g.post(t, "/v1/chat/completions", eppBody); resp.StatusCode != 200 {
+			t.Fatalf("status %d: %s", resp.StatusCode, body)
+		}
+	}
+	reload := func(mutate func([]catalog.Pool) []catalog.Pool) {
+		t.Helper()
+		cur := g.r.Catalog()
+		pools := mutate(append([]catalog.Pool(nil), cur.Pools()...))
+		models := append([]catalog.Model(nil), cur.Models()...)
+		for i := range models {
+			if !slices.ContainsFunc(pools, func(p catalog.Pool) bool { return p.Name == models[i].Pool }) {
+				models[i].Pool = pools[0].Name
+			}
+		}
+		cat, err := catalog.New(pools, models)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.r.SetCatalog(cat)
+	}
+	post()
+	reload(func(p []catalog.Pool) []catalog.Pool { p[0].EPP.Timeout = 2 * time.Second; return p })
+	post()
+	waitUntil(t, func() bool { return old.ended.Load() == 2 })
+	if old.conns.opened.Load() != 1 || old.conns.closed.Load() != 0 {
+		t.Fatalf("the same address after a reload: %d connections opened, %d closed; want one kept open", old.conns.opened.Load(), old.conns.closed.Load())
+	}
+
+	reload(func(p []catalog.Pool) []catalog.Pool { p[0].EPP.Address = movedAddr; return p })
+	waitUntil(t, func() bool { return old.conns.closed.Load() == 1 })
+	post()
+	if old.asked.Load() != 2 || moved.asked.Load() != 1 {
+		t.Fatalf("asked %d and %d times, want the request after the reload at the new EPP", old.asked.Load(), moved.asked.Load())
+	}
+
+	// The pool goes: main's models move to spare.
+	reload(func(p []catalog.Pool) []catalog.Pool {
+		p[1].Endpoints = p[0].Endpoints
+		return p[1:]
+	})
+	waitUntil(t, func() bool { return moved.conns.closed.Load() == 1 })
+}
+
 // endpointHosts is the host:port of each endpoint of g's pool main.
 func endpointHosts(g *testGateway) []string {
 	var hosts []string
@@ -224,4 +299,32 @@ func waitUntil(t *testing.T, ok func() bool) {
 		}
 	}
 	t.Fatal("condition not met within 5s")
+}
+
+// TestEPPClientRetireWaitsForAnswers: a retired client's connection stays
+// while an answer it gave is not Done, and closes at its Done; it asks no
+// more.
+func TestEPPClientRetireWaitsForAnswers(t *testing.T) {
+	f := &fakeEPP{dest: "10.0.0.1:8000"}
+	c, err := extproc.Dial(serveFakeEPP(t, f), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.Ask(context.Background(), extproc.Request{Path: "/v1/chat/completions", Body: []byte(eppBody)}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Retire()
+	if _, err := c.Ask(context.Background(), extproc.Request{Path: "/v1/chat/completions", Body: []byte(eppBody)}, time.Second); !errors.Is(err, extproc.ErrRetired) {
+		t.Fatalf("ask after Retire: %v, want ErrRetired", err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if f.conns.closed.Load() != 0 {
+		t.Fatal("the connection closed under an answer not Done")
+	}
+	a.Done(200, "10.0.0.1:8000")
+	waitUntil(t, func() bool { return f.conns.closed.Load() == 1 })
+	if f.ended.Load() != 1 {
+		t.Errorf("%d response phases heard, want the Done's", f.ended.Load())
+	}
 }

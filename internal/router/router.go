@@ -275,6 +275,7 @@ func (r *Router) SetCatalog(c *catalog.Catalog) {
 	r.watch.set(c, s)
 	r.observers.SetCatalog(c)
 	if old != nil {
+		retireEPPs(old, s)
 		// An endpoint the catalog no longer has keeps no connections:
 		// idle ones close now, busy ones when their answer ends.
 		kept := s.hosts()

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -53,10 +54,14 @@ const (
 const maxMessage = 64 << 20
 
 // Client asks one EPP. It is safe for concurrent use; its connection is
-// made on the first ask, and made again when it breaks.
+// made on the first ask, and made again when it breaks, until Retire.
 type Client struct {
 	conn *grpc.ClientConn
 	epp  extprocv3.ExternalProcessorClient
+
+	mu      sync.Mutex
+	open    int  // asks under way and answers not yet Done
+	retired bool // no more asks; the connection closes once open is 0
 }
 
 // Dial is a Client of the EPP at addr, host:port: over TLS when tlsOn,
@@ -79,6 +84,44 @@ func Dial(addr string, tlsOn bool) (*Client, error) {
 // Close closes the client's connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
+// ErrRetired is the answer of a Client that was retired.
+var ErrRetired = errors.New("the EPP's connection was retired")
+
+// Retire ends c: it asks no more, and its connection closes once every
+// ask under way has ended and every Answer it gave is Done.
+func (c *Client) Retire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.retired {
+		return
+	}
+	c.retired = true
+	if c.open == 0 {
+		c.conn.Close()
+	}
+}
+
+// hold counts an ask or answer against c's connection; false when c was
+// retired.
+func (c *Client) hold() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.retired {
+		return false
+	}
+	c.open++
+	return true
+}
+
+// release ends a hold, closing a retired client's connection at the last.
+func (c *Client) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open--; c.open == 0 && c.retired {
+		c.conn.Close()
+	}
+}
+
 // Request is what the EPP is told of a request.
 type Request struct {
 	Path   string      // the API's path, such as /v1/chat/completions
@@ -98,6 +141,7 @@ type Answer struct {
 
 	st     extprocv3.ExternalProcessor_ProcessClient
 	cancel context.CancelFunc
+	c      *Client // released at Done
 }
 
 // Refusal is the EPP's immediate answer: a status and body for the
@@ -122,6 +166,9 @@ var ErrNoAnswer = errors.New("no answer from the EPP")
 // the stream open until its Done, which tells the EPP how the call ended
 // and must be called.
 func (c *Client) Ask(ctx context.Context, req Request, timeout time.Duration) (*Answer, error) {
+	if !c.hold() {
+		return nil, fmt.Errorf("%w: %w", ErrNoAnswer, ErrRetired)
+	}
 	// The stream outlives the request's context, to its Done; until the
 	// answer, it ends with that context or the timeout.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -137,9 +184,10 @@ func (c *Client) Ask(ctx context.Context, req Request, timeout time.Duration) (*
 	}
 	if err != nil {
 		cancel()
+		c.release()
 		return nil, err
 	}
-	a.cancel = cancel
+	a.cancel, a.c = cancel, c
 	return a, nil
 }
 
@@ -171,6 +219,7 @@ func (a *Answer) Done(status int, served string) {
 	if a == nil || a.st == nil {
 		return
 	}
+	defer a.c.release()
 	defer a.cancel()
 	md := &corev3.Metadata{}
 	if served != "" {
