@@ -183,6 +183,11 @@ type EPP struct {
 	// itself, as the reference EPP does and the gateways in front of one
 	// expect; off, in plain text (h2c).
 	TLS bool `yaml:"tls,omitempty"`
+	// DiscoveryFile is a file of endpoints in llm-d's file-discovery
+	// shape, watched, whose endpoints are the pool DiscoveryPool names
+	// (discovery.go); empty for none.
+	DiscoveryFile string `yaml:"discovery_file,omitempty"`
+	DiscoveryPool string `yaml:"discovery_pool,omitempty"`
 }
 
 // Defaults. Timeouts are generous enough for a long reasoning answer from a

@@ -64,6 +64,8 @@ var reloadTable = []fieldReload{
 
 	{"epp.listen", false},
 	{"epp.tls", false},
+	{"epp.discovery_file", false},
+	{"epp.discovery_pool", false},
 
 	{"tenants", true},
 	{"pools", true},

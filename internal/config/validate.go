@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -92,10 +93,10 @@ func (c *Config) Validate() error {
 	c.Telemetry.validate(&ps)
 	c.Admin.validate(&ps)
 	c.Alerts.validate(&ps)
-	c.EPP.validate(&ps, &c.Server)
+	c.EPP.validate(&ps, &c.Server, c.Pools)
 	c.MCP.validate(&ps)
 	validateTenants(&ps, c.Tenants)
-	validatePools(&ps, c.Pools)
+	validatePools(&ps, c.Pools, c.EPP.DiscoveryPool)
 	validateModels(&ps, c.Models, c.Pools)
 	return ps.err()
 }
@@ -104,14 +105,14 @@ func (c *Config) Validate() error {
 // API key from its environment variable. It validates c first, so its
 // only errors are c's problems.
 func (c *Config) Catalog() (*catalog.Catalog, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
+	var discovered []catalog.Endpoint
+	if c.EPP.DiscoveryFile != "" {
+		var err error
+		if discovered, err = ReadDiscovery(c.EPP.DiscoveryFile); err != nil {
+			return nil, err
+		}
 	}
-	cat, err := catalog.New(c.Pools, c.Models)
-	if err != nil {
-		return nil, fmt.Errorf("build catalog: %w", err)
-	}
-	return cat, nil
+	return c.CatalogWith(discovered)
 }
 
 func (s *Server) validate(ps *problems) {
@@ -157,7 +158,18 @@ func checkAddr(ps *problems, path, addr string) {
 	}
 }
 
-func (e *EPP) validate(ps *problems, s *Server) {
+func (e *EPP) validate(ps *problems, s *Server, pools []catalog.Pool) {
+	switch i := slices.IndexFunc(pools, func(p catalog.Pool) bool { return p.Name == e.DiscoveryPool }); {
+	case e.DiscoveryFile == "" && e.DiscoveryPool != "":
+		ps.add("epp.discovery_pool", "is only read with epp.discovery_file")
+	case e.DiscoveryFile == "":
+	case e.DiscoveryPool == "":
+		ps.add("epp.discovery_pool", "must name the pool whose endpoints epp.discovery_file lists")
+	case i < 0:
+		ps.add("epp.discovery_pool", "%q is not the name of a pool", e.DiscoveryPool)
+	case len(pools[i].Endpoints) > 0:
+		ps.add(fmt.Sprintf("pools[%d].endpoints", i), "must be empty: the pool's endpoints are epp.discovery_file's")
+	}
 	if e.Listen == "" {
 		return
 	}

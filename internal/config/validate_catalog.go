@@ -94,7 +94,7 @@ func checkCloud(ps *problems, at string, p *catalog.Pool) {
 	}
 }
 
-func validatePools(ps *problems, pools []catalog.Pool) {
+func validatePools(ps *problems, pools []catalog.Pool, discovered string) {
 	seen := make(map[string]int, len(pools)) // key: pool name; value: index in pools
 	for i := range pools {
 		p := &pools[i]
@@ -148,7 +148,7 @@ func validatePools(ps *problems, pools []catalog.Pool) {
 			ps.add(at+".slots", "is only for pools of kind llamacpp or ollama, not %q", p.Kind)
 		}
 		checkHedge(ps, at+".hedge", p.Hedge)
-		if len(p.Endpoints) == 0 {
+		if len(p.Endpoints) == 0 && (discovered == "" || p.Name != discovered) {
 			ps.add(at+".endpoints", "must list at least one endpoint")
 		}
 		if len(p.Endpoints) > MaxEndpoints {
