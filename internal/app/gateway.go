@@ -65,6 +65,7 @@ type Gateway struct {
 	bus        *redis.Client // placements' client; nil without placements
 	limiter    limits.Limiter
 	mcp        *mcpgw.Gateway // /mcp's servers
+	disc       *discovery     // the configuration in service and the endpoints file's (discovery.go)
 
 	apiLn, adminLn net.Listener
 	epp            eppListener // the Endpoint Picker's; off when epp.listen is empty
@@ -109,11 +110,11 @@ var newRegistry = func() registry { return prometheus.NewRegistry() }
 // newGateway builds a gateway from cfg and opens its listeners; Run serves.
 // The store and listeners it opened are closed again if it fails.
 func newGateway(ctx context.Context, cfg *config.Config, configPath string, log *slog.Logger) (g *Gateway, err error) {
-	cat, err := cfg.Catalog()
+	disc, cat, err := startDiscovery(cfg)
 	if err != nil {
 		return nil, err
 	}
-	gw := &Gateway{cfg: cfg, configPath: configPath, log: log, reg: newRegistry()}
+	gw := &Gateway{cfg: cfg, configPath: configPath, log: log, reg: newRegistry(), disc: disc}
 	g = gw
 	defer func() {
 		if err != nil {
@@ -500,6 +501,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		grp.Go(func() error { return g.keyring.Run(gctx) })
 	}
 	grp.Go(func() error { return g.watchConfig(gctx) })
+	grp.Go(func() error { return g.watchDiscovery(gctx) })
 	grp.Go(func() error { return newAuditPruner(g.store, g.cfg, g.log).Run(gctx) })
 	grp.Go(func() error { return g.alerter.Run(gctx) })
 	if g.placements != nil {

@@ -65,10 +65,12 @@ func (g *Gateway) watchConfig(ctx context.Context) error {
 // that takes effect only at start is named in a warning, its value in
 // service kept.
 func (g *Gateway) reload() error {
+	g.disc.mu.Lock()
+	defer g.disc.mu.Unlock()
 	cfg, err := g.loadConfig()
 	var cat *catalog.Catalog
 	if err == nil {
-		cat, err = cfg.Catalog()
+		cat, err = cfg.CatalogWith(g.disc.eps)
 	}
 	var servers []mcpgw.Server
 	if err == nil {
@@ -83,6 +85,7 @@ func (g *Gateway) reload() error {
 		return err
 	}
 	g.router.SetCatalog(cat)
+	g.disc.cfg = cfg
 	g.mcp.Set(servers)
 	if g.keyring != nil {
 		g.keyring.SetConfigTenants(cfg.Tenants)

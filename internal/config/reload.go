@@ -65,7 +65,7 @@ var reloadTable = []fieldReload{
 	{"epp.listen", false},
 	{"epp.tls", false},
 	{"epp.discovery_file", false},
-	{"epp.discovery_pool", false},
+	{"epp.discovery_pool", true},
 
 	{"tenants", true},
 	{"pools", true},
