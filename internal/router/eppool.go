@@ -81,8 +81,16 @@ func (r *Router) askEPP(ctx context.Context, req *parsedRequest, p *servedPool, 
 	}
 	var a *extproc.Answer
 	err := errors.New("the EPP's address could not be dialled")
+	ask := extproc.Request{Path: "/v1" + req.api.upstreamPath, Header: h, Body: call.Body}
 	if e.client != nil {
-		a, err = e.client.Ask(ctx, extproc.Request{Path: "/v1" + req.api.upstreamPath, Header: h, Body: call.Body}, e.timeout)
+		a, err = e.client.Ask(ctx, ask, e.timeout)
+	}
+	if errors.Is(err, extproc.ErrRetired) {
+		// A reload moved the pool to another EPP while the request
+		// waited on the catalog before it: the one in service is asked.
+		if cur := r.snap.Load().pools[p.name]; cur != nil && cur.epp != nil && cur.epp.client != nil {
+			a, err = cur.epp.client.Ask(ctx, ask, e.timeout)
+		}
 	}
 	var refused *extproc.Refusal
 	if errors.As(err, &refused) {

@@ -21,6 +21,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/extproc"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 )
 
 // fakeEPP is a scripted Endpoint Picker: it names dest (and sets the
@@ -272,12 +273,26 @@ func TestEPPPoolReloadClosesConnection(t *testing.T) {
 		t.Fatalf("asked %d and %d times, want the request after the reload at the new EPP", old.asked.Load(), moved.asked.Load())
 	}
 
+	// A request that read the catalog before the reload asks the EPP in
+	// service, not the old one's closed connection.
+	before := g.r.snap.Load().pools["main"]
+	third := &fakeEPP{dest: old.dest}
+	reload(func(p []catalog.Pool) []catalog.Pool { p[0].EPP.Address = serveFakeEPP(t, third); return p })
+	waitUntil(t, func() bool { return moved.conns.closed.Load() == 1 })
+	call := proxy.Call{Body: []byte(eppBody), Header: http.Header{}}
+	o, err := g.r.askEPP(t.Context(), &parsedRequest{id: "late", api: apis["/v1/chat/completions"]}, before, &call)
+	if err != nil || o == nil || third.asked.Load() != 1 {
+		t.Fatalf("a request holding the catalog before the reload: order %v, err %v, the EPP in service asked %d times; want once", o, err, third.asked.Load())
+	}
+	o.done(before, &dispatchResult{})
+	waitUntil(t, func() bool { return third.ended.Load() == 1 })
+
 	// The pool goes: main's models move to spare.
 	reload(func(p []catalog.Pool) []catalog.Pool {
 		p[1].Endpoints = p[0].Endpoints
 		return p[1:]
 	})
-	waitUntil(t, func() bool { return moved.conns.closed.Load() == 1 })
+	waitUntil(t, func() bool { return third.conns.closed.Load() == 1 })
 }
 
 // endpointHosts is the host:port of each endpoint of g's pool main.
