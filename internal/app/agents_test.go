@@ -77,6 +77,33 @@ type scriptedChat struct {
 	// chunk, as a backend that dies mid-answer does; whole answers are
 	// given as ever.
 	cutStreams bool
+	// loop is the tool loop the backend drives; nil is shellLoop.
+	loop *toolLoop
+}
+
+// toolLoop is one tool loop the scripted backend drives: given task in a
+// user's message and offered a tool args has arguments for, it asks for
+// that tool; given output in a tool's result, it answers answer.
+type toolLoop struct {
+	task, output, answer string
+	args                 func(tool string) any // nil for a tool it does not ask for
+}
+
+// shellLoop asks for the agent's shell tool to run agentCommand.
+var shellLoop = &toolLoop{task: agentTask, output: agentOutput, answer: agentAnswer,
+	args: func(tool string) any {
+		if f := shellTools[tool]; f != nil {
+			return f(agentCommand)
+		}
+		return nil
+	}}
+
+// script is the loop the backend drives.
+func (s *scriptedChat) script() *toolLoop {
+	if s.loop == nil {
+		return shellLoop
+	}
+	return s.loop
 }
 
 // scriptedCall is what one request asked and how it was answered.
@@ -151,30 +178,30 @@ func (s *scriptedChat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.(http.Flusher).Flush()
 		panic(http.ErrAbortHandler) // the connection is cut, with no end to the stream
 	}
-	shell := ""
+	loop := s.script()
+	tool, toolArgs := "", any(nil)
 	for _, t := range req.Tools {
 		call.Tools = append(call.Tools, t.Function.Name)
-		if shellTools[t.Function.Name] != nil && shell == "" {
-			shell = t.Function.Name
+		if a := loop.args(t.Function.Name); a != nil && tool == "" {
+			tool, toolArgs = t.Function.Name, a
 		}
 	}
 	var ran, asked bool
 	for _, m := range req.Messages {
-
 		switch text := m.text(); {
-		case m.Role == "tool" && strings.Contains(text, agentOutput):
+		case m.Role == "tool" && strings.Contains(text, loop.output):
 			ran = true
-		case m.Role == "user" && strings.Contains(text, agentTask):
+		case m.Role == "user" && strings.Contains(text, loop.task):
 			asked = true
 		}
 	}
 	var a scriptedAnswer
 	switch {
 	case ran:
-		call.Answered, a.text = "final", agentAnswer
-	case asked && shell != "":
-		args, _ := json.Marshal(shellTools[shell](agentCommand))
-		call.Answered, a.tool, a.args = "tool_call", shell, string(args)
+		call.Answered, a.text = "final", loop.answer
+	case asked && tool != "":
+		args, _ := json.Marshal(toolArgs)
+		call.Answered, a.tool, a.args = "tool_call", tool, string(args)
 	default:
 		call.Answered, a.text = "text", "OK."
 	}
@@ -282,7 +309,14 @@ type agentGateway struct {
 // agent asks for.
 func startAgentGateway(t *testing.T, kind string, aliases ...string) *agentGateway {
 	t.Helper()
-	backend := &scriptedChat{}
+	return startAgentGatewayWith(t, kind, nil, "", aliases...)
+}
+
+// startAgentGatewayWith is startAgentGateway with the backend driving loop
+// (nil for shellLoop) and extra added to the gateway's configuration.
+func startAgentGatewayWith(t *testing.T, kind string, loop *toolLoop, extra string, aliases ...string) *agentGateway {
+	t.Helper()
+	backend := &scriptedChat{loop: loop}
 	s := httptest.NewServer(backend)
 	t.Cleanup(s.Close)
 	names, _ := json.Marshal(aliases)
@@ -293,7 +327,7 @@ pools:
   - {name: agents, kind: %s, endpoints: [{url: %q}]}
 models:
   - {name: %s, aliases: %s, pool: agents}
-`, "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), kind, s.URL+"/v1", agentModel, names))
+%s`, "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), kind, s.URL+"/v1", agentModel, names, extra))
 	key, _, err := keys.Create(t.Context(), g.store, keys.Spec{Tenant: "acme/agents"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -334,15 +368,15 @@ func runAgent(t *testing.T, dir string, env []string, name string, args ...strin
 }
 
 // checkToolLoop checks that the agent went through the loop: the backend
-// asked for the command, was sent its output, and the agent's final words
+// asked for the tool, was sent its output, and the agent's final words
 // quote it.
 func (g *agentGateway) checkToolLoop(t *testing.T, output string) {
 	t.Helper()
 	if g.backend.answered("tool_call") == 0 || g.backend.answered("final") == 0 {
 		t.Errorf("the agent did not go through the tool loop; the backend was asked:\n%s", g.backend.log())
 	}
-	if !strings.Contains(output, agentAnswer) {
-		t.Errorf("the agent's final answer %q, quoting the command's output, is not in what it wrote:\n%s\nthe backend was asked:\n%s", agentAnswer, output, g.backend.log())
+	if answer := g.backend.script().answer; !strings.Contains(output, answer) {
+		t.Errorf("the agent's final answer %q, quoting the tool's output, is not in what it wrote:\n%s\nthe backend was asked:\n%s", answer, output, g.backend.log())
 	}
 	t.Logf("the agent's output:\n%s", output)
 }
@@ -389,6 +423,13 @@ func TestOpencodeToolLoop(t *testing.T) {
 // Code wrote.
 func runClaudeCode(t *testing.T, g *agentGateway, extraEnv ...string) string {
 	t.Helper()
+	return runClaudeCodeOn(t, g, extraEnv, "-p", agentPrompt, "--model", agentModel, "--allowedTools", "Bash")
+}
+
+// runClaudeCodeOn runs Claude Code through g as runClaudeCode does, with
+// extraEnv and args of its own.
+func runClaudeCodeOn(t *testing.T, g *agentGateway, extraEnv []string, args ...string) string {
+	t.Helper()
 	bin := agentBin(t, "claude")
 	env := append([]string{
 		"ANTHROPIC_BASE_URL=" + strings.TrimSuffix(g.URL(), "/v1"),
@@ -399,7 +440,7 @@ func runClaudeCode(t *testing.T, g *agentGateway, extraEnv ...string) string {
 		"DISABLE_AUTOUPDATER=1",
 		"IS_SANDBOX=1", // tests may run as root, where Claude Code wants a sandbox
 	}, extraEnv...)
-	return runAgent(t, t.TempDir(), env, bin, "-p", agentPrompt, "--model", agentModel, "--allowedTools", "Bash")
+	return runAgent(t, t.TempDir(), env, bin, args...)
 }
 
 // runCodex runs Codex CLI on agentPrompt through g with the recipe in
@@ -407,6 +448,13 @@ func runClaudeCode(t *testing.T, g *agentGateway, extraEnv ...string) string {
 // responses.
 // It returns what Codex wrote.
 func runCodex(t *testing.T, g *agentGateway) string {
+	t.Helper()
+	return runCodexOn(t, g, "", nil, agentPrompt)
+}
+
+// runCodexOn runs Codex CLI on prompt through g as runCodex does, with
+// config added to its config.toml and extraEnv to its environment.
+func runCodexOn(t *testing.T, g *agentGateway, config string, extraEnv []string, prompt string) string {
 	t.Helper()
 	bin := agentBin(t, "codex")
 	codexHome := t.TempDir()
@@ -418,9 +466,9 @@ name = "llmgw"
 base_url = %q
 wire_api = "responses"
 env_key = "LLMGW_API_KEY"
-`, agentModel, g.URL()))
-	return runAgent(t, t.TempDir(), []string{"CODEX_HOME=" + codexHome, "LLMGW_API_KEY=" + g.key},
-		bin, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", agentPrompt)
+%s`, agentModel, g.URL(), config))
+	return runAgent(t, t.TempDir(), append([]string{"CODEX_HOME=" + codexHome, "LLMGW_API_KEY=" + g.key}, extraEnv...),
+		bin, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", prompt)
 }
 
 // Claude Code goes through the Messages API with the recipe in

@@ -1,0 +1,122 @@
+package app
+
+// The coding agents through llmgw's /mcp, with the recipes in docs/MCP.md:
+// each agent has llmgw as its model endpoint and its /mcp as an HTTP MCP
+// server, and goes through a whole loop: the scripted backend asks for
+// the MCP tool, the agent calls it through llmgw, and the final answer
+// quotes what the tool returned.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
+)
+
+// The MCP tool the agents are asked to call, served as probe__lookup, and
+// what it returns: the marker is in no prompt, description or argument,
+// so an answer that quotes it shows the call went through.
+const (
+	mcpAgentServer = "probe"
+	mcpAgentTool   = "lookup"
+	mcpAgentMarker = "llmgw-mcp-7c41e9"
+	mcpAgentPrompt = "Use the probe lookup tool with the word gateway and tell me exactly what it returned."
+	mcpAgentAnswer = "The tool returned " + mcpAgentMarker + "."
+)
+
+// mcpLoop has the backend ask for the MCP tool however the agent names
+// it (mcp__llmgw__probe__lookup, or a namespace's name flattened): any
+// offered tool ending in probe__lookup.
+var mcpLoop = &toolLoop{task: "probe lookup tool", output: mcpAgentMarker, answer: mcpAgentAnswer,
+	args: func(tool string) any {
+		if strings.HasSuffix(tool, mcpAgentServer+"__"+mcpAgentTool) {
+			return map[string]string{"word": "gateway"}
+		}
+		return nil
+	}}
+
+// mcpAgentGateway is an agent gateway whose /mcp has the probe server
+// behind it: a go-sdk MCP server on a real listener, its calls counted.
+func mcpAgentGateway(t *testing.T) (*agentGateway, *atomic.Int64) {
+	t.Helper()
+	var calls atomic.Int64
+	s := mcp.NewServer(&mcp.Implementation{Name: "probe", Version: "1"}, nil)
+	type args struct {
+		Word string `json:"word"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: mcpAgentTool, Description: "Looks a word up."},
+		func(_ context.Context, _ *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
+			calls.Add(1)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: mcpAgentMarker}}}, nil, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(hs.Close)
+	g := startAgentGatewayWith(t, "vllm", mcpLoop, fmt.Sprintf("mcp:\n  servers: [{name: %s, url: %q}]\n", mcpAgentServer, hs.URL))
+	return g, &calls
+}
+
+// checkMCPLoop checks the loop went through llmgw's /mcp: the agent's
+// final answer quotes the tool's result, the tool was called once, and
+// the ledger holds that call once.
+func (g *agentGateway) checkMCPLoop(t *testing.T, output string, calls *atomic.Int64) {
+	t.Helper()
+	g.checkToolLoop(t, output)
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the MCP server was called %d times, want once", n)
+	}
+	toolRecords := func() []usage.Record {
+		recs, _ := g.store.Records(t.Context(), usage.RecordQuery{})
+		var tools []usage.Record
+		for _, r := range recs {
+			if r.Kind == usage.KindTool {
+				tools = append(tools, r)
+			}
+		}
+		return tools
+	}
+	waitUntil(t, "the ledger to hold the tool call", func() bool { return len(toolRecords()) > 0 })
+	time.Sleep(200 * time.Millisecond) // time for a duplicate to land, were there one
+	tools := toolRecords()
+	want := mcpAgentServer + "__" + mcpAgentTool
+	if len(tools) != 1 || tools[0].Model != want || tools[0].Pool != mcpAgentServer ||
+		tools[0].Status != http.StatusOK || tools[0].Tenant != "acme/agents" {
+		t.Errorf("the ledger's tool calls: %+v, want one answered call of %s", tools, want)
+	}
+}
+
+// Claude Code with llmgw's /mcp in its --mcp-config, a server of type
+// http with the key in an Authorization header taken from the
+// environment, and llmgw as its model endpoint.
+func TestClaudeCodeMCPLoop(t *testing.T) {
+	g, calls := mcpAgentGateway(t)
+	cfg := filepath.Join(t.TempDir(), "mcp.json")
+	writeFile(t, cfg, fmt.Sprintf(`{"mcpServers": {"llmgw": {"type": "http", "url": %q,
+  "headers": {"Authorization": "Bearer ${LLMGW_KEY}"}}}}
+`, mcpURL(g.Gateway)))
+	out := runClaudeCodeOn(t, g, []string{"LLMGW_KEY=" + g.key, "ENABLE_TOOL_SEARCH=false"},
+		"-p", mcpAgentPrompt, "--model", agentModel, "--mcp-config", cfg, "--strict-mcp-config",
+		"--allowedTools", "mcp__llmgw__"+mcpAgentServer+"__"+mcpAgentTool)
+	g.checkMCPLoop(t, out, calls)
+}
+
+// Codex CLI with llmgw's /mcp in config.toml's [mcp_servers.llmgw], a
+// Streamable HTTP url and the key from the variable bearer_token_env_var
+// names, and llmgw as its model provider.
+func TestCodexMCPLoop(t *testing.T) {
+	g, calls := mcpAgentGateway(t)
+	out := runCodexOn(t, g, fmt.Sprintf(`
+[mcp_servers.llmgw]
+url = %q
+bearer_token_env_var = "LLMGW_KEY"
+`, mcpURL(g.Gateway)), []string{"LLMGW_KEY=" + g.key}, mcpAgentPrompt)
+	g.checkMCPLoop(t, out, calls)
+}
