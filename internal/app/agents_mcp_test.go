@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -34,14 +35,29 @@ const (
 )
 
 // mcpLoop has the backend ask for the MCP tool however the agent names
-// it (mcp__llmgw__probe__lookup, or a namespace's name flattened): any
-// offered tool ending in probe__lookup.
+// it (mcp__llmgw__probe__lookup, or a namespace's name flattened): an
+// offered tool ending in probe__lookup. Claude Code, searching tools,
+// offers ToolSearch instead and names its MCP tools in a system message:
+// the backend asks ToolSearch for the tool's schema, and given it, calls
+// the tool by the name Claude Code gave it.
 var mcpLoop = &toolLoop{task: "probe lookup tool", output: mcpAgentMarker, answer: mcpAgentAnswer,
-	args: func(tool string) any {
-		if strings.HasSuffix(tool, mcpAgentServer+"__"+mcpAgentTool) {
-			return map[string]string{"word": "gateway"}
+	pick: func(offered []string, msgs []chatMessage) (string, any) {
+		const suffix, claudeName = mcpAgentServer + "__" + mcpAgentTool, "mcp__llmgw__" + mcpAgentServer + "__" + mcpAgentTool
+		args := map[string]string{"word": "gateway"}
+		for _, tool := range offered {
+			if strings.HasSuffix(tool, suffix) {
+				return tool, args
+			}
 		}
-		return nil
+		if !slices.Contains(offered, "ToolSearch") {
+			return "", nil
+		}
+		for _, m := range msgs {
+			if m.Role == "tool" && strings.Contains(m.text(), claudeName) {
+				return claudeName, args // its schema is loaded
+			}
+		}
+		return "ToolSearch", map[string]string{"query": "select:" + claudeName}
 	}}
 
 // mcpAgentGateway is an agent gateway whose /mcp has the probe server
@@ -70,6 +86,7 @@ func mcpAgentGateway(t *testing.T) (*agentGateway, *atomic.Int64) {
 func (g *agentGateway) checkMCPLoop(t *testing.T, output string, calls *atomic.Int64) {
 	t.Helper()
 	g.checkToolLoop(t, output)
+	t.Logf("the backend was asked:\n%s", g.backend.log())
 	if n := calls.Load(); n != 1 {
 		t.Errorf("the MCP server was called %d times, want once", n)
 	}
@@ -95,17 +112,30 @@ func (g *agentGateway) checkMCPLoop(t *testing.T, output string, calls *atomic.I
 
 // Claude Code with llmgw's /mcp in its --mcp-config, a server of type
 // http with the key in an Authorization header taken from the
-// environment, and llmgw as its model endpoint.
+// environment, and llmgw as its model endpoint: searching tools, as it
+// does by default, where the MCP tool is loaded by a ToolSearch call
+// first; and with ENABLE_TOOL_SEARCH=false, where it is offered at once.
 func TestClaudeCodeMCPLoop(t *testing.T) {
-	g, calls := mcpAgentGateway(t)
-	cfg := filepath.Join(t.TempDir(), "mcp.json")
-	writeFile(t, cfg, fmt.Sprintf(`{"mcpServers": {"llmgw": {"type": "http", "url": %q,
+	for _, search := range []bool{true, false} {
+		name := map[bool]string{true: "tool search", false: "no tool search"}[search]
+		t.Run(name, func(t *testing.T) {
+			g, calls := mcpAgentGateway(t)
+			cfg := filepath.Join(t.TempDir(), "mcp.json")
+			writeFile(t, cfg, fmt.Sprintf(`{"mcpServers": {"llmgw": {"type": "http", "url": %q,
   "headers": {"Authorization": "Bearer ${LLMGW_KEY}"}}}}
 `, mcpURL(g.Gateway)))
-	out := runClaudeCodeOn(t, g, []string{"LLMGW_KEY=" + g.key, "ENABLE_TOOL_SEARCH=false"},
-		"-p", mcpAgentPrompt, "--model", agentModel, "--mcp-config", cfg, "--strict-mcp-config",
-		"--allowedTools", "mcp__llmgw__"+mcpAgentServer+"__"+mcpAgentTool)
-	g.checkMCPLoop(t, out, calls)
+			env := []string{"LLMGW_KEY=" + g.key}
+			if !search {
+				env = append(env, "ENABLE_TOOL_SEARCH=false")
+			}
+			out := runClaudeCodeOn(t, g, env, "-p", mcpAgentPrompt, "--model", agentModel,
+				"--mcp-config", cfg, "--strict-mcp-config", "--allowedTools", "mcp__llmgw__"+mcpAgentServer+"__"+mcpAgentTool)
+			g.checkMCPLoop(t, out, calls)
+			if searched := strings.Contains(g.backend.log(), "ToolSearch"); searched != search {
+				t.Errorf("ToolSearch offered %v, want %v:\n%s", searched, search, g.backend.log())
+			}
+		})
+	}
 }
 
 // Codex CLI with llmgw's /mcp in config.toml's [mcp_servers.llmgw], a

@@ -82,20 +82,23 @@ type scriptedChat struct {
 }
 
 // toolLoop is one tool loop the scripted backend drives: given task in a
-// user's message and offered a tool args has arguments for, it asks for
-// that tool; given output in a tool's result, it answers answer.
+// user's message, it asks for the tool pick names, from the tools offered
+// and the conversation so far; given output in a tool's result, it
+// answers answer.
 type toolLoop struct {
 	task, output, answer string
-	args                 func(tool string) any // nil for a tool it does not ask for
+	pick                 func(offered []string, msgs []chatMessage) (tool string, args any) // "" for none
 }
 
 // shellLoop asks for the agent's shell tool to run agentCommand.
 var shellLoop = &toolLoop{task: agentTask, output: agentOutput, answer: agentAnswer,
-	args: func(tool string) any {
-		if f := shellTools[tool]; f != nil {
-			return f(agentCommand)
+	pick: func(offered []string, _ []chatMessage) (string, any) {
+		for _, tool := range offered {
+			if f := shellTools[tool]; f != nil {
+				return tool, f(agentCommand)
+			}
 		}
-		return nil
+		return "", nil
 	}}
 
 // script is the loop the backend drives.
@@ -179,13 +182,10 @@ func (s *scriptedChat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		panic(http.ErrAbortHandler) // the connection is cut, with no end to the stream
 	}
 	loop := s.script()
-	tool, toolArgs := "", any(nil)
 	for _, t := range req.Tools {
 		call.Tools = append(call.Tools, t.Function.Name)
-		if a := loop.args(t.Function.Name); a != nil && tool == "" {
-			tool, toolArgs = t.Function.Name, a
-		}
 	}
+	tool, toolArgs := loop.pick(call.Tools, req.Messages)
 	var ran, asked bool
 	for _, m := range req.Messages {
 		switch text := m.text(); {
@@ -242,7 +242,8 @@ func (s *scriptedChat) answered(kind string) int {
 	return n
 }
 
-// scriptedAnswer is one chat answer: text, or one call of tool.
+// scriptedAnswer is one chat answer: text, or one call of tool, its id
+// made from the answer's, as an agent takes two calls of one id for one.
 type scriptedAnswer struct {
 	id, model  string
 	text       string
@@ -256,7 +257,7 @@ func (a *scriptedAnswer) whole(w http.ResponseWriter) {
 	finish := "stop"
 	if a.tool != "" {
 		msg["content"] = nil
-		msg["tool_calls"] = []any{map[string]any{"id": "call_1", "type": "function",
+		msg["tool_calls"] = []any{map[string]any{"id": "call_" + a.id, "type": "function",
 			"function": map[string]string{"name": a.tool, "arguments": a.args}}}
 		finish = "tool_calls"
 	}
@@ -280,7 +281,7 @@ func (a *scriptedAnswer) stream(w http.ResponseWriter) {
 	chunk(map[string]any{"role": "assistant", "content": ""}, nil)
 	finish := "stop"
 	if a.tool != "" {
-		chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": "call_1", "type": "function",
+		chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": "call_" + a.id, "type": "function",
 			"function": map[string]string{"name": a.tool, "arguments": ""}}}}, nil)
 		for i := 0; i < len(a.args); i += 16 {
 			piece := a.args[i:min(i+16, len(a.args))]
