@@ -1,8 +1,8 @@
 package app
 
-// The coding agents through llmgw's /mcp, with the recipes in docs/MCP.md:
-// each agent has llmgw as its model endpoint and its /mcp as an HTTP MCP
-// server, and goes through a whole loop: the scripted backend asks for
+// The coding agents through llmgw's /mcp, with the recipes in docs/MCP.md
+// (Claude Code, Codex CLI, opencode): each agent has llmgw as its model
+// endpoint and its /mcp as an HTTP MCP server, and goes through a whole loop: the scripted backend asks for
 // the MCP tool, the agent calls it through llmgw, and the final answer
 // quotes what the tool returned.
 
@@ -148,5 +148,31 @@ func TestCodexMCPLoop(t *testing.T) {
 url = %q
 bearer_token_env_var = "LLMGW_KEY"
 `, mcpURL(g.Gateway)), []string{"LLMGW_KEY=" + g.key}, mcpAgentPrompt)
+	g.checkMCPLoop(t, out, calls)
+}
+
+// opencode with llmgw's /mcp in opencode.json's mcp, a remote server
+// with the key in an Authorization header taken from the environment,
+// and llmgw as its provider.
+func TestOpencodeMCPLoop(t *testing.T) {
+	bin := agentBin(t, "opencode")
+	g, calls := mcpAgentGateway(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "opencode.json"), fmt.Sprintf(`{
+  "$schema": "https://opencode.ai/config.json",
+  "provider": {
+    "llmgw": {
+      "npm": "@ai-sdk/openai-compatible",
+      "name": "llmgw",
+      "options": {"baseURL": %q, "apiKey": "{env:LLMGW_KEY}"},
+      "models": {%q: {"name": %q}}
+    }
+  },
+  "model": "llmgw/%s",
+  "mcp": {"llmgw": {"type": "remote", "url": %q,
+    "headers": {"Authorization": "Bearer {env:LLMGW_KEY}"}}}
+}
+`, g.URL(), agentModel, agentModel, agentModel, mcpURL(g.Gateway)))
+	out := runAgent(t, dir, []string{"LLMGW_KEY=" + g.key}, bin, "run", mcpAgentPrompt)
 	g.checkMCPLoop(t, out, calls)
 }
