@@ -72,6 +72,9 @@ func credentialChain(p catalog.Pool, getenv func(string) string) string {
 		return "Google Application Default Credentials: gcloud's file if it is there, else the metadata server (GCE, GKE workload identity)"
 	}
 	if p.Kind != catalog.KindBedrock {
+		if p.APIKeyFile != "" {
+			return "key from the file " + p.APIKeyFile
+		}
 		if p.APIKeyEnv == "" {
 			return ""
 		}

@@ -228,7 +228,7 @@ func TestFullExampleSetsEveryField(t *testing.T) {
 	}
 	var missing []string
 	for _, p := range fieldPaths(configType, "") {
-		if !seen[p] && p != "admin.token" && p != "router.cache_secret" && p != "admin.oidc.client_secret_file" {
+		if !seen[p] && p != "admin.token" && p != "router.cache_secret" && p != "admin.oidc.client_secret_file" && p != "pools[].api_key_file" {
 			missing = append(missing, p)
 		}
 	}

@@ -73,10 +73,13 @@ func checkCloud(ps *problems, at string, p *catalog.Pool) {
 		if p.APIKeyEnv != "" {
 			ps.add(at+".api_key_env", "is not for pools of kind vertex, which take a bearer token from Application Default Credentials or credentials_file")
 		}
+		if p.APIKeyFile != "" {
+			ps.add(at+".api_key_file", "is not for pools of kind vertex, which take a bearer token from Application Default Credentials or credentials_file")
+		}
 		return
 	case catalog.KindGemini:
-		if p.APIKeyEnv == "" {
-			ps.add(at+".api_key_env", "must name the environment variable holding the Gemini API key for a pool of kind gemini")
+		if p.APIKeyEnv == "" && p.APIKeyFile == "" {
+			ps.add(at+".api_key_env", "must name the environment variable holding the Gemini API key for a pool of kind gemini, or api_key_file the file holding it")
 		}
 		return
 	case catalog.KindBedrock:
@@ -91,6 +94,9 @@ func checkCloud(ps *problems, at string, p *catalog.Pool) {
 	}
 	if p.APIKeyEnv != "" {
 		ps.add(at+".api_key_env", "is not for pools of kind bedrock, which sign with AWS credentials from the default chain")
+	}
+	if p.APIKeyFile != "" {
+		ps.add(at+".api_key_file", "is not for pools of kind bedrock, which sign with AWS credentials from the default chain")
 	}
 }
 
@@ -121,6 +127,9 @@ func validatePools(ps *problems, pools []catalog.Pool, discovered string) {
 		if p.APIKeyEnv != "" && !isEnvName(p.APIKeyEnv) {
 			// Not echoed: a key pasted here by mistake must not reach a log.
 			ps.add(at+".api_key_env", "must be the name of an environment variable (letters, digits, _), not the key itself")
+		}
+		if p.APIKeyEnv != "" && p.APIKeyFile != "" {
+			ps.add(at+".api_key_file", "set api_key_env or api_key_file, not both")
 		}
 		if p.Policy != "" && !slices.Contains(catalog.Policies, p.Policy) {
 			ps.add(at+".policy", "must be one of %s, got %q", strings.Join(catalog.Policies, ", "), p.Policy)

@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -218,5 +220,47 @@ func TestCatalog(t *testing.T) {
 		t.Error("Catalog of an invalid config succeeded")
 	} else if _, ok := AsProblems(err); !ok {
 		t.Errorf("Catalog error %v holds no Problems", err)
+	}
+}
+
+// TestCatalogKeyFile: a pool's key is read from api_key_file, trimmed,
+// each time the catalog is built, so a reload takes a rewritten file; a
+// missing or empty file fails the build, naming the field and never the
+// key.
+func TestCatalogKeyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gemini-key")
+	c := validConfig()
+	c.Pools[1].APIKeyEnv, c.Pools[1].APIKeyFile = "", path
+	key := func() (string, error) {
+		cat, err := c.Catalog()
+		if err != nil {
+			return "", err
+		}
+		p, _ := cat.Pool(c.Pools[1].Name)
+		return p.APIKey, nil
+	}
+	for _, want := range []string{"sk-file-key-1", "sk-file-key-2"} {
+		if err := os.WriteFile(path, []byte("  "+want+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := key(); err != nil || got != want {
+			t.Errorf("key read from the file = %v, %v; want it, %q", got == want, err, "sk-file-key-…")
+		}
+	}
+	os.WriteFile(path, []byte("\n"), 0o600)
+	if _, err := key(); err == nil || !strings.Contains(err.Error(), "api_key_file") || !strings.Contains(err.Error(), "is empty") {
+		t.Errorf("an empty key file: %v; want an error naming api_key_file", err)
+	}
+	os.WriteFile(path, []byte(strings.Repeat("k", 1<<20)), 0o600)
+	if _, err := key(); err == nil || strings.Contains(err.Error(), "kkkk") {
+		t.Errorf("a 1 MiB key file: %v; want it refused, unquoted", err)
+	}
+	os.Remove(path)
+	if _, err := key(); err == nil || !strings.Contains(err.Error(), "api_key_file") {
+		t.Errorf("a missing key file: %v; want an error naming api_key_file", err)
+	}
+	c.Pools[1].APIKeyEnv = "LLMGW_TEST_HOSTED_KEY"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "pools[1].api_key_file: set api_key_env or api_key_file, not both") {
+		t.Errorf("both api_key_env and api_key_file: %v", err)
 	}
 }

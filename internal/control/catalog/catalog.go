@@ -6,8 +6,10 @@ package catalog
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -306,9 +308,11 @@ type Pool struct {
 	Name string `yaml:"name"`
 	Kind string `yaml:"kind,omitempty"`
 	// APIKeyEnv names the environment variable that holds the key sent to
-	// the pool's endpoints. The key itself is never in the file.
-	APIKeyEnv string     `yaml:"api_key_env,omitempty"`
-	Endpoints []Endpoint `yaml:"endpoints"`
+	// the pool's endpoints; APIKeyFile, instead, a file holding it (white
+	// space around it ignored). The key itself is never in the file.
+	APIKeyEnv  string     `yaml:"api_key_env,omitempty"`
+	APIKeyFile string     `yaml:"api_key_file,omitempty"`
+	Endpoints  []Endpoint `yaml:"endpoints"`
 	// Policy picks the endpoint for each request; one of Policies.
 	Policy string `yaml:"policy,omitempty"`
 	// Metrics is how the endpoints' load is scraped; Health how they are
@@ -349,8 +353,9 @@ type Pool struct {
 	// overrides it. Zero means the kind's default; other kinds have none.
 	Slots int `yaml:"slots,omitempty"`
 
-	// APIKey is APIKeyEnv's value, read when the catalog is built. It is
-	// never logged, labelled or written back.
+	// APIKey is APIKeyEnv's value or APIKeyFile's content, read when the
+	// catalog is built (at start and on each reload). It is never logged,
+	// labelled or written back.
 	APIKey string `yaml:"-"`
 }
 
@@ -427,8 +432,9 @@ type Catalog struct {
 }
 
 // New indexes models and pools, which must already be valid (see
-// config.Validate); it fails only on names that collide or dangle. Each
-// pool's APIKey is read from its APIKeyEnv.
+// config.Validate); it fails on names that collide or dangle and on a
+// key file that cannot be read or is empty. Each pool's APIKey is read
+// from its APIKeyEnv or APIKeyFile.
 func New(pools []Pool, models []Model) (*Catalog, error) {
 	c := &Catalog{
 		models: append([]Model(nil), models...),
@@ -444,6 +450,13 @@ func New(pools []Pool, models []Model) (*Catalog, error) {
 		c.pool[p.Name] = i
 		if p.APIKeyEnv != "" {
 			p.APIKey = os.Getenv(p.APIKeyEnv)
+		}
+		if p.APIKeyFile != "" {
+			key, err := readKeyFile(p.APIKeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("pool %q: api_key_file: %w", p.Name, err)
+			}
+			p.APIKey = key
 		}
 	}
 	for i := range c.models {
@@ -516,3 +529,29 @@ func (c *Catalog) Models() []Model { return c.models }
 
 // Pools is every pool, in catalog order. The caller must not modify it.
 func (c *Catalog) Pools() []Pool { return c.pools }
+
+// maxKeyFile bounds a key file's read: keys are a few hundred bytes, and a
+// path pointing at a large file by mistake must not be read whole.
+const maxKeyFile = 64 << 10
+
+// readKeyFile is the key held in the file at path, white space around it
+// removed. Errors never hold the file's content.
+func readKeyFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("read %s: %w", path, err)
+	case len(b) > maxKeyFile:
+		return "", fmt.Errorf("%s is larger than %d bytes, too large for a key", path, maxKeyFile)
+	}
+	key := strings.TrimSpace(string(b))
+	if key == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return key, nil
+}
