@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/cloudtest"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/usage"
 )
 
@@ -41,7 +42,7 @@ const (
 // the backend asks ToolSearch for the tool's schema, and given it, calls
 // the tool by the name Claude Code gave it.
 var mcpLoop = &toolLoop{task: "probe lookup tool", output: mcpAgentMarker, answer: mcpAgentAnswer,
-	pick: func(offered []string, msgs []chatMessage) (string, any) {
+	pick: func(offered []string, msgs []cloudtest.Message) (string, any) {
 		const suffix, claudeName = mcpAgentServer + "__" + mcpAgentTool, "mcp__llmgw__" + mcpAgentServer + "__" + mcpAgentTool
 		args := map[string]string{"word": "gateway"}
 		for _, tool := range offered {
@@ -53,7 +54,7 @@ var mcpLoop = &toolLoop{task: "probe lookup tool", output: mcpAgentMarker, answe
 			return "", nil
 		}
 		for _, m := range msgs {
-			if m.Role == "tool" && strings.Contains(m.text(), claudeName) {
+			if m.Role == "tool" && strings.Contains(m.Text, claudeName) {
 				return claudeName, args // its schema is loaded
 			}
 		}

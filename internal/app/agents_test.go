@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/cloudtest"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/keys"
 )
 
@@ -87,12 +88,12 @@ type scriptedChat struct {
 // answers answer.
 type toolLoop struct {
 	task, output, answer string
-	pick                 func(offered []string, msgs []chatMessage) (tool string, args any) // "" for none
+	pick                 func(offered []string, msgs []cloudtest.Message) (tool string, args any) // "" for none
 }
 
 // shellLoop asks for the agent's shell tool to run agentCommand.
 var shellLoop = &toolLoop{task: agentTask, output: agentOutput, answer: agentAnswer,
-	pick: func(offered []string, _ []chatMessage) (string, any) {
+	pick: func(offered []string, _ []cloudtest.Message) (string, any) {
 		for _, tool := range offered {
 			if f := shellTools[tool]; f != nil {
 				return tool, f(agentCommand)
@@ -101,8 +102,8 @@ var shellLoop = &toolLoop{task: agentTask, output: agentOutput, answer: agentAns
 		return "", nil
 	}}
 
-// script is the loop the backend drives.
-func (s *scriptedChat) script() *toolLoop {
+// driving is the loop the backend drives.
+func (s *scriptedChat) driving() *toolLoop {
 	if s.loop == nil {
 		return shellLoop
 	}
@@ -181,17 +182,39 @@ func (s *scriptedChat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.(http.Flusher).Flush()
 		panic(http.ErrAbortHandler) // the connection is cut, with no end to the stream
 	}
-	loop := s.script()
+	tools := make([]string, 0, len(req.Tools))
 	for _, t := range req.Tools {
-		call.Tools = append(call.Tools, t.Function.Name)
+		tools = append(tools, t.Function.Name)
 	}
-	tool, toolArgs := loop.pick(call.Tools, req.Messages)
-	var ran, asked bool
+	msgs := make([]cloudtest.Message, 0, len(req.Messages))
 	for _, m := range req.Messages {
-		switch text := m.text(); {
-		case m.Role == "tool" && strings.Contains(text, loop.output):
+		msgs = append(msgs, cloudtest.Message{Role: m.Role, Text: m.text()})
+	}
+	a, n := s.decide(call, tools, msgs)
+	a.id = fmt.Sprintf("chatcmpl-%d", n)
+	a.model = req.Model
+	if req.Stream {
+		a.stream(w)
+	} else {
+		a.whole(w)
+	}
+}
+
+// decide is the script's answer to a call offering tools, with msgs
+// its conversation: the loop's tool when its task is asked and the tool
+// offered, the final answer once the tool's output is back, else a short
+// text. It records the call, and returns the answer and the
+// call's number.
+func (s *scriptedChat) decide(call scriptedCall, tools []string, msgs []cloudtest.Message) (scriptedAnswer, int) {
+	call.Tools = tools
+	loop := s.driving()
+	tool, toolArgs := loop.pick(tools, msgs)
+	var ran, asked bool
+	for _, m := range msgs {
+		switch {
+		case m.Role == "tool" && strings.Contains(m.Text, loop.output):
 			ran = true
-		case m.Role == "user" && strings.Contains(text, loop.task):
+		case m.Role == "user" && strings.Contains(m.Text, loop.task):
 			asked = true
 		}
 	}
@@ -209,12 +232,16 @@ func (s *scriptedChat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.calls = append(s.calls, call)
 	n := len(s.calls)
 	s.mu.Unlock()
-	a.id = fmt.Sprintf("chatcmpl-%d", n)
-	a.model = req.Model
-	if req.Stream {
-		a.stream(w)
-	} else {
-		a.whole(w)
+	return a, n
+}
+
+// script is the same script for a cloud's test server, which writes its
+// answers in the cloud's own wire format; model is the model its calls
+// are logged under.
+func (s *scriptedChat) script(model string) cloudtest.Script {
+	return func(turn cloudtest.Turn) cloudtest.Reply {
+		a, _ := s.decide(scriptedCall{Model: model, Stream: turn.Stream}, turn.Tools, turn.Messages)
+		return cloudtest.Reply{Text: a.text, Tool: a.tool, Args: a.args}
 	}
 }
 
@@ -320,15 +347,24 @@ func startAgentGatewayWith(t *testing.T, kind string, loop *toolLoop, extra stri
 	backend := &scriptedChat{loop: loop}
 	s := httptest.NewServer(backend)
 	t.Cleanup(s.Close)
+	return newAgentGateway(t, backend, fmt.Sprintf(`{name: agents, kind: %s, endpoints: [{url: %q}]}`, kind, s.URL+"/v1"), extra, aliases...)
+}
+
+// newAgentGateway starts a gateway whose one pool, written in YAML, is
+// named agents and serves agentModel and aliases, with extra added to its
+// configuration, and makes the agent's key; backend is what the pool's
+// endpoints answer with.
+func newAgentGateway(t *testing.T, backend *scriptedChat, pool, extra string, aliases ...string) *agentGateway {
+	t.Helper()
 	names, _ := json.Marshal(aliases)
 	g := startYAML(t, fmt.Sprintf(`
 router: {auth: keys}
 store: {url: %q}
 pools:
-  - {name: agents, kind: %s, endpoints: [{url: %q}]}
+  - %s
 models:
   - {name: %s, aliases: %s, pool: agents}
-%s`, "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), kind, s.URL+"/v1", agentModel, names, extra))
+%s`, "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), pool, agentModel, names, extra))
 	key, _, err := keys.Create(t.Context(), g.store, keys.Spec{Tenant: "acme/agents"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -376,7 +412,7 @@ func (g *agentGateway) checkToolLoop(t *testing.T, output string) {
 	if g.backend.answered("tool_call") == 0 || g.backend.answered("final") == 0 {
 		t.Errorf("the agent did not go through the tool loop; the backend was asked:\n%s", g.backend.log())
 	}
-	if answer := g.backend.script().answer; !strings.Contains(output, answer) {
+	if answer := g.backend.driving().answer; !strings.Contains(output, answer) {
 		t.Errorf("the agent's final answer %q, quoting the tool's output, is not in what it wrote:\n%s\nthe backend was asked:\n%s", answer, output, g.backend.log())
 	}
 	t.Logf("the agent's output:\n%s", output)

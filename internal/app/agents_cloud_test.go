@@ -1,0 +1,66 @@
+package app
+
+// The agents through llmgw in front of a cloud: a pool of kind bedrock
+// and one of kind vertex, each at a local server speaking the cloud's own
+// wire format (internal/cloudtest: Converse and ConverseStream signed with
+// SigV4; generateContent with Vertex's bearer token) that scripts the
+// same loop as the chat backend, asking for the shell tool with a
+// Converse toolUse or a Gemini functionCall and quoting its output.
+
+import (
+	"fmt"
+	"net/http/httptest"
+	"testing"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/cloudtest"
+)
+
+// cloudKinds are the cloud pools the agents are run through.
+var cloudKinds = []string{"bedrock", "vertex"}
+
+// startCloudAgentGateway starts a cloud's scripted server and a gateway
+// whose pool, of that kind, calls it with the cloud's credentials.
+func startCloudAgentGateway(t *testing.T, kind string) *agentGateway {
+	t.Helper()
+	backend := &scriptedChat{}
+	var pool string
+	switch kind {
+	case "bedrock":
+		cloudtest.AWSEnv(t)
+		s := httptest.NewServer(&cloudtest.Bedrock{T: t, Region: "eu-west-3", Script: backend.script(agentModel)})
+		t.Cleanup(s.Close)
+		pool = fmt.Sprintf(`{name: agents, kind: bedrock, region: eu-west-3, endpoints: [{url: %q}]}`, s.URL)
+	case "vertex":
+		s := httptest.NewServer(&cloudtest.Google{T: t, Vertex: true, Script: backend.script(agentModel)})
+		t.Cleanup(s.Close)
+		pool = fmt.Sprintf(`{name: agents, kind: vertex, project: proj-1, location: us-central1, credentials_file: %q, endpoints: [{url: %q}]}`,
+			cloudtest.ServiceAccountFile(t, s.URL+"/token"), s.URL+"/v1")
+	default:
+		t.Fatalf("no cloud server for kind %q", kind)
+	}
+	return newAgentGateway(t, backend, pool, "")
+}
+
+// Claude Code, through the Messages API, with each cloud's pool.
+func TestClaudeCodeCloudToolLoop(t *testing.T) {
+	for _, kind := range cloudKinds {
+		t.Run(kind, func(t *testing.T) {
+			agentBin(t, "claude")
+			g := startCloudAgentGateway(t, kind)
+			g.checkToolLoop(t, runClaudeCode(t, g))
+			t.Logf("the %s server was asked:\n%s", kind, g.backend.log())
+		})
+	}
+}
+
+// Codex CLI, through the Responses API, with each cloud's pool.
+func TestCodexCloudToolLoop(t *testing.T) {
+	for _, kind := range cloudKinds {
+		t.Run(kind, func(t *testing.T) {
+			agentBin(t, "codex")
+			g := startCloudAgentGateway(t, kind)
+			g.checkToolLoop(t, runCodex(t, g))
+			t.Logf("the %s server was asked:\n%s", kind, g.backend.log())
+		})
+	}
+}
