@@ -83,7 +83,7 @@ func Models() *Dashboard {
 			q(`histogram_quantile(0.99, sum by (model, le) (rate(llmgw_inter_token_seconds_bucket{model=~"$model"}[$__rate_interval])))`, "p99 {{model}}")),
 		graph("Output tokens a second per request", "short", "Median output rate of a request, by model.",
 			q(`histogram_quantile(0.5, sum by (model, le) (rate(llmgw_output_tokens_per_second_bucket{model=~"$model"}[$__rate_interval])))`, "p50 {{model}}")),
-		graph("Fallbacks", "reqps", "Requests sent to a fallback model because the requested model's pool could not serve them.",
-			q(`sum by (model, to) (rate(llmgw_fallbacks_total{model=~"$model"}[$__rate_interval]))`, "{{model}} → {{to}}")),
+		graph("Fallbacks", "reqps", "Requests sent to a fallback model because the requested model's pool could not serve them, by the class of the failure the fallback served (none when no call failed).",
+			q(`sum by (model, to, class) (rate(llmgw_fallbacks_total{model=~"$model"}[$__rate_interval]))`, "{{model}} → {{to}} {{class}}")),
 	)
 }

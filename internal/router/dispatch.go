@@ -102,7 +102,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 					r.m.retries.WithLabelValues(p.name, res.outcome.Reason.String()).Inc()
 				}
 				if try == 0 && m != req.model {
-					r.m.fallbacks.WithLabelValues(req.model.Name, m.Name).Inc()
+					r.m.fallbacks.WithLabelValues(req.model.Name, m.Name, string(classOf(res.outcome))).Inc()
 				}
 				if relaxed {
 					reason = pool.ReasonLastResort

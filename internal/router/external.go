@@ -180,7 +180,7 @@ func (pk *Picked) pick(s *snapshot, x External) error {
 			p.Budget().Request(now)
 			p.m.decisions[reason].Inc()
 			if pk.m != req.model {
-				r.m.fallbacks.WithLabelValues(req.model.Name, pk.m.Name).Inc()
+				r.m.fallbacks.WithLabelValues(req.model.Name, pk.m.Name, "").Inc() // no call failed: admission chose the fallback
 			}
 			pk.begin(i, now)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.opentelemetry.io/otel/trace"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/config"
@@ -68,6 +69,15 @@ func TestFallbackByClass(t *testing.T) {
 			}
 			if strings.Contains(body, "sk-pool-key") {
 				t.Errorf("the provider's words reached the client: %s", body)
+			}
+			for class := range c.byClass {
+				want := 0.0
+				if c.wantModel == "long" {
+					want = 1 // the fallback served the class's failure, and is counted under it
+				}
+				if got := testutil.ToFloat64(g.r.m.fallbacks.WithLabelValues("m", "long", string(class))); got != want {
+					t.Errorf("llmgw_fallbacks_total{model=m,to=long,class=%s} = %v, want %v", class, got, want)
+				}
 			}
 		})
 	}

@@ -71,8 +71,8 @@ func newMetrics() *metrics {
 		}, []string{"pool", "reason"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmgw_fallbacks_total",
-			Help: "Requests sent to a fallback model because the requested model's pool could not serve them, by requested model and fallback.",
-		}, []string{"model", "to"}),
+			Help: "Requests sent to a fallback model because the requested model's pool could not serve them, by requested model, fallback, and the class of the failure the fallback served (rate_limited, unavailable, context_window_exceeded, content_filter; empty for none: no endpoint, admission's choice, or a failure of no class).",
+		}, []string{"model", "to", "class"}),
 		ejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmgw_ejections_total",
 			Help: "Times an endpoint was taken out of its pool, by pool, endpoint and reason: failures (requests failed in a row), health_check, or retry_after (a provider's 429 asked for a pause, which the endpoint sits out).",

@@ -173,16 +173,20 @@ func TestAnswerNamesTheCatalogModel(t *testing.T) {
 	main, spare := &backend{promptTokens: 9}, &backend{promptTokens: 9}
 	g := newTestGateway(t, withSpare(t, spare), main)
 	for _, tc := range []struct {
-		name      string
-		failMain  bool
-		stream    bool
-		want      string
-		fallbacks float64
+		name     string
+		failMain bool
+		stream   bool
+		want     string
+		// fallbacks is llmgw_fallbacks_total{model=m,to=fb} by class:
+		// unavailable, and none.
+		fallbacks, unclassed float64
 	}{
-		{"plain", false, false, "m", 0},
-		{"streamed", false, true, "m", 0},
-		{"plain on the fallback", true, false, "fb", 1},
-		{"streamed on the fallback", true, true, "fb", 2},
+		{"plain", false, false, "m", 0, 0},
+		{"streamed", false, true, "m", 0, 0},
+		// The 503 is a failure of class unavailable, and ejects main's
+		// one endpoint: the next request falls back with no call failed.
+		{"plain on the fallback", true, false, "fb", 1, 0},
+		{"streamed on the fallback", true, true, "fb", 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.failMain {
@@ -209,8 +213,11 @@ func TestAnswerNamesTheCatalogModel(t *testing.T) {
 					break
 				}
 			}
-			if got := testutil.ToFloat64(g.r.m.fallbacks.WithLabelValues("m", "fb")); got != tc.fallbacks {
-				t.Errorf("llmgw_fallbacks_total{model=m,to=fb} = %v, want %v", got, tc.fallbacks)
+			if got := testutil.ToFloat64(g.r.m.fallbacks.WithLabelValues("m", "fb", "unavailable")); got != tc.fallbacks {
+				t.Errorf("llmgw_fallbacks_total{model=m,to=fb,class=unavailable} = %v, want %v", got, tc.fallbacks)
+			}
+			if got := testutil.ToFloat64(g.r.m.fallbacks.WithLabelValues("m", "fb", "")); got != tc.unclassed {
+				t.Errorf(`llmgw_fallbacks_total{model=m,to=fb,class=""} = %v, want %v`, got, tc.unclassed)
 			}
 		})
 	}
