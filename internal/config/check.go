@@ -55,7 +55,7 @@ func Check(path string, w io.Writer) error {
 
 // credentialChain says where p's calls will take their credentials from,
 // read from the environment (getenv) alone, without calling anything and
-// without naming a secret: the key's variable and whether it is set, or
+// without naming a secret: the key's file, or its variable and whether it is set, or
 // for a bedrock pool the first source AWS's default chain finds, in its
 // order (environment, web identity, shared config and profiles,
 // container, instance metadata), and the role assumed with it; for a

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 )
 
 func TestCheck(t *testing.T) {
@@ -116,5 +118,14 @@ pool vertex: Google credentials from credentials_file /etc/llmgw/vertex-sa.json
 		if (err != nil) != tt.wantErr || !strings.HasPrefix(out.String(), tt.want) {
 			t.Errorf("CheckAgainst(%s, %s) = %v, writing %q; want %q (error: %v)", tt.path, tt.inService, err, out.String(), tt.want, tt.wantErr)
 		}
+	}
+}
+
+// TestCheckNamesKeyFile: a pool whose key is in a file is said to take it
+// from the file, by its path alone.
+func TestCheckNamesKeyFile(t *testing.T) {
+	p := catalog.Pool{Name: "gemini", Kind: catalog.KindGemini, APIKeyFile: "/run/secrets/gemini"}
+	if got, want := credentialChain(p, func(string) string { return "" }), "key from the file /run/secrets/gemini"; got != want {
+		t.Errorf("credentialChain = %q, want %q", got, want)
 	}
 }
