@@ -67,15 +67,7 @@ func TestGooglePoolsWithOfficialClients(t *testing.T) {
 			withTool := ask
 			withTool.Tools = []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "get_weather",
 				Parameters: openai.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}})}
-			s := client.Chat.Completions.NewStreaming(ctx, withTool)
-			var acc openai.ChatCompletionAccumulator
-			for s.Next() {
-				acc.AddChunk(s.Current())
-			}
-			if err := s.Err(); err != nil {
-				t.Fatal(err)
-			}
-			m := acc.Choices[0]
+			m := streamedChoice(t, ctx, client, withTool)
 			if m.Message.Content != "Hello from Gemini." || m.FinishReason != "tool_calls" || len(m.Message.ToolCalls) != 1 ||
 				m.Message.ToolCalls[0].Function.Arguments != `{"city":"Paris"}` || m.Message.ToolCalls[0].ID != "fc_1" {
 				t.Errorf("accumulated %+v", m)

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -141,15 +142,7 @@ func TestAnthropicPoolWithOfficialClient(t *testing.T) {
 
 	withTool := ask
 	withTool.Tools = []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "get_weather"})}
-	s := client.Chat.Completions.NewStreaming(ctx, withTool)
-	var acc openai.ChatCompletionAccumulator
-	for s.Next() {
-		acc.AddChunk(s.Current())
-	}
-	if err := s.Err(); err != nil {
-		t.Fatal(err)
-	}
-	m := acc.Choices[0]
+	m := streamedChoice(t, ctx, client, withTool)
 	if m.Message.Content != "Okay, let's check the weather." || m.FinishReason != "tool_calls" || len(m.Message.ToolCalls) != 1 ||
 		m.Message.ToolCalls[0].Function.Arguments != `{"location": "San Francisco, CA"}` || m.Message.ToolCalls[0].ID != "toolu_01T1x1fJ34qAmk2tNTrN7Up6" {
 		t.Errorf("accumulated %+v", m)
@@ -234,4 +227,23 @@ func TestAnthropicVersionUpstream(t *testing.T) {
 			t.Errorf("pool %q, client %q: upstream got %q, want %q (%d %s)", c.pool, c.client, got, c.want, resp.StatusCode, body)
 		}
 	}
+}
+
+// streamedChoice is the first choice of a streamed chat completion asked
+// of client with params, its chunks put together by the SDK's own
+// accumulator.
+func streamedChoice(t *testing.T, ctx context.Context, client openai.Client, params openai.ChatCompletionNewParams) openai.ChatCompletionChoice {
+	t.Helper()
+	s := client.Chat.Completions.NewStreaming(ctx, params)
+	var acc openai.ChatCompletionAccumulator
+	for s.Next() {
+		acc.AddChunk(s.Current())
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Choices) == 0 {
+		t.Fatal("the stream had no choice")
+	}
+	return acc.Choices[0]
 }
