@@ -32,27 +32,24 @@ func forbidden(w http.ResponseWriter) { openai.WriteError(w, openai.Forbidden(fo
 
 // VisibleKeys is the keys of ks id may read, in their order.
 func VisibleKeys(ks []tenant.Key, id access.Identity) []tenant.Key {
-	if id.ReadsAll() {
-		return ks
-	}
-	var out []tenant.Key
-	for _, k := range ks {
-		if id.CanRead(k.Tenant) {
-			out = append(out, k)
-		}
-	}
-	return out
+	return visible(ks, id, func(k tenant.Key) string { return k.Tenant })
 }
 
 // VisibleLimits is the tenant levels of ls id may read, in their order.
 func VisibleLimits(ls []tenant.TenantLimits, id access.Identity) []tenant.TenantLimits {
+	return visible(ls, id, func(l tenant.TenantLimits) string { return l.Path })
+}
+
+// visible is the items of xs whose tenant path id may read, in their
+// order; xs itself when id reads everything.
+func visible[T any](xs []T, id access.Identity, path func(T) string) []T {
 	if id.ReadsAll() {
-		return ls
+		return xs
 	}
-	var out []tenant.TenantLimits
-	for _, l := range ls {
-		if id.CanRead(l.Path) {
-			out = append(out, l)
+	var out []T
+	for _, x := range xs {
+		if id.CanRead(path(x)) {
+			out = append(out, x)
 		}
 	}
 	return out
