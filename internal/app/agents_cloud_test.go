@@ -23,22 +23,28 @@ var cloudKinds = []string{"bedrock", "vertex"}
 func startCloudAgentGateway(t *testing.T, kind string) *agentGateway {
 	t.Helper()
 	backend := &scriptedChat{}
-	var pool string
+	return newAgentGateway(t, backend, cloudPool(t, kind, backend.script(agentModel)), "")
+}
+
+// cloudPool starts a cloud's server answering with script and returns,
+// in YAML, a pool named agents of that kind calling it with the cloud's
+// credentials.
+func cloudPool(t *testing.T, kind string, script cloudtest.Script) string {
+	t.Helper()
 	switch kind {
 	case "bedrock":
 		cloudtest.AWSEnv(t)
-		s := httptest.NewServer(&cloudtest.Bedrock{T: t, Region: "eu-west-3", Script: backend.script(agentModel)})
+		s := httptest.NewServer(&cloudtest.Bedrock{T: t, Region: "eu-west-3", Script: script})
 		t.Cleanup(s.Close)
-		pool = fmt.Sprintf(`{name: agents, kind: bedrock, region: eu-west-3, endpoints: [{url: %q}]}`, s.URL)
+		return fmt.Sprintf(`{name: agents, kind: bedrock, region: eu-west-3, endpoints: [{url: %q}]}`, s.URL)
 	case "vertex":
-		s := httptest.NewServer(&cloudtest.Google{T: t, Vertex: true, Script: backend.script(agentModel)})
+		s := httptest.NewServer(&cloudtest.Google{T: t, Vertex: true, Script: script})
 		t.Cleanup(s.Close)
-		pool = fmt.Sprintf(`{name: agents, kind: vertex, project: proj-1, location: us-central1, credentials_file: %q, endpoints: [{url: %q}]}`,
+		return fmt.Sprintf(`{name: agents, kind: vertex, project: proj-1, location: us-central1, credentials_file: %q, endpoints: [{url: %q}]}`,
 			cloudtest.ServiceAccountFile(t, s.URL+"/token"), s.URL+"/v1")
-	default:
-		t.Fatalf("no cloud server for kind %q", kind)
 	}
-	return newAgentGateway(t, backend, pool, "")
+	t.Fatalf("no cloud server for kind %q", kind)
+	return ""
 }
 
 // Claude Code, through the Messages API, with each cloud's pool.
