@@ -54,7 +54,8 @@ type sdkResult struct {
 	ToolCalls []struct {
 		ID, Name, Arguments string
 	} `json:"tool_calls"`
-	Usage sdkUsage `json:"usage"`
+	Usage  sdkUsage `json:"usage"`
+	Events int      `json:"events"` // a stream's chunks or events read
 }
 
 // runSDKs runs testdata/sdks/run.mjs against g, or skips the test when
@@ -110,8 +111,8 @@ func TestNpmSDKsCloud(t *testing.T) {
 				t.Errorf("chat completion: %+v, want %q, finish stop, usage %+v", r, sdkAnswer, chatUsage)
 			}
 			r := got["chatStreamTool"]
-			if r.Finish != "tool_calls" || r.Usage != chatUsage || len(r.ToolCalls) != 1 {
-				t.Errorf("streamed chat completion: %+v, want one tool call, finish tool_calls, usage %+v", r, chatUsage)
+			if r.Finish != "tool_calls" || r.Usage != chatUsage || len(r.ToolCalls) != 1 || r.Events < 3 {
+				t.Errorf("streamed chat completion: %+v, want one tool call over several chunks, finish tool_calls, usage %+v", r, chatUsage)
 			} else if c := r.ToolCalls[0]; c.Name != sdkTool || c.ID == "" || !sameJSON(c.Arguments, sdkArgs) {
 				t.Errorf("streamed chat completion's tool call: %+v, want %s(%s) with an id", c, sdkTool, sdkArgs)
 			}
@@ -122,6 +123,10 @@ func TestNpmSDKsCloud(t *testing.T) {
 				if r := got[name]; r.Content != sdkAnswer || r.Stop != "end_turn" || r.Usage.Input != 100 || r.Usage.Output != 10 {
 					t.Errorf("%s: %+v, want %q, end_turn, 100 in and 10 out", name, r, sdkAnswer)
 				}
+			}
+			// The text comes a word at a time: its five deltas among the stream's events.
+			if r := got["messagesStream"]; r.Events < 5 {
+				t.Errorf("the streamed message came in %d events, want its text's deltas one by one", r.Events)
 			}
 		})
 	}

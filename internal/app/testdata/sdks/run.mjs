@@ -27,20 +27,23 @@ async function chatWhole() {
 
 // chatStreamTool is a streamed chat completion offered a tool, read
 // through the SDK's stream helper; its usage is the chunk's that has one,
-// which the helper's accumulated completion leaves out.
+// which the helper's accumulated completion leaves out; events counts
+// the chunks read.
 async function chatStreamTool() {
   const stream = openai.chat.completions.stream({
     model, max_tokens: 64, messages: [{ role: "user", content: question }], tools: [weather],
     stream_options: { include_usage: true },
   });
   let usage = null;
+  let events = 0;
   stream.on("chunk", (chunk) => {
+    events++;
     if (chunk.usage) usage = chunk.usage;
   });
   const r = await stream.finalChatCompletion();
   const c = r.choices[0];
   const calls = (c.message.tool_calls || []).map((t) => ({ id: t.id, name: t.function.name, arguments: t.function.arguments }));
-  return { content: c.message.content, finish: c.finish_reason, tool_calls: calls, usage };
+  return { content: c.message.content, finish: c.finish_reason, tool_calls: calls, usage, events };
 }
 
 // responsesWhole is a Responses call, whole.
@@ -56,11 +59,13 @@ async function messagesWhole() {
 }
 
 // messagesStream is a streamed Messages call, read through the SDK's
-// stream helper.
+// stream helper, counting the events it read.
 async function messagesStream() {
   const stream = anthropic.messages.stream({ model, max_tokens: 64, messages: [{ role: "user", content: question }] });
+  let events = 0;
+  stream.on("streamEvent", () => events++);
   const r = await stream.finalMessage();
-  return { content: r.content.filter((b) => b.type === "text").map((b) => b.text).join(""), stop: r.stop_reason, usage: r.usage };
+  return { content: r.content.filter((b) => b.type === "text").map((b) => b.text).join(""), stop: r.stop_reason, usage: r.usage, events };
 }
 
 const out = {};
