@@ -5,16 +5,20 @@
 #   (a) one llmgw whose pool picks with auto, and
 #   (b) one llmgw whose pool has policy epp, asking a second llmgw's EPP
 #       whose pool (the same replicas) picks with auto.
-# Each side of each round gets fresh replicas and gateways, so no cache is
-# warm from the other's run; the order alternates round by round. Prints
-# the paired table: each round's capacity (time scale at SLO) and (b)/(a).
+# Every run, at one time scale, gets fresh replicas and gateways: a sweep
+# against the same replicas replays the trace's prefixes into caches the
+# load before filled, so every load after the first would pass. Each round
+# runs both sides at each load, the order alternating run by run; a side's
+# capacity is the time scale where its goodput crosses 90%, interpolated
+# between the loads around the crossing. Prints the paired table.
 #
 #   scripts/epp-capacity.sh [ROUNDS]      (default 2)
 #
-# SWEEP (default 8:24:4), REFINE (default 2), DURATION (default 30s) and
-# DRAIN (default 20s) shape each sweep, as scripts/routing.sh's Mooncake
-# sweep is shaped. Writes binaries, configurations, logs and each sweep's
-# JSON and text into OUT (default bench-out/epp-capacity).
+# LOADS (default "16 22 28", time scales), DURATION (default 20s) and
+# DRAIN (default 10s) shape each run; lengths are divided by 16 as in
+# scripts/routing.sh's Mooncake runs. Writes binaries, configurations,
+# logs and each run's JSON and text into OUT (default
+# bench-out/epp-capacity).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$PWD/${OUT:-bench-out/epp-capacity}
@@ -24,8 +28,8 @@ go build -o "$out/llmgw" ./cmd/llmgw
 gw=$out/llmgw
 trace=$PWD/../shared/traces/mooncake-synthetic.jsonl
 [ -f "$trace" ] || trace=/work/shared/traces/mooncake-synthetic.jsonl
-bench=(--workload trace --trace "$trace" --length-scale 16 --duration "${DURATION:-30s}"
-	--drain "${DRAIN:-20s}" --sweep "${SWEEP:-8:24:4}" --refine "${REFINE:-2}")
+read -ra loads <<<"${LOADS:-16 22 28}"
+bench=(--workload trace --trace "$trace" --length-scale 16 --duration "${DURATION:-20s}" --drain "${DRAIN:-10s}")
 
 pids=()
 stop_all() {
@@ -68,7 +72,7 @@ config "$out/a.yaml" 19310 auto
 config "$out/epp.yaml" 19320 auto "" 'epp: {listen: "127.0.0.1:19322", tls: false}'
 config "$out/b.yaml" 19330 epp 'epp: {address: "127.0.0.1:19322", tls: false, failure_mode: fail_close, timeout: 5s}'
 
-# side a|b ROUND: fresh replicas and gateways, one sweep, all stopped.
+# side a|b ROUND LOAD: fresh replicas and gateways, one run, all stopped.
 side() {
 	"$gw" sim --replicas 3 --listen 127.0.0.1:19300 --log-level warn >/dev/null 2>"$out/sim-$1-$2.log" &
 	pids+=($!)
@@ -85,31 +89,49 @@ side() {
 	"$gw" serve --config "$out/$1.yaml" >"$out/gw-$1-$2.log" 2>&1 &
 	pids+=($!)
 	wait_port "$port"
-	echo "== round $2, side $1" >&2
-	"$gw" bench "${bench[@]}" --target "http://127.0.0.1:$port" \
-		--json "$out/$1-$2.json" >"$out/$1-$2.txt"
+	echo "== round $2, side $1, time scale $3" >&2
+	"$gw" bench "${bench[@]}" --time-scale "$3" --target "http://127.0.0.1:$port" \
+		--json "$out/$1-$2-$3.json" >"$out/$1-$2-$3.txt"
 	stop_all
 }
 
+n=0
 for r in $(seq "$rounds"); do
-	if [ $((r % 2)) = 1 ]; then side a "$r"; side b "$r"; else side b "$r"; side a "$r"; fi
+	for l in "${loads[@]}"; do
+		n=$((n + 1))
+		if [ $((n % 2)) = 1 ]; then side a "$r" "$l"; side b "$r" "$l"; else side b "$r" "$l"; side a "$r" "$l"; fi
+	done
 done
 
-python3 - "$out" "$rounds" <<'PY'
+python3 - "$out" "$rounds" "${loads[@]}" <<'PY'
 import json, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
-def cap(f):
-    c = json.load(open(f))
-    return c.get("capacity_at_slo", 0), c.get("capacity_achieved_rate", 0), c.get("capacity_lower_bound", False)
-print("| round | order | (a) auto: time scale, req/s | (b) epp → llmgw's EPP (auto): time scale, req/s | (b)/(a) |")
-print("|---|---|---|---|---|")
-ra, rb = [], []
+out, rounds, loads = sys.argv[1], int(sys.argv[2]), sorted(float(x) for x in sys.argv[3:])
+def run(side, r, l):
+    return json.load(open(f"{out}/{side}-{r}-{l:g}.json"))
+def capacity(side, r):
+    pts = [(l, run(side, r, l)["goodput"]) for l in loads]
+    if pts[0][1] < 0.9:
+        return 0.0, f"< {pts[0][0]:g}"
+    for (l0, g0), (l1, g1) in zip(pts, pts[1:]):
+        if g1 < 0.9:
+            return l0 + (g0 - 0.9) / (g0 - g1) * (l1 - l0), ""
+    return pts[-1][0], "≥ "
+print("goodput (share of requests within TTFT 2 s and TPOT 100 ms) at each time scale; capacity where it crosses 0.9")
+print()
+print("| round | side | " + " | ".join(f"{l:g}" for l in loads) + " | capacity |")
+print("|---|---|" + "---|" * len(loads) + "---|")
+tot = {"a": 0.0, "b": 0.0}
 for r in range(1, rounds + 1):
-    a, b = cap(f"{out}/a-{r}.json"), cap(f"{out}/b-{r}.json")
-    ra.append(a[0]); rb.append(b[0])
-    fmt = lambda c: ("≥ " if c[2] else "") + f"{c[0]:.2f}, {c[1]:.1f}"
-    ratio = f"{b[0] / a[0]:.3f}" if a[0] else "—"
-    print(f"| {r} | {'a, b' if r % 2 else 'b, a'} | {fmt(a)} | {fmt(b)} | {ratio} |")
-sa, sb = sum(ra), sum(rb)
-print(f"| all | | {sa / rounds:.2f} | {sb / rounds:.2f} | {sb / sa:.3f} |" if sa else "| all | | 0 | | — |")
+    caps = {}
+    for side in "ab":
+        c, mark = capacity(side, r)
+        caps[side] = c
+        tot[side] += c
+        gp = " | ".join(f"{run(side, r, l)['goodput']:.3f}" for l in loads)
+        shown = mark if mark.startswith("<") else f"{mark}{c:.2f}"
+        print(f"| {r} | {side} | {gp} | {shown} |")
+    ratio = f"{caps['b'] / caps['a']:.3f}" if caps["a"] else "—"
+    print(f"| {r} | (b)/(a) | " + " | " * (len(loads) - 1) + f" | {ratio} |")
+ratio = f"{tot['b'] / tot['a']:.3f}" if tot["a"] else "—"
+print(f"| all | (b)/(a) | " + " | " * (len(loads) - 1) + f" | {ratio} |")
 PY
