@@ -6,7 +6,6 @@ package app
 // turned off; and the admin API taking the provider's access tokens.
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -35,18 +34,7 @@ func startOIDC(t *testing.T, cfg *config.Config, admin string, op *oidctest.Prov
 	cfg.Admin = config.Admin{DisableToken: true, OIDC: config.OIDC{Issuer: op.Issuer, ClientID: oidctest.Client, ClientSecretEnv: oidcSecretEnv,
 		RedirectURL: "http://" + admin + "/ui/oidc/callback", Scopes: []string{"openid", "email", oidctest.GroupsScope}, Roles: oidctest.Roles}}
 	cfg.Server.Listen, cfg.Server.AdminListen = "127.0.0.1:0", admin
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	g, err := newGateway(t.Context(), cfg, "", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { done <- g.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return g
+	return runGateway(t, cfg, slog.New(slog.DiscardHandler))
 }
 
 // freeAddr is a loopback address no listener holds just now.

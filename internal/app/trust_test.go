@@ -45,6 +45,13 @@ func startYAML(t *testing.T, yaml string) *Gateway {
 func startLogged(t *testing.T, cfg *config.Config, log *slog.Logger) *Gateway {
 	t.Helper()
 	cfg.Server.Listen, cfg.Server.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
+	return runGateway(t, cfg, log)
+}
+
+// runGateway validates cfg, listeners and all, and runs a gateway of it
+// until the test ends.
+func runGateway(t *testing.T, cfg *config.Config, log *slog.Logger) *Gateway {
+	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
