@@ -20,7 +20,10 @@ import (
 
 // fakeServer is an MCP server made with the go-sdk, served over
 // Streamable HTTP on a real listener: its echo tool counts the calls that
-// reach it, and its stall tool waits for release.
+// reach it, and its stall tool waits for release, its call's end, or the
+// end of the test: the SDK's server waits for its handlers when a session
+// closes, and a cancellation that overtakes its call on another
+// connection is lost, so a stalled call would hold the server's Close.
 type fakeServer struct {
 	url     string
 	uri     string // its one resource's
@@ -35,6 +38,7 @@ var fakeServers atomic.Int64
 func newFakeServer(t testing.TB) *fakeServer {
 	t.Helper()
 	f := &fakeServer{release: make(chan struct{})}
+	ended := t.Context()
 	s := mcp.NewServer(&mcp.Implementation{Name: "fake", Version: "1"}, nil)
 	type args struct {
 		Text string `json:"text,omitempty"`
@@ -48,6 +52,7 @@ func newFakeServer(t testing.TB) *fakeServer {
 		select {
 		case <-f.release:
 		case <-ctx.Done():
+		case <-ended.Done():
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
 	})
