@@ -1,7 +1,8 @@
 package cloudtest
 
-// A generateContent endpoint, the Gemini API's or Vertex AI's, and the
-// token endpoint Vertex's service account asks.
+// A generateContent endpoint, the Gemini API's or Vertex AI's (with
+// Anthropic's models' rawPredict beside it, anthropic.go), and the token
+// endpoint Vertex's service account asks.
 
 import (
 	"bytes"
@@ -34,7 +35,8 @@ const (
 // its own token endpoint, /token, issued (Vertex), reads the request into
 // the genai SDK's types with unknown members an error, and answers with
 // the SDK's GenerateContentResponse: JSON, or SSE for
-// streamGenerateContent?alt=sse. Each request's body goes to Bodies and
+// streamGenerateContent?alt=sse. On Vertex, Anthropic's models are
+// served too (serveAnthropic). Each request's body goes to Bodies and
 // its path and query to Paths when they are not nil.
 type Google struct {
 	T       testing.TB
@@ -86,6 +88,10 @@ func (g *Google) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !authorized {
 		w.WriteHeader(403)
 		io.WriteString(w, `{"error":{"code":403,"message":"Permission denied: caller lacks credentials.","status":"PERMISSION_DENIED"}}`)
+		return
+	}
+	if g.Vertex && strings.Contains(r.URL.Path, "/publishers/anthropic/") {
+		g.serveAnthropic(w, r, body)
 		return
 	}
 	if g.Status != 0 {

@@ -62,8 +62,12 @@ func checkCloud(ps *problems, at string, p *catalog.Pool) {
 	only("project", p.Project, catalog.KindVertex)
 	only("location", p.Location, catalog.KindVertex)
 	only("credentials_file", p.CredentialsFile, catalog.KindVertex)
+	only("publisher", p.Publisher, catalog.KindVertex)
 	switch p.Kind {
 	case catalog.KindVertex:
+		if p.Publisher != "" && p.Publisher != catalog.PublisherGoogle && p.Publisher != catalog.PublisherAnthropic {
+			ps.add(at+".publisher", "must be google or anthropic, got %q", p.Publisher)
+		}
 		if p.Project == "" || !isRegion(p.Project) {
 			ps.add(at+".project", "must be a Google Cloud project id for a pool of kind vertex, got %q", p.Project)
 		}

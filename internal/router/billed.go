@@ -57,14 +57,14 @@ func dropped(body *openai.Request, m *catalog.Model) openai.BilledFields {
 	return drop
 }
 
-// sentBody is the parsed body a call to a pool of kind sends as its
-// client wrote it, but for what the call drops: a Messages request's
-// own to an anthropic pool, the chat body to any other; nil for the chat
-// body an anthropic pool is sent translated, which carries no billed
-// field.
-func (req *parsedRequest) sentBody(kind string) *openai.Request {
+// sentBody is the parsed body a call sends as its client wrote it, but
+// for what the call drops: a Messages request's own to a pool that
+// speaks the Messages API (messages), the chat body to any other; nil
+// for the chat body such a pool is sent translated, which carries no
+// billed field.
+func (req *parsedRequest) sentBody(messages bool) *openai.Request {
 	switch {
-	case kind != catalog.KindAnthropic:
+	case !messages:
 		return &req.Request
 	case req.messages != nil:
 		return &req.own
@@ -72,11 +72,12 @@ func (req *parsedRequest) sentBody(kind string) *openai.Request {
 	return nil
 }
 
-// tier is the service tier a call to a pool of kind, for model m, asks
-// of its provider: the body's, unless the call drops it; empty for none.
-// The call's answer is priced at it (catalog.Price.At).
-func (req *parsedRequest) tier(kind string, m *catalog.Model) string {
-	body := req.sentBody(kind)
+// tier is the service tier a call to a pool, for model m, asks of its
+// provider: the body's, unless the call drops it; empty for none. The
+// call's answer is priced at it (catalog.Price.At). messages reports
+// whether the pool speaks the Messages API.
+func (req *parsedRequest) tier(messages bool, m *catalog.Model) string {
+	body := req.sentBody(messages)
 	if body == nil || dropped(body, m).Has(openai.ServiceTier) {
 		return ""
 	}

@@ -22,6 +22,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/clouds"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/scrape"
@@ -37,6 +38,9 @@ type servedPool struct {
 	provider  *provider // a hosted provider's; nil for OpenAI-compatible kinds
 	takesSalt bool      // whether calls carry the request's cache_salt
 	kind      string    // the pool's kind: what its servers speak
+	// messages reports whether its calls are Anthropic's Messages API's:
+	// an anthropic pool's, and a vertex pool's of Anthropic's models.
+	messages bool
 
 	hedge catalog.Hedge // when a request is also sent to a second endpoint; After zero: never
 	epp   *eppPicker    // the Endpoint Picker a pool of policy epp asks; nil for other policies
@@ -67,6 +71,7 @@ func newServedPool(p catalog.Pool, prev *servedPool, m *metrics) *servedPool {
 	sp := &servedPool{
 		Pool: pool.New(p, learned, upstreamPaths), name: p.Name, plain: poolHeaders(p, false), streamed: poolHeaders(p, true),
 		provider: newProvider(p), takesSalt: takesSalt(p.Kind), kind: p.Kind, hedge: p.Hedge, epp: newEPPPicker(p, prev),
+		messages: p.Kind == catalog.KindAnthropic || clouds.Anthropic(p),
 	}
 	sp.m = m.forPool(sp.name, sp.Policy())
 	return sp
@@ -90,11 +95,13 @@ func (p *servedPool) header(stream bool) http.Header {
 	return p.plain
 }
 
-// Hosted providers: how a call to a pool of kind anthropic or azure is
-// made. Each needs its own URL, headers and, for anthropic, body; the
-// anthropic ones, and the reading of its answer as chat completions, are
-// translate.AnthropicUpstream's. Every other kind is called as
-// OpenAI-compatible. And what each kind is told of a request's reasoning.
+// Hosted providers: how a call to a pool of kind anthropic, azure or a
+// cloud's (internal/router/clouds) is made. Each needs its own URL,
+// headers and, for anthropic, body; the anthropic ones, and the reading
+// of its answer as chat completions, are translate.AnthropicUpstream's,
+// for a vertex pool of Anthropic's models too. Every other kind is
+// called as OpenAI-compatible. And what each kind is told of a
+// request's reasoning.
 
 // provider is a hosted provider's pool: nil for OpenAI-compatible kinds.
 type provider struct {
@@ -103,6 +110,12 @@ type provider struct {
 	// setVersion reports whether the pool sets api_version: an anthropic
 	// pool without one sends an Anthropic client's own anthropic-version.
 	setVersion bool
+	// translated reports whether the pool is a cloud's whose calls'
+	// bodies are translated from chat (clouds.Translated).
+	translated bool
+	// vertexMessages reports whether the pool is a vertex pool of
+	// Anthropic's models: Messages API bodies, as Vertex takes them.
+	vertexMessages bool
 	// urls holds the URLs calls go to, made once each. key: endpoint URL,
 	// API path and, for azure and bedrock, the deployment or model.
 	urls sync.Map
@@ -124,12 +137,9 @@ func newProvider(p catalog.Pool) *provider {
 		return &provider{kind: p.Kind, apiVersion: v, setVersion: p.APIVersion != ""}
 	case catalog.KindAzure:
 		return &provider{kind: p.Kind, apiVersion: p.APIVersion}
-	case catalog.KindBedrock:
-		return &provider{kind: p.Kind, signer: bedrockSigner(p)}
-	case catalog.KindGemini:
-		return &provider{kind: p.Kind}
-	case catalog.KindVertex:
-		return &provider{kind: p.Kind, signer: newGoogleSigner(p), prefix: vertexPrefix(p)}
+	case catalog.KindBedrock, catalog.KindGemini, catalog.KindVertex:
+		return &provider{kind: p.Kind, signer: clouds.Signer(p), prefix: clouds.Prefix(p),
+			translated: clouds.Translated(p), vertexMessages: clouds.Anthropic(p)}
 	}
 	return nil
 }
@@ -150,9 +160,10 @@ func poolHeaders(p catalog.Pool, stream bool) http.Header {
 		}
 		return h
 	case catalog.KindBedrock, catalog.KindVertex:
-		// Signed per call (translate.BedrockSigner, googleSigner); no
-		// key, and no SSE Accept: ConverseStream answers in AWS's event
-		// stream, and streamGenerateContent asks for SSE in its URL.
+		// Signed per call (clouds.Signer); no key, and no SSE Accept:
+		// ConverseStream answers in AWS's event stream,
+		// streamGenerateContent asks for SSE in its URL, and
+		// streamRawPredict answers in SSE.
 		return http.Header{"Content-Type": {"application/json"}}
 	case catalog.KindGemini:
 		h := http.Header{"Content-Type": {"application/json"}}
@@ -188,6 +199,9 @@ func (p *servedPool) target(ep *pool.Endpoint, path, model string, stream bool) 
 		raw = translate.BedrockUpstream{}.URL(ep.URL(), model, stream)
 	case catalog.KindGemini, catalog.KindVertex:
 		raw = translate.GeminiUpstream{}.URL(ep.URL()+pr.prefix, model, stream)
+		if pr.vertexMessages {
+			raw = translate.VertexAnthropicURL(ep.URL()+pr.prefix, model, stream)
+		}
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -230,26 +244,26 @@ func (p *servedPool) reason(r translate.Reasoning, e *openai.Edits) {
 	}
 }
 
-// reachesAnthropic reports whether a request for m may be sent to an
-// anthropic pool: m's own pool, or a fallback's.
+// reachesAnthropic reports whether a request for m may be sent to a
+// pool that speaks Anthropic's Messages API: m's own pool, or a
+// fallback's.
 func (s *snapshot) reachesAnthropic(m *catalog.Model) bool {
-	if s.kindOf(m) == catalog.KindAnthropic {
+	if s.speaksMessages(m) {
 		return true
 	}
 	for _, name := range m.Fallbacks {
-		if f, ok := s.cat.Resolve(name); ok && s.kindOf(f) == catalog.KindAnthropic {
+		if f, ok := s.cat.Resolve(name); ok && s.speaksMessages(f) {
 			return true
 		}
 	}
 	return false
 }
 
-// kindOf is the kind of m's pool; empty when the pool is not served.
-func (s *snapshot) kindOf(m *catalog.Model) string {
-	if p := s.pools[m.Pool]; p != nil {
-		return p.kind
-	}
-	return ""
+// speaksMessages reports whether m's pool is served and its calls are
+// Anthropic's Messages API's.
+func (s *snapshot) speaksMessages(m *catalog.Model) bool {
+	p := s.pools[m.Pool]
+	return p != nil && p.messages
 }
 
 // prepare makes c, a call for req to model m with a chat body, the call
@@ -273,10 +287,10 @@ func (s *snapshot) kindOf(m *catalog.Model) string {
 // An API the provider has no counterpart of is a 400. The translation
 // stops when ctx ends or c's deadline passes.
 func (p *servedPool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequest, m *catalog.Model, defaultMaxTokens, limit int64) error {
-	if p.provider != nil && isCloud(p.provider.kind) {
+	if p.provider != nil && p.provider.translated {
 		return p.prepareCloud(ctx, c, req, defaultMaxTokens, limit)
 	}
-	if p.provider == nil || p.provider.kind != catalog.KindAnthropic {
+	if !p.messages {
 		return nil
 	}
 	if path := req.api.upstreamPath; path != "/chat/completions" {
@@ -314,11 +328,57 @@ func (p *servedPool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequ
 		c.Body = body
 	}
 	c.Provider = translate.AnthropicUpstream{}
+	if p.provider.vertexMessages {
+		return p.prepareVertexMessages(c, req)
+	}
 	version := req.anthropicVersion
 	if p.provider.setVersion || version == p.provider.apiVersion {
 		version = ""
 	}
 	c.Header = translate.AnthropicUpstream{}.ClientHeader(c.Header, version, req.anthropicBeta)
+	return nil
+}
+
+// prepareVertexMessages makes c, a call with a Messages API body, a call
+// of Anthropic's models on Vertex AI: the body as Vertex takes it (no
+// model, its anthropic_version), and the client's anthropic-beta; the
+// version an Anthropic client asked for is not sent, as Vertex serves
+// one.
+func (p *servedPool) prepareVertexMessages(c *proxy.Call, req *parsedRequest) error {
+	body, err := translate.ToVertexAnthropic(c.Body)
+	if err != nil {
+		return err
+	}
+	c.Body, c.Sign = body, p.provider.signer
+	c.Header = translate.AnthropicUpstream{}.ClientHeader(c.Header, "", req.anthropicBeta)
+	return nil
+}
+
+// prepareCloud makes c, a call for req with a chat body, a call of p's
+// cloud's own API: its body the request that asks what the chat body
+// asks, for req's max tokens (defaultMaxTokens when it names none),
+// refused with a 413 past limit bytes; signed as it is sent where the
+// cloud signs; its answer read back as chat. An API the cloud has no
+// counterpart of is a 400.
+func (p *servedPool) prepareCloud(ctx context.Context, c *proxy.Call, req *parsedRequest, defaultMaxTokens, limit int64) error {
+	kind := p.provider.kind
+	if path := req.api.upstreamPath; path != "/chat/completions" {
+		return openai.BadRequest("model", "The model is served by %s, which has no %s.", clouds.API(kind), strings.TrimPrefix(path, "/"))
+	}
+	if req.Choices > 1 {
+		return openai.BadRequest("n", "The model is served by %s, which gives one answer a request: n must be 1.", clouds.API(kind))
+	}
+	ctx, cancel := workContext(ctx, c.Deadline)
+	defer cancel()
+	translateBody, provider := translate.ChatToBedrockBody, openai.Provider(translate.BedrockUpstream{})
+	if kind != catalog.KindBedrock {
+		translateBody, provider = translate.ChatToGeminiBody, translate.GeminiUpstream{}
+	}
+	body, err := translateBody(ctx, c.Body, req.outputBound(defaultMaxTokens), limit)
+	if err != nil {
+		return stopped(ctx, err)
+	}
+	c.Body, c.Provider, c.Sign = body, provider, p.provider.signer
 	return nil
 }
 

@@ -327,7 +327,7 @@ func (r *Router) findModel(w http.ResponseWriter, req *parsedRequest) (*snapshot
 		// Read as chat bodies are, before anything is reserved: refused
 		// here when the model's own pool is sent it, and by the call
 		// when a fallback's is.
-		if req.ownErr = req.own.Parse(req.messages); req.ownErr != nil && snap.kindOf(m) == catalog.KindAnthropic {
+		if req.ownErr = req.own.Parse(req.messages); req.ownErr != nil && snap.speaksMessages(m) {
 			return nil, req.ownErr
 		}
 	}

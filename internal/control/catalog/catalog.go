@@ -236,8 +236,18 @@ const (
 	// {url}/projects/{project}/locations/{location}/publishers/google/models/{upstream_model}:generateContent
 	// with a bearer token from Google's Application Default Credentials
 	// (or credentials_file); url defaults to the location's
-	// https://{location}-aiplatform.googleapis.com/v1.
+	// https://{location}-aiplatform.googleapis.com/v1. With publisher
+	// anthropic, Anthropic's models: Messages API bodies sent to
+	// .../publishers/anthropic/models/{upstream_model}:rawPredict
+	// (streamRawPredict for a stream).
 	KindVertex = "vertex"
+)
+
+// The publishers of a vertex pool's models: Google's (Gemini, called with
+// generateContent) and Anthropic's (Claude, called with rawPredict).
+const (
+	PublisherGoogle    = "google"
+	PublisherAnthropic = "anthropic"
 )
 
 // SlotCache reports whether a pool of kind caches prompts per slot
@@ -345,6 +355,9 @@ type Pool struct {
 	Project         string `yaml:"project,omitempty"`
 	Location        string `yaml:"location,omitempty"`
 	CredentialsFile string `yaml:"credentials_file,omitempty"`
+	// Publisher is whose models a vertex pool serves: google (the
+	// default, when empty) or anthropic. Other kinds have none.
+	Publisher string `yaml:"publisher,omitempty"`
 	// EPP is the Endpoint Picker a pool of policy epp asks.
 	EPP EPP `yaml:"epp,omitempty"`
 	// Slots is how many slots each endpoint of a llamacpp or ollama pool

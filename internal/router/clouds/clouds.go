@@ -1,21 +1,23 @@
-package router
-
-// Cloud pools: how a call to a bedrock, gemini or vertex pool is made. A
-// bedrock pool's credentials come from AWS's default chain (environment,
-// shared config and profiles, web identity, instance metadata), or from a
-// role assumed with them, and a vertex pool's from Google's Application
-// Default Credentials or a credentials file, each cached and refreshed
-// before they expire by its cloud's SDK; each call is signed as it is sent
+// Package clouds is how a call to a bedrock, gemini or vertex pool is
+// made, handed to the router as values: a pool's signer and the path its
+// models follow its endpoint's URL with. A bedrock pool's credentials
+// come from AWS's default chain (environment, shared config and
+// profiles, web identity, instance metadata), or from a role assumed
+// with them, and a vertex pool's from Google's Application Default
+// Credentials or a credentials file, each cached and refreshed before
+// they expire by its cloud's SDK; each call is signed as it is sent
 // (proxy.Call.Sign). A gemini pool's key goes as x-goog-api-key. Bodies
 // are the cloud's own API's, their answers read back as chat
-// (translate.BedrockUpstream, translate.GeminiUpstream).
+// (translate.BedrockUpstream, translate.GeminiUpstream), or, for
+// Anthropic's models on Vertex AI, Anthropic's Messages API's
+// (translate.AnthropicUpstream).
+package clouds
 
 import (
 	"context"
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 
 	"cloud.google.com/go/auth"
@@ -27,10 +29,22 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
-	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/translate"
 )
+
+// Signer is what signs p's calls as they are sent: a bedrock pool's
+// SigV4 signer, a vertex pool's bearer token; nil for every other kind,
+// whose calls carry their key in a header.
+func Signer(p catalog.Pool) proxy.Signer {
+	switch p.Kind {
+	case catalog.KindBedrock:
+		return bedrockSigner(p)
+	case catalog.KindVertex:
+		return newGoogleSigner(p)
+	}
+	return nil
+}
 
 // bedrockSigner is what signs p's calls: the default chain's credentials
 // in p's region, or p's role's assumed with them. Loading the chain reads
@@ -52,51 +66,50 @@ func bedrockSigner(p catalog.Pool) proxy.Signer {
 	return translate.NewBedrockSigner(p.Region, creds, nil)
 }
 
-// isCloud reports whether a pool of kind is a cloud's: its calls'
-// bodies translated from chat (prepareCloud), and for bedrock and vertex
-// signed as they are sent.
-func isCloud(kind string) bool {
-	return kind == catalog.KindBedrock || kind == catalog.KindGemini || kind == catalog.KindVertex
+// Translated reports whether a pool of kind is a cloud's whose calls'
+// bodies are translated from chat to the cloud's own API (bedrock,
+// gemini, and vertex for Google's models); a vertex pool of Anthropic's
+// models is sent Anthropic's Messages API, as an anthropic pool is.
+func Translated(p catalog.Pool) bool {
+	switch p.Kind {
+	case catalog.KindBedrock, catalog.KindGemini:
+		return true
+	case catalog.KindVertex:
+		return !Anthropic(p)
+	}
+	return false
 }
 
-// cloudAPIs are the APIs the cloud kinds' calls are made with, by kind.
-var cloudAPIs = map[string]string{
+// Anthropic reports whether p is a vertex pool of Anthropic's models
+// (publisher anthropic): its calls Messages API bodies, sent to
+// rawPredict and streamRawPredict.
+func Anthropic(p catalog.Pool) bool {
+	return p.Kind == catalog.KindVertex && p.Publisher == catalog.PublisherAnthropic
+}
+
+// apis are the APIs the translated kinds' calls are made with, by kind.
+var apis = map[string]string{
 	catalog.KindBedrock: "Bedrock's Converse API",
 	catalog.KindGemini:  "the Gemini API's generateContent",
 	catalog.KindVertex:  "Vertex AI's generateContent",
 }
 
-// prepareCloud makes c, a call for req with a chat body, a call of p's
-// cloud's own API: its body the request that asks what the chat body
-// asks, for req's max tokens (defaultMaxTokens when it names none),
-// refused with a 413 past limit bytes; signed as it is sent where the
-// cloud signs; its answer read back as chat. An API the cloud has no
-// counterpart of is a 400.
-func (p *servedPool) prepareCloud(ctx context.Context, c *proxy.Call, req *parsedRequest, defaultMaxTokens, limit int64) error {
-	kind := p.provider.kind
-	if path := req.api.upstreamPath; path != "/chat/completions" {
-		return openai.BadRequest("model", "The model is served by %s, which has no %s.", cloudAPIs[kind], strings.TrimPrefix(path, "/"))
-	}
-	if req.Choices > 1 {
-		return openai.BadRequest("n", "The model is served by %s, which gives one answer a request: n must be 1.", cloudAPIs[kind])
-	}
-	ctx, cancel := workContext(ctx, c.Deadline)
-	defer cancel()
-	translateBody, provider := translate.ChatToBedrockBody, openai.Provider(translate.BedrockUpstream{})
-	if kind != catalog.KindBedrock {
-		translateBody, provider = translate.ChatToGeminiBody, translate.GeminiUpstream{}
-	}
-	body, err := translateBody(ctx, c.Body, req.outputBound(defaultMaxTokens), limit)
-	if err != nil {
-		return stopped(ctx, err)
-	}
-	c.Body, c.Provider, c.Sign = body, provider, p.provider.signer
-	return nil
-}
+// API names the API a translated pool of kind is called with, as a
+// refusal of what it has no counterpart of says it.
+func API(kind string) string { return apis[kind] }
 
-// vertexPrefix is the path of p's models after its endpoint's URL.
-func vertexPrefix(p catalog.Pool) string {
-	return "/projects/" + url.PathEscape(p.Project) + "/locations/" + url.PathEscape(p.Location) + "/publishers/google"
+// Prefix is the path a vertex pool's model paths follow its endpoint's
+// URL with: its project's, location's and publisher's (google unless
+// the pool names anthropic); empty for every other kind.
+func Prefix(p catalog.Pool) string {
+	if p.Kind != catalog.KindVertex {
+		return ""
+	}
+	publisher := catalog.PublisherGoogle
+	if Anthropic(p) {
+		publisher = catalog.PublisherAnthropic
+	}
+	return "/projects/" + url.PathEscape(p.Project) + "/locations/" + url.PathEscape(p.Location) + "/publishers/" + publisher
 }
 
 // googleScope is the OAuth scope Vertex AI's calls are made with.
