@@ -27,13 +27,14 @@ func TestCheck(t *testing.T) {
 		want    string // what Check writes
 		wantErr bool
 	}{
-		{"testdata/full.good.yaml", `ok: 10 pools, 3 models (5 names), 11 endpoints
+		{"testdata/full.good.yaml", `ok: 11 pools, 3 models (5 names), 12 endpoints
 pool openai: key from $OPENAI_API_KEY
 pool claude: key from $ANTHROPIC_API_KEY, which is not set
 pool azure: key from $AZURE_OPENAI_API_KEY, which is not set
 pool bedrock: AWS credentials from web identity (AWS_WEB_IDENTITY_TOKEN_FILE, as on EKS), signing for us-east-1, assuming arn:aws:iam::123456789012:role/llmgw-bedrock
 pool gemini: key from $GEMINI_API_KEY, which is not set
 pool vertex: Google credentials from credentials_file /etc/llmgw/vertex-sa.json
+pool vertex-claude: Google credentials from credentials_file /etc/llmgw/vertex-sa.json
 `, false},
 		{"testdata/minimal.good.yaml", "ok: 1 pool, 1 model (1 name), 1 endpoint\n", false},
 		{"testdata/same-listen.bad.yaml", `testdata/same-listen.bad.yaml: server.admin_listen: must differ from server.listen, both are ":8080" (line 4)
@@ -96,13 +97,14 @@ func TestCheckAgainst(t *testing.T) {
 	for _, k := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AZURE_OPENAI_API_KEY", "GEMINI_API_KEY", "AWS_ACCESS_KEY_ID", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_PROFILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"} {
 		t.Setenv(k, "")
 	}
-	const ok = `ok: 10 pools, 3 models (5 names), 11 endpoints
+	const ok = `ok: 11 pools, 3 models (5 names), 12 endpoints
 pool openai: key from $OPENAI_API_KEY, which is not set
 pool claude: key from $ANTHROPIC_API_KEY, which is not set
 pool azure: key from $AZURE_OPENAI_API_KEY, which is not set
 pool bedrock: AWS credentials from the shared config's default profile if it has them, else instance metadata (IMDS), signing for us-east-1, assuming arn:aws:iam::123456789012:role/llmgw-bedrock
 pool gemini: key from $GEMINI_API_KEY, which is not set
 pool vertex: Google credentials from credentials_file /etc/llmgw/vertex-sa.json
+pool vertex-claude: Google credentials from credentials_file /etc/llmgw/vertex-sa.json
 `
 	tests := []struct {
 		path, inService, want string

@@ -164,6 +164,12 @@ func TestFullExample(t *testing.T) {
 				Endpoints: []catalog.Endpoint{{Name: "us-central1-aiplatform.googleapis.com", URL: "https://us-central1-aiplatform.googleapis.com/v1", Weight: 1}},
 			},
 			{
+				Name: "vertex-claude", Kind: "vertex", Project: "my-project", Location: "us-east5", Publisher: "anthropic",
+				CredentialsFile: "/etc/llmgw/vertex-sa.json", Policy: "auto",
+				Metrics: hosted.Metrics, Health: hosted.Health, RetryBudget: 0.2,
+				Endpoints: []catalog.Endpoint{{Name: "us-east5-aiplatform.googleapis.com", URL: "https://us-east5-aiplatform.googleapis.com/v1", Weight: 1}},
+			},
+			{
 				Name: "edge", Kind: "llamacpp", Policy: "auto", Slots: 4, RetryBudget: 0.2,
 				Metrics:   catalog.Scrape{Path: "/metrics", Interval: 100 * time.Millisecond, MaxAge: time.Second},
 				Health:    catalog.HealthCheck{Path: "/health", Interval: time.Second, Timeout: 500 * time.Millisecond},
