@@ -1,11 +1,13 @@
 package app
 
-// The agents through llmgw in front of a cloud: a pool of kind bedrock
-// and one of kind vertex, each at a local server speaking the cloud's own
-// wire format (internal/cloudtest: Converse and ConverseStream signed with
-// SigV4; generateContent with Vertex's bearer token) that scripts the
-// same loop as the chat backend, asking for the shell tool with a
-// Converse toolUse or a Gemini functionCall and quoting its output.
+// The agents through llmgw in front of a cloud: a pool of kind bedrock,
+// one of kind vertex and one of kind vertex of Anthropic's models, each
+// at a local server speaking the cloud's own wire format
+// (internal/cloudtest: Converse and ConverseStream signed with SigV4;
+// generateContent, and rawPredict with Anthropic's Messages API, with
+// Vertex's bearer token) that scripts the same loop as the chat backend,
+// asking for the shell tool with a Converse toolUse, a Gemini
+// functionCall or a Messages tool_use and quoting its output.
 
 import (
 	"fmt"
@@ -16,7 +18,7 @@ import (
 )
 
 // cloudKinds are the cloud pools the agents are run through.
-var cloudKinds = []string{"bedrock", "vertex"}
+var cloudKinds = []string{"bedrock", "vertex", "vertex-anthropic"}
 
 // startCloudAgentGateway starts a cloud's scripted server and a gateway
 // whose pool, of that kind, calls it with the cloud's credentials.
@@ -37,11 +39,15 @@ func cloudPool(t *testing.T, kind string, script cloudtest.Script) string {
 		s := httptest.NewServer(&cloudtest.Bedrock{T: t, Region: "eu-west-3", Script: script})
 		t.Cleanup(s.Close)
 		return fmt.Sprintf(`{name: agents, kind: bedrock, region: eu-west-3, endpoints: [{url: %q}]}`, s.URL)
-	case "vertex":
+	case "vertex", "vertex-anthropic":
 		s := httptest.NewServer(&cloudtest.Google{T: t, Vertex: true, Script: script})
 		t.Cleanup(s.Close)
-		return fmt.Sprintf(`{name: agents, kind: vertex, project: proj-1, location: us-central1, credentials_file: %q, endpoints: [{url: %q}]}`,
-			cloudtest.ServiceAccountFile(t, s.URL+"/token"), s.URL+"/v1")
+		publisher := "google"
+		if kind == "vertex-anthropic" {
+			publisher = "anthropic"
+		}
+		return fmt.Sprintf(`{name: agents, kind: vertex, publisher: %s, project: proj-1, location: us-central1, credentials_file: %q, endpoints: [{url: %q}]}`,
+			publisher, cloudtest.ServiceAccountFile(t, s.URL+"/token"), s.URL+"/v1")
 	}
 	t.Fatalf("no cloud server for kind %q", kind)
 	return ""

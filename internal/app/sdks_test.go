@@ -4,7 +4,8 @@ package app
 // completions whole, and streamed with a tool call; Responses) and
 // @anthropic-ai/sdk (Messages whole and streamed), run by node on
 // testdata/sdks/run.mjs against a gateway whose pool is of kind bedrock
-// or vertex, at internal/cloudtest's server for that cloud.
+// or vertex (Google's models, or Anthropic's), at internal/cloudtest's
+// server for that cloud.
 
 import (
 	"context"
