@@ -30,6 +30,14 @@ const (
 	GoogleToken = "ya29.test-token"
 )
 
+// ThoughtSignature is the thought signature the server gives each
+// function call it makes (fc_1), and requires back on it, as Gemini 3
+// does: bytes whose standard base64 has + and /.
+var ThoughtSignature = []byte("\xfb\xff\xbf thought \xfe\xef")
+
+// issuedCall is the id of the function calls the server makes.
+const issuedCall = "fc_1"
+
 // Google is a generateContent endpoint, the Gemini API's or (Vertex set)
 // Vertex AI's: it checks the API key header (Gemini) or the bearer token
 // its own token endpoint, /token, issued (Vertex), reads the request into
@@ -107,6 +115,11 @@ func (g *Google) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"error":{"code":400,"message":%q,"status":"INVALID_ARGUMENT"}}`, fmt.Sprint("bad request: ", err))
 		return
 	}
+	if err := req.signed(); err != nil {
+		w.WriteHeader(400)
+		fmt.Fprintf(w, `{"error":{"code":400,"message":%q,"status":"INVALID_ARGUMENT"}}`, err.Error())
+		return
+	}
 	stream := strings.Contains(r.URL.Path, ":streamGenerateContent")
 	if stream && r.URL.Query().Get("alt") != "sse" {
 		g.T.Errorf("a stream asked for no SSE: %s", r.URL)
@@ -128,7 +141,8 @@ func (g *Google) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	last := &genai.GenerateContentResponse{UsageMetadata: usage, Candidates: []*genai.Candidate{{FinishReason: genai.FinishReasonStop, Content: &genai.Content{Role: genai.RoleModel}}}}
 	if len(req.Tools) > 0 {
-		last.Candidates[0].Content.Parts = []*genai.Part{{FunctionCall: &genai.FunctionCall{ID: "fc_1", Name: "get_weather", Args: map[string]any{"city": "Paris"}}}}
+		last.Candidates[0].Content.Parts = []*genai.Part{{FunctionCall: &genai.FunctionCall{ID: issuedCall, Name: "get_weather", Args: map[string]any{"city": "Paris"}},
+			ThoughtSignature: ThoughtSignature}}
 	}
 	send(last)
 }
@@ -159,7 +173,7 @@ func (g *Google) answer(w http.ResponseWriter, stream bool, reply Reply) {
 		if err := json.Unmarshal([]byte(reply.Args), &args); err != nil {
 			g.T.Errorf("a scripted call's arguments %s: %v", reply.Args, err)
 		}
-		parts = []*genai.Part{{FunctionCall: &genai.FunctionCall{ID: "fc_1", Name: reply.Tool, Args: args}}}
+		parts = []*genai.Part{{FunctionCall: &genai.FunctionCall{ID: issuedCall, Name: reply.Tool, Args: args}, ThoughtSignature: ThoughtSignature}}
 	}
 	last := &genai.GenerateContentResponse{ModelVersion: "gemini-2.5-pro", UsageMetadata: usage, Candidates: []*genai.Candidate{{
 		FinishReason: genai.FinishReasonStop, Content: &genai.Content{Role: genai.RoleModel, Parts: parts}}}}
@@ -177,6 +191,19 @@ func (g *Google) answer(w http.ResponseWriter, stream bool, reply Reply) {
 		}
 	}
 	send(last)
+}
+
+// signed is an error when a function call the server made comes back
+// without the thought signature it was given.
+func (req *geminiRequest) signed() error {
+	for i, c := range req.Contents {
+		for j, p := range c.Parts {
+			if p.FunctionCall != nil && p.FunctionCall.ID == issuedCall && !bytes.Equal(p.ThoughtSignature, ThoughtSignature) {
+				return fmt.Errorf("Function call is missing a thought_signature in functionCall parts. contents[%d].parts[%d]", i, j)
+			}
+		}
+	}
+	return nil
 }
 
 // turn is what a Script reads of req: its functions' names, and each

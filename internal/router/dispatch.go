@@ -124,7 +124,7 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 					o = r.send(ctx, w, req, p, i, rt, &call, nil)
 					r.settle(req, p, ep, o)
 				}
-				res = dispatchResult{outcome: o, pool: p.name, endpoint: ep.Name(), model: m, tier: req.tier(p.messages, m)}
+				res = dispatchResult{outcome: o, pool: p.name, endpoint: ep.Name(), model: m, tier: req.tier(p.speaksMessages(), m)}
 				if !o.Retryable() {
 					if o.Wrote || s.cat.ClassFallback(req.model, classOf(o), triedIn(models)) == nil {
 						return res

@@ -317,7 +317,7 @@ func (pk *Picked) End(complete bool) {
 		}
 	}
 	pk.r.settle(pk.req, pk.p, ep, o)
-	pk.r.complete(pk.req, dispatchResult{outcome: o, pool: pk.p.name, endpoint: ep.Name(), model: pk.m, tier: pk.req.tier(pk.p.messages, pk.m)})
+	pk.r.complete(pk.req, dispatchResult{outcome: o, pool: pk.p.name, endpoint: ep.Name(), model: pk.m, tier: pk.req.tier(pk.p.speaksMessages(), pk.m)})
 	pk.release()
 }
 

@@ -69,7 +69,7 @@ func TestGooglePoolsWithOfficialClients(t *testing.T) {
 				Parameters: openai.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}})}
 			m := streamedChoice(t, ctx, client, withTool)
 			if m.Message.Content != "Hello from Gemini." || m.FinishReason != "tool_calls" || len(m.Message.ToolCalls) != 1 ||
-				m.Message.ToolCalls[0].Function.Arguments != `{"city":"Paris"}` || m.Message.ToolCalls[0].ID != "fc_1" {
+				m.Message.ToolCalls[0].Function.Arguments != `{"city":"Paris"}` || m.Message.ToolCalls[0].ID != signedCall {
 				t.Errorf("accumulated %+v", m)
 			}
 			sent, path = <-up.Bodies, <-up.Paths

@@ -38,9 +38,6 @@ type servedPool struct {
 	provider  *provider // a hosted provider's; nil for OpenAI-compatible kinds
 	takesSalt bool      // whether calls carry the request's cache_salt
 	kind      string    // the pool's kind: what its servers speak
-	// messages reports whether its calls are Anthropic's Messages API's:
-	// an anthropic pool's, and a vertex pool's of Anthropic's models.
-	messages bool
 
 	hedge catalog.Hedge // when a request is also sent to a second endpoint; After zero: never
 	epp   *eppPicker    // the Endpoint Picker a pool of policy epp asks; nil for other policies
@@ -71,7 +68,6 @@ func newServedPool(p catalog.Pool, prev *servedPool, m *metrics) *servedPool {
 	sp := &servedPool{
 		Pool: pool.New(p, learned, upstreamPaths), name: p.Name, plain: poolHeaders(p, false), streamed: poolHeaders(p, true),
 		provider: newProvider(p), takesSalt: takesSalt(p.Kind), kind: p.Kind, hedge: p.Hedge, epp: newEPPPicker(p, prev),
-		messages: p.Kind == catalog.KindAnthropic || clouds.Anthropic(p),
 	}
 	sp.m = m.forPool(sp.name, sp.Policy())
 	return sp
@@ -113,6 +109,9 @@ type provider struct {
 	// translated reports whether the pool is a cloud's whose calls'
 	// bodies are translated from chat (clouds.Translated).
 	translated bool
+	// messages reports whether its calls are Anthropic's Messages API's:
+	// an anthropic pool's, and a vertex pool's of Anthropic's models.
+	messages bool
 	// vertexMessages reports whether the pool is a vertex pool of
 	// Anthropic's models: Messages API bodies, as Vertex takes them.
 	vertexMessages bool
@@ -134,12 +133,12 @@ func newProvider(p catalog.Pool) *provider {
 		if v == "" {
 			v = translate.AnthropicVersion
 		}
-		return &provider{kind: p.Kind, apiVersion: v, setVersion: p.APIVersion != ""}
+		return &provider{kind: p.Kind, apiVersion: v, setVersion: p.APIVersion != "", messages: true}
 	case catalog.KindAzure:
 		return &provider{kind: p.Kind, apiVersion: p.APIVersion}
 	case catalog.KindBedrock, catalog.KindGemini, catalog.KindVertex:
 		return &provider{kind: p.Kind, signer: clouds.Signer(p), prefix: clouds.Prefix(p),
-			translated: clouds.Translated(p), vertexMessages: clouds.Anthropic(p)}
+			translated: clouds.Translated(p), messages: clouds.Anthropic(p), vertexMessages: clouds.Anthropic(p)}
 	}
 	return nil
 }
@@ -263,8 +262,12 @@ func (s *snapshot) reachesAnthropic(m *catalog.Model) bool {
 // Anthropic's Messages API's.
 func (s *snapshot) speaksMessages(m *catalog.Model) bool {
 	p := s.pools[m.Pool]
-	return p != nil && p.messages
+	return p != nil && p.speaksMessages()
 }
+
+// speaksMessages reports whether p's calls are Anthropic's Messages
+// API's.
+func (p *servedPool) speaksMessages() bool { return p.provider != nil && p.provider.messages }
 
 // prepare makes c, a call for req to model m with a chat body, the call
 // p's provider takes. For anthropic:
@@ -290,7 +293,7 @@ func (p *servedPool) prepare(ctx context.Context, c *proxy.Call, req *parsedRequ
 	if p.provider != nil && p.provider.translated {
 		return p.prepareCloud(ctx, c, req, defaultMaxTokens, limit)
 	}
-	if !p.messages {
+	if !p.speaksMessages() {
 		return nil
 	}
 	if path := req.api.upstreamPath; path != "/chat/completions" {

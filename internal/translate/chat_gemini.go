@@ -156,13 +156,15 @@ func geminiPart(b AnthropicBlock, path string, names map[string]string) (*genai.
 			return nil, openai.BadRequest(path+".tool_calls", "%s.tool_calls: arguments must be a JSON object", path)
 		}
 		names[b.ID] = b.Name
-		return &genai.Part{FunctionCall: &genai.FunctionCall{ID: b.ID, Name: b.Name, Args: args}}, nil
+		id, sig := splitCallID(b.ID)
+		return &genai.Part{FunctionCall: &genai.FunctionCall{ID: id, Name: b.Name, Args: args}, ThoughtSignature: sig}, nil
 	case "tool_result":
 		name, ok := names[b.ToolUseID]
 		if !ok {
 			return nil, openai.BadRequest(path+".tool_call_id", "%s.tool_call_id: %q names no tool call before it, and a Gemini model needs the function's name", path, b.ToolUseID)
 		}
-		return &genai.Part{FunctionResponse: &genai.FunctionResponse{ID: b.ToolUseID, Name: name,
+		id, _ := splitCallID(b.ToolUseID)
+		return &genai.Part{FunctionResponse: &genai.FunctionResponse{ID: id, Name: name,
 			Response: map[string]any{"output": contentText(b.Content)}}}, nil
 	}
 	return nil, unsupported(path+".content", "content of type %q cannot be sent to a Gemini model", b.Type)

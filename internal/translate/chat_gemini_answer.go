@@ -7,6 +7,7 @@ package translate
 // GenerateContentResponse first.
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -50,15 +51,17 @@ func geminiUsage(u *genai.GenerateContentResponseUsageMetadata) *openai.Usage {
 	return cu
 }
 
-// geminiCall is a function call as a chat tool call; a call without an
-// id (the Gemini API gives none for some models) is given one from its
-// place.
-func geminiCall(fc *genai.FunctionCall, i int) ChatToolCall {
+// geminiCall is p's function call as a chat tool call; a call without
+// an id (the Gemini API gives none for some models) is given one from its
+// place i, and p's thought signature is carried in the id (signedCallID).
+func geminiCall(p *genai.Part, i int) ChatToolCall {
+	fc := p.FunctionCall
 	var tc ChatToolCall
 	tc.ID, tc.Type, tc.Function.Name = fc.ID, "function", fc.Name
 	if tc.ID == "" {
 		tc.ID = "call_" + strconv.Itoa(i)
 	}
+	tc.ID = signedCallID(tc.ID, p.ThoughtSignature)
 	args, err := json.Marshal(fc.Args)
 	if err != nil || fc.Args == nil {
 		args = []byte("{}")
@@ -87,7 +90,7 @@ func (GeminiUpstream) Answer(body []byte) ([]byte, error) {
 			switch {
 			case p == nil:
 			case p.FunctionCall != nil:
-				calls = append(calls, geminiCall(p.FunctionCall, len(calls)))
+				calls = append(calls, geminiCall(p, len(calls)))
 			case p.Thought:
 				thinking.WriteString(p.Text)
 			default:
@@ -194,7 +197,7 @@ func (d *geminiDecoder) Event(_, data []byte, chunks [][]byte) [][]byte {
 			switch {
 			case p == nil:
 			case p.FunctionCall != nil:
-				tc := geminiCall(p.FunctionCall, d.calls)
+				tc := geminiCall(p, d.calls)
 				call := map[string]any{"index": d.calls, "id": tc.ID, "type": "function",
 					"function": map[string]string{"name": tc.Function.Name, "arguments": tc.Function.Arguments}}
 				d.calls++
@@ -219,4 +222,36 @@ func (d *geminiDecoder) end(chunks [][]byte, u *genai.GenerateContentResponseUsa
 		chunks = append(chunks, mustJSON(map[string]any{"id": "", "object": "chat.completion.chunk", "created": 0, "model": "", "choices": []any{}, "usage": cu}))
 	}
 	return append(chunks, openai.Done)
+}
+
+// callSignatureSep parts a tool call's id from the thought signature
+// it carries.
+const callSignatureSep = "__sig_"
+
+// signedCallID is a tool call's id carrying sig, the thought signature
+// Gemini gave its function call, which the model requires back on the
+// turns after it: id itself without one, and otherwise id, then
+// callSignatureSep, then sig in unpadded URL-safe base64, so that every
+// client, which sends a call's id back as it got it, sends the signature
+// back too, in letters, digits, _ and - as any id may hold.
+func signedCallID(id string, sig []byte) string {
+	if len(sig) == 0 {
+		return id
+	}
+	return id + callSignatureSep + base64.RawURLEncoding.EncodeToString(sig)
+}
+
+// splitCallID is a tool call's id and the thought signature it carries
+// (signedCallID); an id that carries none, or none that decodes, is
+// itself, with none.
+func splitCallID(id string) (string, []byte) {
+	base, enc, ok := strings.Cut(id, callSignatureSep)
+	if !ok {
+		return id, nil
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil || len(sig) == 0 {
+		return id, nil
+	}
+	return base, sig
 }
