@@ -43,8 +43,9 @@ const issuedCall = "fc_1"
 // its own token endpoint, /token, issued (Vertex), reads the request into
 // the genai SDK's types with unknown members an error, and answers with
 // the SDK's GenerateContentResponse: JSON, or SSE for
-// streamGenerateContent?alt=sse. On Vertex, Anthropic's models are
-// served too (serveAnthropic). Each request's body goes to Bodies and
+// streamGenerateContent?alt=sse. Its function calls carry a thought
+// signature, which it requires back with them, as Gemini 3 does. On
+// Vertex, Anthropic's models are served too (serveAnthropic). Each request's body goes to Bodies and
 // its path and query to Paths when they are not nil.
 type Google struct {
 	T       testing.TB
