@@ -63,8 +63,8 @@ func valueSets(t *testing.T) map[string]map[string]any {
 		"extraEnv":            []any{map[string]any{"name": "GOMEMLIMIT", "value": "1800MiB"}},
 		"secretMounts": []any{map[string]any{"secretName": "vertex-sa", "mountPath": "/var/run/secrets/llmgw/vertex",
 			"items": []any{map[string]any{"key": "sa.json"}}}},
-		"image":               map[string]any{"digest": "sha256:" + strings.Repeat("ab", 32)},
-		"epp":                 map[string]any{"enabled": true, "inferencePool": map[string]any{"selector": map[string]any{"app": "vllm"}}},
+		"image": map[string]any{"digest": "sha256:" + strings.Repeat("ab", 32)},
+		"epp":   map[string]any{"enabled": true, "inferencePool": map[string]any{"selector": map[string]any{"app": "vllm"}}},
 	})
 	return map[string]map[string]any{
 		"default":    {},

@@ -270,7 +270,8 @@ func (s *snapshot) speaksMessages(m *catalog.Model) bool {
 func (p *servedPool) speaksMessages() bool { return p.provider != nil && p.provider.messages }
 
 // prepare makes c, a call for req to model m with a chat body, the call
-// p's provider takes. For anthropic:
+// p's provider takes: a cloud's body translated from chat (prepareCloud),
+// or, for anthropic and a vertex pool of Anthropic's models:
 //
 //   - a Messages request's own body, its model renamed to the pool's
 //     name for m and max_tokens the bound reserved: the fields the client
@@ -285,6 +286,9 @@ func (p *servedPool) speaksMessages() bool { return p.provider != nil && p.provi
 //     with a 413 as it is written once it passes limit bytes;
 //   - the version an Anthropic client asked for unless the pool sets one,
 //     and its anthropic-beta;
+//   - on Vertex, the body without its model and with Vertex's
+//     anthropic_version, and no anthropic-version sent
+//     (prepareVertexMessages);
 //   - a Provider that reads the answer back as chat.
 //
 // An API the provider has no counterpart of is a 400. The translation
