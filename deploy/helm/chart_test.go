@@ -61,10 +61,10 @@ func valueSets(t *testing.T) map[string]map[string]any {
 		"serviceAccount":      map[string]any{"annotations": map[string]any{"example.com/role": "llmgw"}},
 		"podDisruptionBudget": map[string]any{"enabled": true, "maxUnavailable": "34%"},
 		"extraEnv":            []any{map[string]any{"name": "GOMEMLIMIT", "value": "1800MiB"}},
+		"image":               map[string]any{"digest": "sha256:" + strings.Repeat("ab", 32)},
+		"epp":                 map[string]any{"enabled": true, "inferencePool": map[string]any{"selector": map[string]any{"app": "vllm"}}},
 		"secretMounts": []any{map[string]any{"secretName": "vertex-sa", "mountPath": "/var/run/secrets/llmgw/vertex",
 			"items": []any{map[string]any{"key": "sa.json"}}}},
-		"image": map[string]any{"digest": "sha256:" + strings.Repeat("ab", 32)},
-		"epp":   map[string]any{"enabled": true, "inferencePool": map[string]any{"selector": map[string]any{"app": "vllm"}}},
 	})
 	return map[string]map[string]any{
 		"default":    {},
