@@ -1,0 +1,46 @@
+package proxy
+
+// A tapped answer: its body's pieces handed to a Call's Tap as they are
+// read, whichever way the call reads them (a piece at a time as a stream
+// is relayed, or whole as a plain answer is).
+
+import (
+	"errors"
+	"io"
+)
+
+// tappedBody hands what is read of body to tap.
+type tappedBody struct {
+	io.ReadCloser
+	tap func(piece []byte, eos bool)
+}
+
+func (t *tappedBody) Read(b []byte) (int, error) {
+	n, err := t.ReadCloser.Read(b)
+	if eos := errors.Is(err, io.EOF); n > 0 || eos {
+		t.tap(b[:n], eos)
+	}
+	return n, err
+}
+
+// tappedPieces is a tappedBody over a body read a piece at a time.
+type tappedPieces struct {
+	tappedBody
+	pieces pieceReader
+}
+
+func (t *tappedPieces) next(max int, wait bool) ([]byte, error) {
+	b, err := t.pieces.next(max, wait)
+	if eos := errors.Is(err, io.EOF); len(b) > 0 || eos {
+		t.tap(b, eos)
+	}
+	return b, err
+}
+
+// tapped is body with its pieces handed to tap as they are read.
+func tapped(body io.ReadCloser, tap func([]byte, bool)) io.ReadCloser {
+	if p, ok := body.(pieceReader); ok {
+		return &tappedPieces{tappedBody: tappedBody{ReadCloser: body, tap: tap}, pieces: p}
+	}
+	return &tappedBody{ReadCloser: body, tap: tap}
+}
