@@ -19,6 +19,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/extproc"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/observe"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
@@ -79,17 +80,18 @@ func (r *Router) dispatch(ctx context.Context, w http.ResponseWriter, req *parse
 				return dispatchResult{outcome: proxy.Outcome{Status: openai.AsError(err).Status, Err: err}, model: m}
 			}
 			r.aim(rt, req, p, m, prompt)
-			var order *eppOrder
+			var order *extproc.Order
 			if p.epp != nil && !relaxed {
-				if order, err = r.askEPP(ctx, req, p, &call); err != nil {
+				q := extproc.Query{ID: req.id, Path: "/v1" + req.api.upstreamPath, Class: req.class.String(), Tenant: req.tenant}
+				if order, err = p.epp.Order(ctx, q, p.Pool, &call); err != nil {
 					return dispatchResult{outcome: proxy.Outcome{Status: openai.AsError(err).Status, Err: err}, pool: p.name, model: m}
 				}
-				defer order.done(p, &res)
+				defer func() { order.Done(p.Pool, res.outcome.Status, res.endpoint) }()
 			}
 			var tried uint64
 			for try := 0; try <= r.opts.Server.Retries; try++ {
 				now := time.Now()
-				i, reason := order.next(p, rt, tried, now, relaxed)
+				i, reason := order.Next(p.Pool, rt, tried, now, relaxed)
 				if i < 0 {
 					break
 				}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 )
@@ -31,6 +32,7 @@ type metrics struct {
 	ejections   *prometheus.CounterVec
 	hedges      *prometheus.CounterVec
 	hedgeWasted *prometheus.CounterVec
+	eppDropped  *prometheus.CounterVec
 }
 
 // newMetrics makes the router's metrics.
@@ -85,12 +87,16 @@ func newMetrics() *metrics {
 			Name: "llmgw_hedge_wasted_seconds_total",
 			Help: "Upstream time spent on hedged calls cancelled because the other call answered first, from sending to the end, by pool: what hedging costs the backends.",
 		}, []string{"pool"}),
+		eppDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmgw_epp_response_dropped_total",
+			Help: "Pieces of answers' bodies a pool of policy epp did not pass on to its Endpoint Picker, which was too far behind or gone; the client's answer never waits for it.",
+		}, []string{"pool"}),
 	}
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
 	cs := append(m.admission.Collectors(), m.inflight, m.upstreamErrors, m.reloadOK, m.reloadTime,
-		m.decisions, m.predicted, m.confirmed, m.retries, m.fallbacks, m.ejections, m.hedges, m.hedgeWasted)
+		m.decisions, m.predicted, m.confirmed, m.retries, m.fallbacks, m.ejections, m.hedges, m.hedgeWasted, m.eppDropped)
 	var errs []error
 	for _, c := range cs {
 		errs = append(errs, reg.Register(c))
@@ -101,9 +107,10 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 
 // poolMetrics are a pool's routing counters, resolved once per pool.
 type poolMetrics struct {
-	decisions map[string]prometheus.Counter // key: reason
-	predicted prometheus.Counter
-	confirmed prometheus.Counter
+	decisions  map[string]prometheus.Counter // key: reason
+	predicted  prometheus.Counter
+	confirmed  prometheus.Counter
+	eppDropped prometheus.Counter // nil unless the pool's policy is epp
 }
 
 // forPool resolves a pool's counters; m may be nil, in tests of picking
@@ -119,6 +126,9 @@ func (m *metrics) forPool(name, policy string) poolMetrics {
 	}
 	for _, r := range pool.Reasons {
 		pm.decisions[r] = m.decisions.WithLabelValues(name, policy, r)
+	}
+	if policy == catalog.PolicyEPP {
+		pm.eppDropped = m.eppDropped.WithLabelValues(name)
 	}
 	return pm
 }

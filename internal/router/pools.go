@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -23,6 +24,8 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/clouds"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/extproc"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/observe"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/pool"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/proxy"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/scrape"
@@ -39,8 +42,8 @@ type servedPool struct {
 	takesSalt bool      // whether calls carry the request's cache_salt
 	kind      string    // the pool's kind: what its servers speak
 
-	hedge catalog.Hedge // when a request is also sent to a second endpoint; After zero: never
-	epp   *eppPicker    // the Endpoint Picker a pool of policy epp asks; nil for other policies
+	hedge catalog.Hedge   // when a request is also sent to a second endpoint; After zero: never
+	epp   *extproc.Picker // the Endpoint Picker a pool of policy epp asks; nil for other policies
 	m     poolMetrics
 
 	// peerCap is the most one gateway can have in flight at one endpoint
@@ -60,16 +63,18 @@ var upstreamPaths = func() []string {
 
 // newServedPool builds a pool from its catalog entry, keeping what prev
 // learned (pool.New).
-func newServedPool(p catalog.Pool, prev *servedPool, m *metrics) *servedPool {
+func newServedPool(p catalog.Pool, prev *servedPool, m *metrics, log *slog.Logger) *servedPool {
 	var learned *pool.Pool
+	var picker *extproc.Picker
 	if prev != nil {
-		learned = prev.Pool
+		learned, picker = prev.Pool, prev.epp
 	}
 	sp := &servedPool{
 		Pool: pool.New(p, learned, upstreamPaths), name: p.Name, plain: poolHeaders(p, false), streamed: poolHeaders(p, true),
-		provider: newProvider(p), takesSalt: takesSalt(p.Kind), kind: p.Kind, hedge: p.Hedge, epp: newEPPPicker(p, prev),
+		provider: newProvider(p), takesSalt: takesSalt(p.Kind), kind: p.Kind, hedge: p.Hedge,
 	}
 	sp.m = m.forPool(sp.name, sp.Policy())
+	sp.epp = extproc.NewPicker(p, picker, extproc.PickerEnv{NoEndpoint: observe.ErrNoEndpoint, Dropped: sp.m.eppDropped, Log: log})
 	return sp
 }
 

@@ -23,6 +23,7 @@ import (
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/catalog"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/control/tenant"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/admission"
+	"gitea.mynodes.xyz/ilker/llmgw/internal/router/extproc"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/mcpgw"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/observe"
 	"gitea.mynodes.xyz/ilker/llmgw/internal/router/placement"
@@ -261,7 +262,7 @@ func (r *Router) SetCatalog(c *catalog.Catalog) {
 		if old != nil {
 			prev = old.pools[p.Name]
 		}
-		sp := newServedPool(p, prev, r.m)
+		sp := newServedPool(p, prev, r.m, r.log)
 		if r.opts.Placements != nil {
 			sp.OnPlace(publishTo(r.opts.Placements, sp))
 		}
@@ -275,7 +276,16 @@ func (r *Router) SetCatalog(c *catalog.Catalog) {
 	r.watch.set(c, s)
 	r.observers.SetCatalog(c)
 	if old != nil {
-		retireEPPs(old, s)
+		for name, p := range old.pools {
+			if p.epp == nil {
+				continue
+			}
+			var to *extproc.Picker // the pool's picker now; nil when it has none
+			if np := s.pools[name]; np != nil {
+				to = np.epp
+			}
+			p.epp.HandOver(to)
+		}
 		// An endpoint the catalog no longer has keeps no connections:
 		// idle ones close now, busy ones when their answer ends.
 		kept := s.hosts()

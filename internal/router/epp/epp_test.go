@@ -407,7 +407,8 @@ func waitFor(t *testing.T, ok func() bool) {
 // TestPoolAskingLlmgwsEPP puts llmgw's epp pool in front of llmgw's own
 // EPP, as the same ext_proc client drives llm-d's: every request lands
 // where the EPP said, and the EPP counts each request once, answered 200,
-// from the end the pool reports.
+// from the end the pool reports, its first token and usage read from the
+// answer the pool streams it.
 func TestPoolAskingLlmgwsEPP(t *testing.T) {
 	x := newTestEPP(t, 2, nil)
 	p := catalog.Pool{Name: "front", Policy: catalog.PolicyEPP, EPP: catalog.EPP{Address: x.addr, FailureMode: catalog.FailClose, Timeout: 2 * time.Second}}
@@ -451,6 +452,17 @@ func TestPoolAskingLlmgwsEPP(t *testing.T) {
 	waitFor(t, func() bool { return sample(t, x.reg, "llmgw_requests_total", "code", "200") == n })
 	if got := sample(t, x.reg, "llmgw_requests_total", "code", "499"); got != 0 {
 		t.Errorf("the EPP counted %v requests as abandoned, want none", got)
+	}
+	// The EPP learned from the answers the pool told it as they came:
+	// each stream's first token, and every answer's usage.
+	if got := sample(t, x.reg, "llmgw_ttft_seconds", "model", "m"); got != n/2 {
+		t.Errorf("the EPP timed %v first tokens, want one for each of the %d streams", got, n/2)
+	}
+	if got, want := sample(t, x.reg, "llmgw_tokens_total", "kind", "completion"), float64(n/2*3+n/2*1); got != want {
+		t.Errorf("the EPP counted %v completion tokens, want %v from the answers' usage", got, want)
+	}
+	if got := sample(t, freg, "llmgw_epp_response_dropped_total", "pool", "front"); got != 0 {
+		t.Errorf("the pool dropped %v pieces of answers, want none", got)
 	}
 }
 

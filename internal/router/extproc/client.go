@@ -127,6 +127,9 @@ type Request struct {
 	Path   string      // the API's path, such as /v1/chat/completions
 	Header http.Header // headers to send it: the objective, the fairness id
 	Body   []byte
+	// Dropped counts the pieces of the answer's body the EPP was not
+	// told, being behind or gone; nil counts none.
+	Dropped Counter
 }
 
 // Answer is the EPP's pick.
@@ -140,8 +143,23 @@ type Answer struct {
 	Body []byte
 
 	st     extprocv3.ExternalProcessor_ProcessClient
-	cancel context.CancelFunc
-	c      *Client // released at Done
+	cancel context.CancelFunc // ends the stream
+	c      *Client            // released when the stream has ended
+
+	// The answer's phase (respond.go).
+	grace   time.Duration // how long the EPP has to take the end after Done
+	dropped Counter       // counts the pieces it was not told; nil for none
+	q       chan *extprocv3.ProcessingRequest
+	replies chan struct{} // closed when the EPP's replies have ended
+
+	mu      sync.Mutex  // protects the fields below, and sends on q
+	queued  int         // body bytes in q
+	told    bool        // an answer's headers are in q: its body is the one told
+	ended   bool        // end_of_stream is in q
+	lagging bool        // a piece was dropped: so is the rest of the body
+	closed  bool        // Done was called, and q closed
+	gone    bool        // the stream has ended: nothing more is sent
+	late    *time.Timer // ends the stream grace after Done
 }
 
 // Refusal is the EPP's immediate answer: a status and body for the
@@ -163,8 +181,8 @@ var ErrNoAnswer = errors.New("no answer from the EPP")
 // Ask asks the EPP where req goes, waiting for its answer until ctx ends
 // or timeout has passed. The error is a *Refusal when the EPP refused the
 // request, and wraps ErrNoAnswer when it gave no pick. An Answer holds
-// the stream open until its Done, which tells the EPP how the call ended
-// and must be called.
+// the stream open for the answer's phase: its Tap tells the EPP the
+// answer as it comes, and its Done, which must be called, the call's end.
 func (c *Client) Ask(ctx context.Context, req Request, timeout time.Duration) (*Answer, error) {
 	if !c.hold() {
 		return nil, fmt.Errorf("%w: %w", ErrNoAnswer, ErrRetired)
@@ -188,6 +206,7 @@ func (c *Client) Ask(ctx context.Context, req Request, timeout time.Duration) (*
 		return nil, err
 	}
 	a.cancel, a.c = cancel, c
+	a.startResponse(timeout, req.Dropped)
 	return a, nil
 }
 
@@ -209,38 +228,6 @@ func (c *Client) ask(ctx context.Context, req Request) (*Answer, error) {
 	}
 	a.st = st
 	return a, nil
-}
-
-// Done tells the EPP the call's end: the answer's status, and the
-// endpoint that served it (host:port; empty for none), as the response's
-// headers and an empty end of its body; then closes the stream. A nil
-// Answer is let be.
-func (a *Answer) Done(status int, served string) {
-	if a == nil || a.st == nil {
-		return
-	}
-	defer a.c.release()
-	defer a.cancel()
-	md := &corev3.Metadata{}
-	if served != "" {
-		s, _ := structpb.NewStruct(map[string]any{ServedKey: served})
-		md.FilterMetadata = map[string]*structpb.Struct{DestinationNamespace: s}
-	}
-	hs := &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: ":status", RawValue: strconv.AppendInt(nil, int64(status), 10)}}}
-	if a.st.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{Headers: hs}}, MetadataContext: md}) != nil {
-		return
-	}
-	if a.st.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{EndOfStream: true}}}) != nil {
-		return
-	}
-	a.st.CloseSend()
-	// The EPP's answers to the response: read to its end, so that it has
-	// taken the end before the stream is cancelled.
-	for {
-		if _, err := a.st.Recv(); err != nil {
-			return
-		}
-	}
 }
 
 // requestHeaders is req's headers message, as a proxy sends it.

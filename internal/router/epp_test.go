@@ -3,11 +3,13 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
 
@@ -34,6 +37,44 @@ type fakeEPP struct {
 	asked  atomic.Int64
 	ended  atomic.Int64 // response phases heard to their end
 	conns  connCount
+	// refuseAnswer answers the answer's headers with an immediate 503.
+	refuseAnswer bool
+
+	mu    sync.Mutex
+	lines []string // the messages heard, a line each (recorded)
+}
+
+// record notes m in a line: its kind, the answer's status and the
+// endpoint that served it, a body's end_of_stream and the bytes of the
+// answer's body.
+func (f *fakeEPP) record(m *extprocv3.ProcessingRequest) {
+	l := fmt.Sprintf("%T", m.Request)
+	switch r := m.Request.(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		l = "request headers"
+	case *extprocv3.ProcessingRequest_RequestBody:
+		l = fmt.Sprintf("request body eos=%v", r.RequestBody.EndOfStream)
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		status := ""
+		for _, h := range r.ResponseHeaders.GetHeaders().GetHeaders() {
+			if h.Key == ":status" {
+				status = string(h.RawValue)
+			}
+		}
+		served := m.GetMetadataContext().GetFilterMetadata()[extproc.DestinationNamespace].GetFields()[extproc.ServedKey].GetStringValue()
+		l = fmt.Sprintf("response headers :status=%s served=%s", status, served)
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		l = fmt.Sprintf("response body %q eos=%v", r.ResponseBody.Body, r.ResponseBody.EndOfStream)
+	}
+	f.mu.Lock()
+	f.lines = append(f.lines, l)
+	f.mu.Unlock()
+}
+
+func (f *fakeEPP) recorded() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.lines...)
 }
 
 // connCount counts a gRPC server's connections as they open and end.
@@ -59,6 +100,7 @@ func (f *fakeEPP) Process(st extprocv3.ExternalProcessor_ProcessServer) error {
 		if err != nil {
 			return nil
 		}
+		f.record(m)
 		switch r := m.Request.(type) {
 		case *extprocv3.ProcessingRequest_RequestBody:
 			body = append(body, r.RequestBody.Body...)
@@ -83,6 +125,11 @@ func (f *fakeEPP) Process(st extprocv3.ExternalProcessor_ProcessServer) error {
 			st.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
 				Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_StreamedResponse{
 					StreamedResponse: &extprocv3.StreamedBodyResponse{Body: rewritten, EndOfStream: true}}}}}}})
+		case *extprocv3.ProcessingRequest_ResponseHeaders:
+			if f.refuseAnswer {
+				st.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &extprocv3.ImmediateResponse{
+					Status: &typev3.HttpStatus{Code: typev3.StatusCode_ServiceUnavailable}, Body: []byte("refused")}}})
+			}
 		case *extprocv3.ProcessingRequest_ResponseBody:
 			if r.ResponseBody.EndOfStream {
 				f.ended.Add(1)
@@ -166,6 +213,66 @@ func TestEPPPoolGoesWhereTold(t *testing.T) {
 	b.status = http.StatusInternalServerError
 	if resp, body := g.post(t, "/v1/chat/completions", eppBody); resp.StatusCode != 200 || a.hits.Load() != 1 {
 		t.Fatalf("status %d (%s), %d hits on the second endpoint named: want the retry there", resp.StatusCode, body, a.hits.Load())
+	}
+}
+
+// streamedAnswer is an upstream's stream in three pieces, each flushed.
+var streamedAnswer = []string{
+	"data: {\"choices\":[{\"delta\":{\"content\":\"he\"}}]}\n\n",
+	"data: {\"choices\":[{\"delta\":{\"content\":\"llo\"}}]}\n\n",
+	"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2,\"total_tokens\":7}}\n\ndata: [DONE]\n\n",
+}
+
+// TestEPPPoolTellsTheAnswer: the EPP hears one request's exchange in the
+// order Envoy in full-duplex streamed mode sends it: the request's
+// headers and body, the answer's headers with its status and the
+// endpoint that served it, its body as the upstream sent it, piece by
+// piece, and end_of_stream last. An immediate answer to the answer's
+// phase changes nothing of what the client gets.
+func TestEPPPoolTellsTheAnswer(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("immediate answer %v", refuse), func(t *testing.T) {
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				for _, p := range streamedAnswer {
+					io.WriteString(w, p)
+					w.(http.Flusher).Flush()
+					time.Sleep(10 * time.Millisecond)
+				}
+			})
+			f := &fakeEPP{refuseAnswer: refuse}
+			g := eppGateway(t, serveFakeEPP(t, f), catalog.FailClose, time.Second, up)
+			f.dest = endpointHosts(g)[0]
+			resp, body := g.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+			if resp.StatusCode != 200 || !strings.Contains(body, `"llo"`) || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+				t.Fatalf("client got %d: %q; want the whole stream", resp.StatusCode, body)
+			}
+			waitUntil(t, func() bool { return f.ended.Load() == 1 })
+			got := f.recorded()
+			want := []string{"request headers", "request body eos=true", "response headers :status=200 served=" + f.dest}
+			if len(got) < len(want)+1 {
+				t.Fatalf("the EPP heard %q", got)
+			}
+			if d := cmp.Diff(want, got[:len(want)]); d != "" {
+				t.Errorf("the request and the answer's headers (-want +got):\n%s", d)
+			}
+			var told strings.Builder
+			for k, l := range got[len(want):] {
+				var piece string
+				var eos bool
+				if _, err := fmt.Sscanf(l, "response body %q eos=%t", &piece, &eos); err != nil {
+					t.Fatalf("message %d: %q is no piece of the answer's body", len(want)+k, l)
+				}
+				if eos != (k == len(got)-len(want)-1) {
+					t.Errorf("message %d: %q; want end_of_stream on the last alone", len(want)+k, l)
+				}
+				told.WriteString(piece)
+			}
+			if told.String() != strings.Join(streamedAnswer, "") {
+				t.Errorf("the EPP was told the body %q, want the upstream's %q", told.String(), strings.Join(streamedAnswer, ""))
+			}
+		})
 	}
 }
 
@@ -280,11 +387,11 @@ func TestEPPPoolReloadClosesConnection(t *testing.T) {
 	reload(func(p []catalog.Pool) []catalog.Pool { p[0].EPP.Address = serveFakeEPP(t, third); return p })
 	waitUntil(t, func() bool { return moved.conns.closed.Load() == 1 })
 	call := proxy.Call{Body: []byte(eppBody), Header: http.Header{}}
-	o, err := g.r.askEPP(t.Context(), &parsedRequest{id: "late", api: apis["/v1/chat/completions"]}, before, &call)
+	o, err := before.epp.Order(t.Context(), extproc.Query{ID: "late", Path: "/v1/chat/completions"}, before.Pool, &call)
 	if err != nil || o == nil || third.asked.Load() != 1 {
 		t.Fatalf("a request holding the catalog before the reload: order %v, err %v, the EPP in service asked %d times; want once", o, err, third.asked.Load())
 	}
-	o.done(before, &dispatchResult{})
+	o.Done(before.Pool, http.StatusOK, "")
 	waitUntil(t, func() bool { return third.ended.Load() == 1 })
 
 	// The pool goes: main's models move to spare.
