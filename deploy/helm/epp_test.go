@@ -3,7 +3,9 @@ package helm
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,7 +58,8 @@ func crdSchema(t *testing.T) (*apiextensions.JSONSchemaProps, *structuralschema.
 }
 
 // TestChartEPPMode renders the chart in epp mode: llmgw listens for the
-// EPP on ports.epp over TLS, the EPP's Service carries that port alone, and the
+// EPP on ports.epp over TLS, the EPP's Service carries that port (ext_proc
+// and gRPC health) and the admin port (metrics), and the
 // InferencePool names it as its endpoint picker and is valid against the
 // released CRD's schema: no field the schema prunes, every field's type,
 // enum and pattern, and its CEL rules.
@@ -72,8 +75,13 @@ func TestChartEPPMode(t *testing.T) {
 			continue
 		}
 		eppSvc = true
-		if s.Name != "gw-llmgw-epp" || len(s.Spec.Ports) != 1 || s.Spec.Ports[0].Port != 9002 || s.Spec.Ports[0].TargetPort.StrVal != "epp" || string(s.Spec.Type) != "ClusterIP" {
-			t.Errorf("EPP Service %s %+v, want gw-llmgw-epp, ClusterIP, port 9002 to the pod's epp port", s.Name, s.Spec)
+		var ports []string
+		for _, p := range s.Spec.Ports {
+			ports = append(ports, fmt.Sprintf("%s %d->%s", p.Name, p.Port, p.TargetPort.StrVal))
+		}
+		want := []string{"grpc-ext-proc 9002->epp", "http-metrics 8081->admin"}
+		if s.Name != "gw-llmgw-epp" || !slices.Equal(ports, want) || string(s.Spec.Type) != "ClusterIP" {
+			t.Errorf("EPP Service %s, %s, ports %q; want gw-llmgw-epp, ClusterIP, ports %q: ext_proc with its gRPC health, and the metrics", s.Name, s.Spec.Type, ports, want)
 		}
 	}
 	if !eppSvc {

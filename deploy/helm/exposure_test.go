@@ -48,9 +48,9 @@ func TestChartKeepsTheAdminPortInside(t *testing.T) {
 // defaults, lets the admin port out of the cluster.
 func checkAdminInside(t *testing.T, r rendered, vals map[string]any) {
 	t.Helper()
-	adminPort := r.deployment.Spec.Template.Spec.Containers[0].Ports[1]
-	if adminPort.Name != "admin" {
-		t.Fatalf("the container's second port is %q, not admin", adminPort.Name)
+	apiPort, adminPort := r.deployment.Spec.Template.Spec.Containers[0].Ports[0], r.deployment.Spec.Template.Spec.Containers[0].Ports[1]
+	if apiPort.Name != "http" || adminPort.Name != "admin" {
+		t.Fatalf("the container's first ports are %q and %q, not http and admin", apiPort.Name, adminPort.Name)
 	}
 	names := map[string]bool{}
 	adminServices := map[string]int32{} // key: a Service carrying the admin port; value: its port for it
@@ -61,16 +61,17 @@ func checkAdminInside(t *testing.T, r rendered, vals map[string]any) {
 		names[s.Name] = true
 		admin, api := false, false
 		for _, p := range s.Spec.Ports {
-			switch p.TargetPort {
+			target := p.TargetPort
+			if target == (intstr.IntOrString{}) {
+				target = intstr.FromInt32(p.Port) // a Service's target is its port unless set
+			}
+			switch target {
 			case intstr.FromString("admin"), intstr.FromInt32(adminPort.ContainerPort):
 				admin = true
-			case intstr.IntOrString{}:
-				admin = admin || p.Port == adminPort.ContainerPort
-			default:
+				adminServices[s.Name] = p.Port
+			case intstr.FromString("http"), intstr.FromInt32(apiPort.ContainerPort):
 				api = true
-				continue
 			}
-			adminServices[s.Name] = p.Port
 		}
 		if !admin {
 			continue
