@@ -115,13 +115,8 @@ type Call struct {
 	// copy of Header to add to; an error is the pool's credentials'
 	// failing, a 502 that is the upstream's fault.
 	Sign Signer
-	// Tap, when set, is told each answer as the upstream sent it, before
-	// anything in it is changed: its status, its headers and the
-	// endpoint's host:port as they come, on the calling goroutine. What
-	// it returns, when not nil, is handed the body's pieces as they are
-	// read (each valid only during the call), eos with the last at the
-	// body's clean end. Neither may block.
-	Tap func(status int, h http.Header, host string) func(piece []byte, eos bool)
+	// Tap, when set, is told each answer as the upstream sent it.
+	Tap Tap
 }
 
 // Signer signs a call's request, whose body is body, as it is sent.
@@ -263,11 +258,7 @@ func (p *Proxy) Do(ctx context.Context, w http.ResponseWriter, c *Call) Outcome 
 		// what follows it is no answer.
 		return failed(end, ReasonConnect, errSwitchingProtocols)
 	}
-	if c.Tap != nil {
-		if piece := c.Tap(resp.StatusCode, resp.Header, c.URL.Host); piece != nil {
-			resp.Body = tapped(resp.Body, piece)
-		}
-	}
+	c.tap(resp)
 
 	if c.Stream && resp.StatusCode == http.StatusOK && c.isStream(resp.Header) {
 		// A stream lasts seconds and needs only the body: the answer's

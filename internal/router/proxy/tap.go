@@ -7,7 +7,26 @@ package proxy
 import (
 	"errors"
 	"io"
+	"net/http"
 )
+
+// Tap is told an answer as the upstream sent it, before anything in it
+// is changed: its status, its headers and the endpoint's host:port as
+// they come, on the calling goroutine. What it returns, when not nil, is
+// handed the body's pieces as they are read (each valid only during the
+// call), eos with the last at the body's clean end. Neither may block.
+type Tap func(status int, h http.Header, host string) func(piece []byte, eos bool)
+
+// tap tells c's Tap, if any, of resp, and has its body's pieces handed
+// on as they are read.
+func (c *Call) tap(resp *http.Response) {
+	if c.Tap == nil {
+		return
+	}
+	if piece := c.Tap(resp.StatusCode, resp.Header, c.URL.Host); piece != nil {
+		resp.Body = tapped(resp.Body, piece)
+	}
+}
 
 // tappedBody hands what is read of body to tap.
 type tappedBody struct {
