@@ -28,6 +28,7 @@ type recorder struct {
 	dest   string
 	refuse bool
 	stall  chan struct{} // when not nil, the answer's phase is read once it is closed
+	quiet  bool          // records nothing
 
 	mu    sync.Mutex
 	lines []string
@@ -42,9 +43,11 @@ func (r *recorder) Process(st extprocv3.ExternalProcessor_ProcessServer) error {
 		if err != nil {
 			return nil
 		}
-		r.mu.Lock()
-		r.lines = append(r.lines, line(m))
-		r.mu.Unlock()
+		if !r.quiet {
+			r.mu.Lock()
+			r.lines = append(r.lines, line(m))
+			r.mu.Unlock()
+		}
 		var out *extprocv3.ProcessingResponse
 		switch q := m.Request.(type) {
 		case *extprocv3.ProcessingRequest_RequestBody:
@@ -106,7 +109,7 @@ func (r *recorder) recorded() []string {
 }
 
 // serve serves r on a real socket and returns a Client of it.
-func serve(t *testing.T, r *recorder) (*Client, *grpc.Server) {
+func serve(t testing.TB, r *recorder) (*Client, *grpc.Server) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
