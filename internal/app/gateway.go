@@ -505,7 +505,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	grp.Go(func() error { return newAuditPruner(g.store, g.cfg, g.log).Run(gctx) })
 	grp.Go(func() error { return g.alerter.Run(gctx) })
 	if g.placements != nil {
-		grp.Go(func() error { return g.placements.Run(gctx, g.router) })
+		grp.Go(func() error { return g.placements.Run(gctx, g.router.Sharing()) })
 	}
 
 	select {

@@ -27,7 +27,7 @@ func (l *link) Publish(p placement.Placement) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.sent = append(l.sent, p)
-	l.to.Place(p)
+	l.to.Sharing().Place(p)
 }
 
 func (l *link) placements() []placement.Placement {
@@ -168,14 +168,14 @@ func TestPlaceIgnoresWhatItDoesNotHave(t *testing.T) {
 		{"another block size", placement.Placement{Pool: "main", Endpoint: name, Block: 2 * block, Hashes: hashes}},
 		{"a pool without an index", placement.Placement{Pool: "spare", Endpoint: name, Block: block, Hashes: hashes}},
 	} {
-		if g.r.Place(tc.p) {
+		if g.r.Sharing().Place(tc.p) {
 			t.Errorf("%s: placed", tc.what)
 		}
 	}
 	if diff := cmp.Diff([]int32{0}, g.held(hashes)); diff != "" {
 		t.Errorf("index after ignored placements (-want +got):\n%s", diff)
 	}
-	if !g.r.Place(placement.Placement{Pool: "main", Endpoint: name, Block: block, Hashes: hashes}) {
+	if !g.r.Sharing().Place(placement.Placement{Pool: "main", Endpoint: name, Block: block, Hashes: hashes}) {
 		t.Fatal("a placement for pool main's endpoint was not placed")
 	}
 	if diff := cmp.Diff([]int32{3}, g.held(hashes)); diff != "" {

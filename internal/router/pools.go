@@ -45,11 +45,6 @@ type servedPool struct {
 	hedge catalog.Hedge   // when a request is also sent to a second endpoint; After zero: never
 	epp   *extproc.Picker // the Endpoint Picker a pool of policy epp asks; nil for other policies
 	m     poolMetrics
-
-	// peerCap is the most one gateway can have in flight at one endpoint
-	// of the pool: what the other gateways' loads are believed up to,
-	// summed (peers.go).
-	peerCap pool.Counts
 }
 
 // upstreamPaths are the API paths an endpoint's calls go to.

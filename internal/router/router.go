@@ -169,9 +169,10 @@ type Router struct {
 	snap    atomic.Pointer[snapshot]
 	// limits are what a request is held to (admit.go).
 	limits keyLimits
-	// peers is what the other gateways say they have in flight.
-	peers *placement.Book
-	ids   requestIDs
+	// sharing is what this gateway tells the other gateways in front of
+	// the same pools, and believes of what they tell it.
+	sharing *placement.Sharing
+	ids     requestIDs
 	// watch scrapes and probes every endpoint of the catalog in service.
 	watch watching
 	// iso keeps isolation domains' prompts apart in the prefix caches.
@@ -205,7 +206,6 @@ func New(opts Options) (*Router, error) {
 		proxy:   proxy.New(opts.Server.ConnectTimeout, opts.Transport),
 		m:       newMetrics(),
 		ids:     newRequestIDs(),
-		peers:   placement.NewBook(pool.PeerMaxAge),
 		iso:     newIsolation(opts.Router.CacheIsolation, opts.CacheSecret),
 		limits:  keyLimits{limiter: opts.Limits, tenantLimits: opts.TenantLimits, defaultMax: opts.Router.DefaultMaxTokens},
 		metrics: observe.NewMetrics(opts.Router.TenantLabel, opts.Router.TenantLabelLimit),
@@ -223,6 +223,12 @@ func New(opts Options) (*Router, error) {
 		return nil
 	}
 	pressure := func(model string) float64 { return r.snap.Load().sloPressure(&r.slo, model) }
+	r.sharing = placement.NewSharing(func() *placement.Pools {
+		if s := r.snap.Load(); s != nil {
+			return s.shared
+		}
+		return nil
+	})
 	r.gates = admission.NewGates(current, pressure, r.m.admission)
 	r.board = status.New(&r.slo, &r.goodput, r.gates)
 	r.watch = watching{w: scrape.NewWatcher(opts.ProbeClient), board: r.board, ejections: r.m.ejections, log: r.log}
@@ -249,6 +255,8 @@ type snapshot struct {
 	cat    *catalog.Catalog
 	pools  map[string]*servedPool // key: pool name
 	models []byte                 // the /v1/models answer, rendered once
+	// shared is the pools as this gateway shares them with the others.
+	shared *placement.Pools
 }
 
 // SetCatalog swaps in a new catalog. Pools keep what they learned of
@@ -257,6 +265,7 @@ func (r *Router) SetCatalog(c *catalog.Catalog) {
 	old := r.snap.Load()
 	s := &snapshot{cat: c, pools: make(map[string]*servedPool, len(c.Pools()))}
 	shown := make([]status.Pool, 0, len(c.Pools()))
+	byName := make(map[string]*pool.Pool, len(c.Pools()))
 	for _, p := range c.Pools() {
 		var prev *servedPool
 		if old != nil {
@@ -264,12 +273,12 @@ func (r *Router) SetCatalog(c *catalog.Catalog) {
 		}
 		sp := newServedPool(p, prev, r.m, r.log)
 		if r.opts.Placements != nil {
-			sp.OnPlace(publishTo(r.opts.Placements, sp))
+			sp.OnPlace(placement.PublishTo(r.opts.Placements, sp.name, sp.Pool))
 		}
-		s.pools[p.Name] = sp
+		s.pools[p.Name], byName[p.Name] = sp, sp.Pool
 		shown = append(shown, status.Pool{Pool: sp.Pool, Name: sp.name, Kind: sp.kind})
 	}
-	s.setPeerCaps(maxPrompt(r.opts.Server.MaxBodyBytes))
+	s.shared = placement.NewPools(c, byName, r.opts.Server.MaxBodyBytes)
 	s.models = renderModels(c, nil)
 	r.snap.Store(s)
 	r.board.SetCatalog(c, shown)
@@ -390,6 +399,11 @@ func randomPrefix() string {
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:]) + "-"
 }
+
+// Sharing is what this gateway shares with the others in front of the
+// same pools, for a bus to carry (placement.Redis.Run): the placements and
+// loads of the catalog in service.
+func (r *Router) Sharing() *placement.Sharing { return r.sharing }
 
 // Status is the router's status at now, as the console shows it; empty
 // before the first catalog.
