@@ -45,25 +45,25 @@ func observers(opts Options, m *observe.Metrics, tracing *observe.Tracing, board
 	return os
 }
 
-// observeTools gives the MCP gateway the observers each tool call is
-// read by, the tool siblings of a request's: its metrics, its span, its
-// ledger record.
-func (r *Router) observeTools(opts Options) error {
+// toolObservers is what the MCP gateway's tool calls are read by, the
+// tool siblings of a request's observers: their metrics, registered on
+// opts.Registerer, their spans by tracing (nil when tracing is off), their
+// ledger records.
+func toolObservers(opts Options, tracing *observe.Tracing) (mcpgw.Observers, error) {
 	m := observe.NewToolMetrics()
 	for _, c := range m.Collectors() {
 		if err := opts.Registerer.Register(c); err != nil {
-			return err
+			return mcpgw.Observers{}, err
 		}
 	}
 	list := observe.ToolObservers{m}
-	if r.tracing != nil {
-		list = append(list, r.tracing)
+	if tracing != nil {
+		list = append(list, tracing)
 	}
 	if opts.Recorder != nil {
 		list = append(list, observe.NewLedger(opts.Recorder))
 	}
-	opts.MCP.SetObservers(mcpgw.Observers{List: list, Tracing: r.tracing})
-	return nil
+	return mcpgw.Observers{List: list, Tracing: tracing}, nil
 }
 
 // complete hands what req came to, res, to the observers: one Completed

@@ -243,9 +243,11 @@ func New(opts Options) (*Router, error) {
 		return nil, err
 	}
 	if opts.MCP != nil {
-		if err := r.observeTools(opts); err != nil {
+		tools, err := toolObservers(opts, r.tracing)
+		if err != nil {
 			return nil, err
 		}
+		opts.MCP.SetObservers(tools)
 	}
 	return r, nil
 }
