@@ -340,9 +340,6 @@ func (r *Router) ReloadFailed(failed bool) {
 	}
 }
 
-// CloseIdle closes idle upstream connections.
-func (r *Router) CloseIdle() { r.proxy.CloseIdle() }
-
 // Close stops scraping and probing the endpoints, and closes idle
 // upstream connections. The Router serves on, on what it last learned.
 func (r *Router) Close() {
