@@ -116,7 +116,7 @@ type capped struct {
 // NewPools is pools, by name, as catalog cat routes to them, for requests
 // whose bodies are at most maxBody bytes (server.max_body_bytes).
 func NewPools(cat *catalog.Catalog, pools map[string]*pool.Pool, maxBody int64) *Pools {
-	ps := &Pools{byName: make(map[string]capped, len(pools)), maxPrompt: MaxPrompt(maxBody)}
+	ps := &Pools{byName: make(map[string]capped, len(pools)), maxPrompt: maxPrompt(maxBody)}
 	caps := peerCaps(cat, pools, ps.maxPrompt)
 	for name, p := range pools {
 		ps.byName[name] = capped{Pool: p, cap: caps[name]}
@@ -124,12 +124,12 @@ func NewPools(cat *catalog.Catalog, pools map[string]*pool.Pool, maxBody int64) 
 	return ps
 }
 
-// MaxPrompt is the most prompt tokens one request can owe an endpoint: the
+// maxPrompt is the most prompt tokens one request can owe an endpoint: the
 // router's estimate of the largest body maxBody (server.max_body_bytes)
 // lets in, a token for every pool.BytesPerToken bytes. A translated
 // request's chat body can be longer than the client's (its JSON escapes
 // are not tokens); what Loads says of its prefill is cut to this.
-func MaxPrompt(maxBody int64) int64 {
+func maxPrompt(maxBody int64) int64 {
 	b := max(maxBody, 0)
 	return b/pool.BytesPerToken + min(b%pool.BytesPerToken, 1)
 }

@@ -167,8 +167,8 @@ func TestCheckLoad(t *testing.T) {
 	g := newSharing(t, "")
 	ps := g.pools()
 	e0 := g.endpointName(0)
-	if got := MaxPrompt(maxBody); got != 256 {
-		t.Fatalf("MaxPrompt %d, want 256", got)
+	if got := maxPrompt(maxBody); got != 256 {
+		t.Fatalf("maxPrompt %d, want 256", got)
 	}
 	for _, tc := range []struct {
 		name string
