@@ -5,7 +5,6 @@ package h1
 // first read, and what is read and dropped of a body the handler left.
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -24,10 +23,10 @@ type requestBody struct {
 	// once the body is read, as a stream holds its body for its life.
 	parsed *http.Request
 	src    io.ReadCloser
-	remain int64 // bytes of a Content-Length body not yet read; -1 for chunked
-	done   bool  // read to its end
-	err    error // the error reading ended with
-	cancel context.CancelFunc
+	remain int64       // bytes of a Content-Length body not yet read; -1 for chunked
+	done   bool        // read to its end
+	err    error       // the error reading ended with
+	ctx    *reqContext // ended when the client leaves, once the body is read
 }
 
 func (b *requestBody) Read(p []byte) (int, error) {
@@ -54,7 +53,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 			b.req.Trailer = b.parsed.Trailer
 		}
 		b.parsed = nil
-		b.c.startWatch(b.cancel)
+		b.c.startWatch(b.ctx)
 		if n > 0 {
 			err = nil
 		} else {

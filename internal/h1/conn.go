@@ -8,7 +8,6 @@ package h1
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"io"
 	"math"
@@ -214,11 +213,11 @@ func (c *conn) lingerClose() {
 // handle serves one request and reports whether the connection may carry
 // the next.
 func (c *conn) handle(req *http.Request) (keepAlive bool) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	x := new(requestState)
+	ctx := &x.ctx
+	defer ctx.cancel()
 	parsed := req
 	req = req.WithContext(ctx)
-	x := new(requestState)
 	w := &x.w
 	*w = response{c: c, req: req, header: make(http.Header, 4), contentLength: -1, close: closeAfter(req)}
 
@@ -234,12 +233,12 @@ func (c *conn) handle(req *http.Request) (keepAlive bool) {
 		return false
 	}
 	body := &x.body
-	*body = requestBody{c: c, w: w, req: req, parsed: parsed, src: req.Body, remain: req.ContentLength, cancel: cancel}
+	*body = requestBody{c: c, w: w, req: req, parsed: parsed, src: req.Body, remain: req.ContentLength, ctx: ctx}
 	req.Body = body
 	w.body = body
 	if req.ContentLength == 0 {
 		body.done = true // and the watch starts now
-		c.startWatch(cancel)
+		c.startWatch(ctx)
 	} else if d := c.srv.BodyTimeout; d > 0 || c.srv.ReadHeaderTimeout > 0 {
 		// The body's deadline, in place of the headers'. It bounds the
 		// body alone: once the body is read nothing reads the connection
@@ -268,10 +267,12 @@ func (c *conn) handle(req *http.Request) (keepAlive bool) {
 	return !drain || body.drain()
 }
 
-// requestState is one request's response and body, made in one allocation.
+// requestState is one request's response, body and context, made in one
+// allocation.
 type requestState struct {
 	w    response
 	body requestBody
+	ctx  reqContext
 }
 
 // runHandler calls the handler, and reports false if it panicked.
@@ -292,12 +293,12 @@ func (c *conn) runHandler(w *response, req *http.Request) (ok bool) {
 // handler's context ends at once when the client goes away. The request's
 // read buffer goes back to the pool for the while, unless the client has
 // already sent more: a pipelined request is not watched.
-func (c *conn) startWatch(cancel context.CancelFunc) {
+func (c *conn) startWatch(ctx *reqContext) {
 	if c.br.Buffered() > 0 || c.r.hasPeek {
 		return
 	}
 	c.releaseReader()
-	c.watch.start(c, cancel)
+	c.watch.start(c, ctx)
 }
 
 // stopWatch ends the watch, if one runs, and takes a read buffer back.

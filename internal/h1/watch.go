@@ -8,7 +8,6 @@ package h1
 // reads from it.
 
 import (
-	"context"
 	"sync/atomic"
 	"time"
 )
@@ -22,35 +21,35 @@ type watch struct {
 	// as long as the connection, so that its stack shrinks to the
 	// smallest size and stays there, where one per request would start
 	// at the runtime's average.
-	watches  chan context.CancelFunc // a watch to begin, and whom to tell when the client leaves
-	watched  chan struct{}           // a watch has ended
-	aborting atomic.Bool             // the watch is being ended by the server
+	watches  chan *reqContext // a watch to begin, and the context to end when the client leaves
+	watched  chan struct{}    // a watch has ended
+	aborting atomic.Bool      // the watch is being ended by the server
 	buf      [1]byte
 }
 
-func (w *watch) start(c *conn, cancel context.CancelFunc) {
-	if w.polled = poll.add(c, cancel); w.polled {
+func (w *watch) start(c *conn, ctx *reqContext) {
+	if w.polled = poll.add(c, ctx); w.polled {
 		return
 	}
 	if w.watches == nil {
-		w.watches, w.watched = make(chan context.CancelFunc, 1), make(chan struct{})
+		w.watches, w.watched = make(chan *reqContext, 1), make(chan struct{})
 		go w.read(c)
 	}
 	// The goroutine reads with no deadline of the request's, the
 	// headers' or the body's: a stream outlasting it is not a client
 	// gone.
 	c.rwc.SetReadDeadline(time.Time{})
-	w.watches <- cancel
+	w.watches <- ctx
 }
 
 func (w *watch) read(c *conn) {
-	for cancel := range w.watches {
+	for ctx := range w.watches {
 		n, err := c.rwc.Read(w.buf[:])
 		if n > 0 {
 			// The next request has begun: it is read when this one is done.
 			c.r.peek, c.r.hasPeek = w.buf[0], true
 		} else if err != nil && !w.aborting.Load() {
-			cancel()
+			ctx.cancel()
 		}
 		w.watched <- struct{}{}
 	}

@@ -22,7 +22,6 @@ package h1
 // a late event for a connection gone finds nothing.
 
 import (
-	"context"
 	"log/slog"
 	"net"
 	"sync"
@@ -46,9 +45,9 @@ type poller struct {
 // polled is one registered connection.
 type polled struct {
 	rc syscall.RawConn
-	// cancel ends the handler's context when the client leaves; nil
+	// ctx is the handler's context, ended when the client leaves; nil
 	// while no watch runs.
-	cancel context.CancelFunc
+	ctx *reqContext
 	// ended reports whether an edge came that no watch acted on: the
 	// client closed or reset the connection while no watch ran, or after
 	// it sent more. The edge does not come again, so each watch from then
@@ -95,7 +94,7 @@ func (p *poller) start(epfd int) {
 // add watches c until remove, and reports false when it cannot: c then
 // watches with a goroutine. c's first watch registers it; a later one
 // only notes whom to tell, and looks at c when an edge came meanwhile.
-func (p *poller) add(c *conn, cancel context.CancelFunc) bool {
+func (p *poller) add(c *conn, ctx *reqContext) bool {
 	p.once.Do(p.init)
 	w := &c.watch.p
 	if p.epfd < 0 || w.noFD {
@@ -118,10 +117,10 @@ func (p *poller) add(c *conn, cancel context.CancelFunc) bool {
 		p.last++
 		w.id = p.last
 	}
-	// The cancel is in place before the connection is registered, for an
+	// The context is in place before the connection is registered, for an
 	// edge that comes at once: the client already gone.
 	e := p.conns[w.id]
-	e.rc, e.cancel = w.rc, cancel
+	e.rc, e.ctx = w.rc, ctx
 	p.conns[w.id] = e
 	p.mu.Unlock()
 	if register {
@@ -132,7 +131,7 @@ func (p *poller) add(c *conn, cancel context.CancelFunc) bool {
 			return false
 		}
 	} else if e.ended && w.k.left(w.rc) {
-		cancel()
+		ctx.cancel()
 	}
 	return true
 }
@@ -142,7 +141,7 @@ func (p *poller) remove(c *conn) {
 	w := &c.watch.p
 	p.mu.Lock()
 	if e, ok := p.conns[w.id]; ok {
-		e.cancel = nil
+		e.ctx = nil
 		p.conns[w.id] = e
 	}
 	p.mu.Unlock()
@@ -186,8 +185,8 @@ func (p *poller) run() {
 			switch {
 			case !ok:
 				// A connection gone.
-			case e.cancel != nil && p.k.left(e.rc):
-				e.cancel()
+			case e.ctx != nil && p.k.left(e.rc):
+				e.ctx.cancel()
 			default:
 				e.ended = true
 				p.conns[id] = e

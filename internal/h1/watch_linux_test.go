@@ -76,7 +76,7 @@ func eventually(f func() bool) bool {
 func watchedConn(w http.ResponseWriter) (id uint64, watched bool) {
 	id = w.(*response).c.watch.p.id
 	e, ok := registration(id)
-	return id, ok && e.cancel != nil
+	return id, ok && e.ctx != nil
 }
 
 // On Linux a connection joins the poller with its first watch and stays
@@ -109,8 +109,8 @@ func TestPollerWatchesEachConnectionOnce(t *testing.T) {
 			t.Errorf("the second request's connection is number %d, the first's %d: registered twice", got.id, first.id)
 		}
 		e, ok := registration(got.id)
-		if !ok || e.cancel != nil {
-			t.Errorf("after request %d: registered %v, watched %v; want registered, not watched", i, ok, e.cancel != nil)
+		if !ok || e.ctx != nil {
+			t.Errorf("after request %d: registered %v, watched %v; want registered, not watched", i, ok, e.ctx != nil)
 		}
 		if !inEpoll(t, got.id) {
 			t.Errorf("after request %d the connection is not in the epoll instance", i)
@@ -274,7 +274,7 @@ func TestPollerRetires(t *testing.T) {
 	defer ln.Close()
 	server, client := acceptPair(t, ln)
 	defer client.Close()
-	if p.add(&conn{rwc: server}, func() {}) || p.last != 0 {
+	if p.add(&conn{rwc: server}, new(reqContext)) || p.last != 0 {
 		t.Error("a retired poller took a watch")
 	}
 }
@@ -327,10 +327,9 @@ func TestPollerEventAfterClose(t *testing.T) {
 	}
 	defer dup.Close()
 	aFD := fdOf(t, a)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx := new(reqContext)
 	ca := &conn{rwc: a}
-	if !poll.add(ca, cancel) {
+	if !poll.add(ca, ctx) {
 		t.Fatal("the poller took no watch")
 	}
 	bClient, err := net.Dial("tcp", ln.Addr().String())

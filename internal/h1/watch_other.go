@@ -2,8 +2,6 @@
 
 package h1
 
-import "context"
-
 // poll is the poller where there is none: every connection watches with a
 // goroutine.
 var poll noPoller
@@ -13,6 +11,6 @@ type noPoller struct{}
 // pollWatch is the poller's part of a watch: nothing, without one.
 type pollWatch struct{}
 
-func (noPoller) add(*conn, context.CancelFunc) bool { return false }
-func (noPoller) remove(*conn)                       {}
-func (noPoller) forget(*conn)                       {}
+func (noPoller) add(*conn, *reqContext) bool { return false }
+func (noPoller) remove(*conn)                {}
+func (noPoller) forget(*conn)                {}

@@ -382,7 +382,7 @@ func (t *h1Transport) send(parent context.Context, end *ender, c *h1Conn, reused
 	if c.interrupt == nil {
 		c.interrupt = func() { c.SetDeadline(aLongTimeAgo) }
 	}
-	stop := context.AfterFunc(parent, c.interrupt)
+	stop := afterFunc(parent, c.interrupt)
 	end.hold(c)
 	fail := func(err error) (*http.Response, error) {
 		stop()

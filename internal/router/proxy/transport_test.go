@@ -159,6 +159,55 @@ func TestTransportCancelUnblocksARead(t *testing.T) {
 	resp.Body.Close()
 }
 
+// ownAfterFunc is a context with an AfterFunc of its own, as a request's
+// context from llmgw's HTTP/1.1 server has, which counts its calls.
+type ownAfterFunc struct {
+	context.Context
+	calls atomic.Int32
+}
+
+func (c *ownAfterFunc) AfterFunc(f func()) func() bool {
+	c.calls.Add(1)
+	return context.AfterFunc(c.Context, f)
+}
+
+// A call whose context has its own AfterFunc is ended through it: the
+// end of the context interrupts a read blocked on the upstream.
+func TestTransportEndsThroughTheContextsAfterFunc(t *testing.T) {
+	release := make(chan struct{})
+	s := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	defer close(release)
+	parent, cancel := context.WithCancel(t.Context())
+	ctx := &ownAfterFunc{Context: parent}
+	resp := post(t, newTestTransport(), ctx, s.URL, "{}")
+	defer resp.Body.Close()
+	if n := ctx.calls.Load(); n != 1 {
+		t.Errorf("the context's AfterFunc was called %d times, want 1", n)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := resp.Body.Read(make([]byte, 1))
+		done <- err
+	}()
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a read after the context ended succeeded")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the context's end did not unblock the read")
+	}
+}
+
 func TestTransportStreamsChunks(t *testing.T) {
 	next := make(chan struct{})
 	s := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {

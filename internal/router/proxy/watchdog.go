@@ -226,3 +226,16 @@ func (d *watchdog) stop() {
 		d.t.Stop()
 	}
 }
+
+// afterFunc is context.AfterFunc(ctx, f), through ctx's own AfterFunc
+// when it has one, as a request's context from llmgw's HTTP/1.1 server
+// does: context.AfterFunc would make a context, a closure, a Done channel
+// and a map of children in ctx; ctx's own makes the stop closure alone.
+// Either runs f in its own goroutine once ctx ends, and stop reports
+// whether it kept f from running.
+func afterFunc(ctx context.Context, f func()) (stop func() bool) {
+	if a, ok := ctx.(interface{ AfterFunc(func()) func() bool }); ok {
+		return a.AfterFunc(f)
+	}
+	return context.AfterFunc(ctx, f)
+}
