@@ -38,11 +38,15 @@ type inbuf struct {
 	// The read raw makes when the connection has something to read, the
 	// look quiet takes, and what they got: made once, as a method value
 	// is an allocation.
-	readFD func(fd uintptr) bool
-	peekFD func(fd uintptr) bool
-	n      int
-	err    error
-	peeked [1]byte
+	readFD      func(fd uintptr) bool
+	peekFD      func(fd uintptr) bool
+	writeReadFD func(fd uintptr) bool
+	n           int
+	err         error
+	peeked      [1]byte
+	out         []byte // what writeRead is to write; nil but during writeThenFill
+	look        bool   // writeRead is to look at the connection before it writes
+	werr        error  // what writeRead's write failed with
 }
 
 // init readies in to read conn; in must not move after.
@@ -52,6 +56,7 @@ func (in *inbuf) init(conn net.Conn) {
 		in.raw, _ = sc.SyscallConn()
 		in.readFD = in.read
 		in.peekFD = in.peek
+		in.writeReadFD = in.writeRead
 	}
 }
 
@@ -173,7 +178,12 @@ func (in *inbuf) fill() error {
 }
 
 func (in *inbuf) readWhenReady() error {
-	err := in.raw.Read(in.readFD)
+	return in.settle(in.raw.Read(in.readFD))
+}
+
+// settle is what a wait for the connection to read, err its error, left
+// in: the bytes read, or why none were.
+func (in *inbuf) settle(err error) error {
 	switch {
 	case err != nil:
 		// A deadline, or the connection closed.

@@ -25,7 +25,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -84,10 +83,11 @@ func newH1Transport(dialer *net.Dialer, idleTimeout time.Duration, fallback http
 type h1Conn struct {
 	net.Conn
 	host  string
-	epoch uint64    // the endpoint's epoch when it was dialled
-	in    inbuf     // read and not yet consumed; no buffer while empty
-	head  headLimit // what an answer's head is read through
-	since time.Time // when it went idle
+	epoch uint64     // the endpoint's epoch when it was dialled
+	in    inbuf      // read and not yet consumed; no buffer while empty
+	out   heldWriter // what a request is written through
+	head  headLimit  // what an answer's head is read through
+	since time.Time  // when it went idle
 	// interrupt ends whatever c is blocked in, at once: made with c's
 	// first call, for each of its calls' contexts to run when it ends.
 	interrupt func()
@@ -152,12 +152,14 @@ func (t *h1Transport) handles(req *http.Request) bool {
 // not nil, is ended (as a call's watchdog ends it): each interrupts what
 // the connection is blocked in. A call that went on a reused connection
 // the server had closed goes again on a fresh one, its body body when not
-// nil, else what req.GetBody gives.
+// nil, else what req.GetBody gives. With body, an idle connection is
+// looked at as the request is sent (sendRequest), and one found closed
+// or not quiet gives way to the next, the request unwritten.
 func (t *h1Transport) roundTrip(parent context.Context, end *ender, req *http.Request, body []byte) (*http.Response, error) {
 	host := hostPort(req.URL.Host)
 	fresh := false
 	for {
-		c, reused, err := t.conn(parent, end, host, fresh)
+		c, reused, err := t.conn(parent, end, host, fresh, body != nil)
 		if err != nil {
 			closeBody(req)
 			return nil, err
@@ -165,6 +167,10 @@ func (t *h1Transport) roundTrip(parent context.Context, end *ender, req *http.Re
 		resp, err := t.send(parent, end, c, reused, req)
 		if err == nil {
 			return resp, nil
+		}
+		if errors.Is(err, errNotAlive) && end.why(parent) == nil {
+			req.Body = newRequestBody(body)
+			continue
 		}
 		// A reused connection the server closed between requests fails
 		// before any answer: the request never reached it, so it goes
@@ -208,8 +214,10 @@ func closeBody(req *http.Request) {
 }
 
 // conn is an idle connection to host that still looks alive, or a new
-// one, dialled under parent and end; always a new one when fresh.
-func (t *h1Transport) conn(parent context.Context, end *ender, host string, fresh bool) (c *h1Conn, reused bool, err error) {
+// one, dialled under parent and end; always a new one when fresh. With
+// later, an idle one is handed out unlooked at, for the request's sending
+// to look at (sendRequest).
+func (t *h1Transport) conn(parent context.Context, end *ender, host string, fresh, later bool) (c *h1Conn, reused bool, err error) {
 	now := time.Now()
 	t.mu.Lock()
 	for !fresh {
@@ -222,7 +230,8 @@ func (t *h1Transport) conn(parent context.Context, end *ender, host string, fres
 		t.idle[host] = list[:len(list)-1]
 		t.nidle--
 		t.mu.Unlock()
-		if (t.idleTimeout <= 0 || now.Sub(c.since) < t.idleTimeout) && c.alive() {
+		if (t.idleTimeout <= 0 || now.Sub(c.since) < t.idleTimeout) && (later || c.alive()) {
+			c.out.look = later
 			return c, true, nil
 		}
 		c.Close()
@@ -238,6 +247,7 @@ func (t *h1Transport) conn(parent context.Context, end *ender, host string, fres
 	}
 	c = &h1Conn{Conn: nc, host: host, epoch: epoch}
 	c.in.init(nc)
+	c.out.conn, c.out.in = nc, &c.in
 	return c, false, nil
 }
 
@@ -393,16 +403,7 @@ func (t *h1Transport) send(parent context.Context, end *ender, c *h1Conn, reused
 		}
 		return nil, err
 	}
-	bw := writers.Get().(*bufio.Writer)
-	bw.Reset(c)
-	err := writeRequest(bw, req)
-	bw.Reset(nil)
-	writers.Put(bw)
-	if err == nil {
-		// Waiting for the answer holds no buffer.
-		err = c.in.fill()
-	}
-	if err != nil {
+	if err := c.sendRequest(req); err != nil {
 		if reused && closedByPeer(err) {
 			// Nothing came back on a reused connection, or it could not
 			// be written to: the server had closed it.
@@ -481,42 +482,6 @@ func (c *h1Conn) readHead(req *http.Request) (resp *http.Response, err error) {
 	br.Reset(nil)
 	heads.Put(br)
 	return resp, err
-}
-
-// writeRequest writes req as HTTP/1.1 with a known length, as llmgw's calls
-// always have, and flushes.
-func writeRequest(w *bufio.Writer, req *http.Request) error {
-	if req.ContentLength < 0 || req.Body != nil && req.ContentLength == 0 && req.Body != http.NoBody {
-		return errors.New("proxy: a request body of unknown length")
-	}
-	w.WriteString(req.Method)
-	w.WriteByte(' ')
-	w.WriteString(req.URL.RequestURI())
-	w.WriteString(" HTTP/1.1\r\nHost: ")
-	w.WriteString(req.URL.Host)
-	w.WriteString("\r\nContent-Length: ")
-	w.Write(strconv.AppendInt(w.AvailableBuffer(), req.ContentLength, 10))
-	w.WriteString("\r\n")
-	for k, vs := range req.Header {
-		for _, v := range vs {
-			w.WriteString(k)
-			w.WriteString(": ")
-			w.WriteString(v)
-			w.WriteString("\r\n")
-		}
-	}
-	w.WriteString("\r\n")
-	if req.Body != nil {
-		n, err := io.Copy(w, req.Body)
-		req.Body.Close()
-		if err != nil {
-			return err
-		}
-		if n != req.ContentLength {
-			return fmt.Errorf("proxy: request body was %d bytes, not the %d announced", n, req.ContentLength)
-		}
-	}
-	return w.Flush()
 }
 
 // release gives c back to the pool once its answer is read: when reuse
