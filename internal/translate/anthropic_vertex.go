@@ -6,11 +6,8 @@ package translate
 // read back as chat by AnthropicUpstream.
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/url"
-
-	"gitea.mynodes.xyz/ilker/llmgw/internal/openai"
 )
 
 // VertexAnthropicVersion is the anthropic_version Vertex AI's Anthropic
@@ -37,29 +34,11 @@ const vertexVersionMember = `{"anthropic_version":"` + VertexAnthropicVersion + 
 // VertexAnthropicVersion in place of any the body gave. Every other
 // member is kept as it came, in its order.
 func ToVertexAnthropic(body []byte) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, openai.BadRequest("", "The request body must be a JSON object.")
-	}
 	out := append(make([]byte, 0, len(body)+len(vertexVersionMember)), vertexVersionMember...)
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, openai.BadRequest("", "The request body is not valid JSON.")
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, openai.BadRequest("", "The request body is not valid JSON.")
-		}
-		key := tok.(string)
+	return rewriteMembers(body, out, func(key string, v json.RawMessage) (json.RawMessage, error) {
 		if key == "model" || key == "anthropic_version" {
-			continue
+			return nil, nil
 		}
-		out = append(out, ',')
-		out = appendJSONString(out, key)
-		out = append(out, ':')
-		out = append(out, v...)
-	}
-	return append(out, '}'), nil
+		return v, nil
+	})
 }

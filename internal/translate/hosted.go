@@ -126,12 +126,32 @@ func isToolType(s string) bool {
 // on the pool's account, not the tenant's. Every other member is kept as
 // it came, in its place.
 func WithoutServerTools(body []byte) ([]byte, error) {
+	return rewriteMembers(body, append(make([]byte, 0, len(body)), '{'), func(key string, v json.RawMessage) (json.RawMessage, error) {
+		switch key {
+		case "mcp_servers":
+			return nil, nil
+		case "tools":
+			v, err := clientTools(v)
+			if err != nil || string(v) == "[]" {
+				return nil, err
+			}
+			return v, nil
+		}
+		return v, nil
+	})
+}
+
+// rewriteMembers is body, a JSON object, with its members written after
+// out (an object's start, with or without members of its own) as keep
+// says: its value for a member, in place of the one body gave, or nil to
+// leave the member out. The members are read in order, each value whole,
+// as encoding/json reads them; a body that is not an object is a 400.
+func rewriteMembers(body, out []byte, keep func(key string, v json.RawMessage) (json.RawMessage, error)) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil, openai.BadRequest("", "The request body must be a JSON object.")
 	}
-	out := append(make([]byte, 0, len(body)), '{')
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -142,18 +162,13 @@ func WithoutServerTools(body []byte) ([]byte, error) {
 			return nil, openai.BadRequest("", "The request body is not valid JSON.")
 		}
 		key := tok.(string)
-		switch key {
-		case "mcp_servers":
-			continue
-		case "tools":
-			if v, err = clientTools(v); err != nil {
-				return nil, err
-			}
-			if string(v) == "[]" {
-				continue
-			}
+		if v, err = keep(key, v); err != nil {
+			return nil, err
 		}
-		if len(out) > 1 {
+		if v == nil {
+			continue
+		}
+		if out[len(out)-1] != '{' {
 			out = append(out, ',')
 		}
 		out = appendJSONString(out, key)
