@@ -877,3 +877,89 @@ func TestHeadroomFromEndpointStates(t *testing.T) {
 		})
 	}
 }
+
+// TestNoEndpointUpLetsATrickleThrough: with every endpoint of the pool
+// out (a health probe timed out on each at once), critical goes at once,
+// and the others only while fewer than outageStarting of the gate's
+// requests are starting; the next goes when one of them has its first
+// token, so that the queue does not land on the pool all at once when it
+// is back. Waiting, they are not refused: with no endpoint up, no
+// deadline is certainly missed.
+func TestNoEndpointUpLetsATrickleThrough(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := admissionRouter(t, nil)
+		h.states["main"] = nil // every endpoint out
+		var held []*Ticket
+		for i := range outageStarting {
+			a := arrive(h, fmt.Sprint("s", i), "m", Standard, "", 2000)
+			if !a.decided() || a.err != nil {
+				t.Fatalf("standard %d of %d with no endpoint up: %v; want admitted", i+1, outageStarting, a.err)
+			}
+			held = append(held, a.ticket)
+		}
+		next := arrive(h, "next", "m", Sheddable, "", 4000)
+		if next.decided() {
+			t.Fatalf("sheddable decided with %d starting and no endpoint up: %v; want it to wait", outageStarting, next.err)
+		}
+		crit := arrive(h, "critical", "m", Critical, "", 300)
+		if !crit.decided() || crit.err != nil {
+			t.Fatalf("critical with no endpoint up: %v; want admitted at once", crit.err)
+		}
+		held[0].FirstToken() // critical's start counts too: still outageStarting
+		synctest.Wait()
+		if next.decided() {
+			t.Fatalf("sheddable decided with %d starting and no endpoint up: %v; want it to wait", outageStarting, next.err)
+		}
+		crit.ticket.FirstToken()
+		synctest.Wait()
+		if !next.decided() || next.err != nil {
+			t.Fatalf("sheddable not admitted once fewer than %d were starting: %v", outageStarting, next.err)
+		}
+		if got := testutil.ToFloat64(h.m.decisions.WithLabelValues("m", "sheddable", decisionQueued)); got != 1 {
+			t.Errorf("sheddable queued %v times, want 1", got)
+		}
+	})
+}
+
+// TestQueuedPrefillPricedAtThePoolsCompute: the wait a sheddable request
+// is refused by prices the prefill ahead of it at what the pool computes
+// a prompt token at, so an endpoint whose fit puts a prompt queued ahead
+// at no cost to the next (PerAhead zero) does not make the queue free.
+func TestQueuedPrefillPricedAtThePoolsCompute(t *testing.T) {
+	const perToken = 100e-6 // two endpoints: 20,000 prefill tokens a second
+	busy := pool.State{Cost: pool.Cost{Base: 0.020, PerToken: perToken, PerAhead: perToken},
+		Decode: pool.Decode{Step: 0.010, PerPrefillToken: perToken}}
+	busy.Own.Pending = PendingPerEndpoint
+	for _, tc := range []struct {
+		name     string
+		owed     int64 // each endpoint's
+		perAhead float64
+		refused  bool
+	}{
+		{"8 s of prefill owed", 80_000, perToken, false},
+		{"12 s of prefill owed", 120_000, perToken, true},
+		{"12 s owed, a queued prompt costing the next nothing", 120_000, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h, _ := admissionRouter(t, nil)
+				a, b := busy, busy
+				a.Own.Owed, b.Own.Owed = tc.owed, tc.owed
+				a.PerAhead = tc.perAhead
+				h.states["main"] = []pool.State{a, b}
+				s := arrive(h, "sheddable", "m", Sheddable, "", 1000)
+				defer leave(s)
+				if !tc.refused {
+					if s.decided() {
+						t.Fatalf("decided at once: %v; want it to wait", s.err)
+					}
+					return
+				}
+				if !s.decided() {
+					t.Fatal("waits; want refused at once, its SLO of 10 s out of reach")
+				}
+				overloadedErr(t, s.err, codeUnreachable)
+			})
+		})
+	}
+}

@@ -49,6 +49,15 @@ const (
 	// every stream, and a short stream that meets a run of them misses
 	// its TPOT though the mean step is fine.
 	prefillTPOTs = 2
+	// outageStarting is how many requests below critical the gate lets
+	// start while no endpoint of its pool is up: enough for a pool that
+	// is down to answer its queue, 503 by 503, and for last-resort tries
+	// to find it back. A health probe that times out on every endpoint at
+	// once (a loaded host) takes them all out for a probe interval; let
+	// through whole, the queue (64 prompts, sheddable's of up to 4,096
+	// tokens) landed on the pool at once, and critical's first tokens
+	// waited seconds behind it.
+	outageStarting = PendingPerEndpoint
 )
 
 // batchKept is the share of the pool's batch limit that a class leaves
@@ -69,7 +78,7 @@ type poolView struct {
 	meanPrompt float64
 	pending    int64   // requests at the endpoints waiting for their first token
 	owed       float64 // prefill owed at the endpoints, in tokens
-	perToken   float64 // the pool's seconds per prefill token queued ahead, all endpoints together
+	perToken   float64 // the pool's seconds per prefill token, all endpoints computing together
 	base       float64 // the least fixed first-token cost of any endpoint
 	extra      int64   // prompt tokens admitted in this look, not yet at an endpoint
 	pressure   float64
@@ -112,13 +121,15 @@ func (g *Gate) look(cat Catalog, model string, now time.Time) poolView {
 		v.pending += e.Own.Pending
 		v.owed += float64(e.Own.Owed)
 		v.base = min(v.base, e.Base)
-		// What queued prefill costs the prompts behind it: nothing on an
-		// endpoint whose first tokens do not wait for the prompts ahead
-		// (a slot a request), and then nothing for the pool.
-		if e.PerAhead > 0 {
-			rate += 1 / e.PerAhead
-		} else {
-			rate = math.Inf(1)
+		// The prompts queued ahead are computed by the pool, each as a
+		// prompt of its own: the pool works through them at what its
+		// endpoints' own prompt tokens cost (PerToken), whatever one
+		// queued prompt costs the first token of another at the same
+		// endpoint (PerAhead). Priced at PerAhead, one endpoint whose fit
+		// put it at zero, as a vLLM-like one's does at times, made the
+		// whole queue free: sheddable queued to miss rather than refused.
+		if e.PerToken > 0 {
+			rate += 1 / e.PerToken
 		}
 	}
 	if rate > 0 {
@@ -139,7 +150,12 @@ func (v *poolView) best(tokens int64) float64 {
 
 // idle is the least TTFT a tokens-long prompt could have if the pool had
 // nothing else to do: a deadline closer than this is certainly missed.
+// With no endpoint up it is zero: nothing is certain, and a request may
+// wait for one to be back.
 func (v *poolView) idle(tokens int64) float64 {
+	if len(v.eps) == 0 {
+		return 0
+	}
 	b := math.Inf(1)
 	for _, e := range v.eps {
 		b = min(b, e.Base+e.PerToken*float64(tokens))
@@ -180,16 +196,17 @@ func (v *poolView) prefillRoom(tokens int64, tight time.Duration) bool {
 	return false
 }
 
-// headroom reports whether w may go to the pool now: an endpoint is up
-// (with none, dispatch answers), fewer requests wait for a first token
-// than the cap, and some endpoint would give w its first token by its
-// deadline; and, while a TPOT aim is in play, the batch limits have room
-// for w's class and, below critical, some endpoint owes little enough
-// prefill. Critical needs no deadline: it is served late rather than not
-// at all.
+// headroom reports whether w may go to the pool now: fewer requests wait
+// for a first token than the cap, and some endpoint would give w its
+// first token by its deadline; and, while a TPOT aim is in play, the
+// batch limits have room for w's class and, below critical, some endpoint
+// owes little enough prefill. Critical needs no deadline: it is served
+// late rather than not at all. With no endpoint up, dispatch answers (a
+// 503, or a last-resort try): critical goes, and the others while fewer
+// than outageStarting of the gate's are starting (outage).
 func (g *Gate) headroom(v *poolView, w *waiter, now time.Time) bool {
 	if len(v.eps) == 0 {
-		return true
+		return w.class == Critical || g.starting < outageStarting
 	}
 	perEndpoint := PendingPerEndpoint
 	if v.pressure > 1 && w.class != Critical {
