@@ -49,10 +49,11 @@ const (
 	// every stream, and a short stream that meets a run of them misses
 	// its TPOT though the mean step is fine.
 	prefillTPOTs = 2
-	// outageStarting is how many requests below critical the gate lets
-	// start while no endpoint of its pool is up: enough for a pool that
-	// is down to answer its queue, 503 by 503, and for last-resort tries
-	// to find it back. A health probe that times out on every endpoint at
+	// outageStarting is how many of the gate's requests may be starting
+	// (admitted, no first token yet) for one below critical to go while
+	// no endpoint of its pool is up: enough for a pool that is down to
+	// answer its queue, 503 by 503, and for last-resort tries to find it
+	// back. A health probe that times out on every endpoint at
 	// once (a loaded host) takes them all out for a probe interval; let
 	// through whole, the queue (64 prompts, sheddable's of up to 4,096
 	// tokens) landed on the pool at once, and critical's first tokens
@@ -203,7 +204,7 @@ func (v *poolView) prefillRoom(tokens int64, tight time.Duration) bool {
 // owes little enough prefill. Critical needs no deadline: it is served
 // late rather than not at all. With no endpoint up, dispatch answers (a
 // 503, or a last-resort try): critical goes, and the others while fewer
-// than outageStarting of the gate's are starting (outage).
+// than outageStarting of the gate's requests are starting.
 func (g *Gate) headroom(v *poolView, w *waiter, now time.Time) bool {
 	if len(v.eps) == 0 {
 		return w.class == Critical || g.starting < outageStarting
