@@ -16,7 +16,11 @@
 #   scripts/ollama-replay.sh
 #
 # POLICIES (default "round_robin least_request gie auto"), TRACES (default
-# "mooncake azure"), SEED (default 1). About 3 minutes a policy and trace.
+# "mooncake azure"), SEED (default 1). MOONCAKE_WINDOW and AZURE_WINDOW are
+# the window replayed of each trace (defaults below); Mooncake's prompts
+# share prefixes late in its trace, e.g.
+# MOONCAKE_WINDOW="--trace-from 1000s --trace-to 1020s", where a third of
+# its blocks repeat. About 3 minutes a policy and trace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-bench-out/ollama}
@@ -38,8 +42,8 @@ mkdir -p "$models" "$out/home"
 # 2-layer model on a shared 2-core machine evaluate a few hundred prompt
 # tokens a second. The SLOs are as loose as that machine.
 declare -A trace_args=(
-	[mooncake]="--trace ../shared/traces/mooncake-synthetic.jsonl --length-scale 64 --trace-to 10s --sweep 0.2:0.6:0.2"
-	[azure]="--trace ../shared/traces/azure-llm-2023-code.csv --length-scale 32 --trace-from 180s --trace-to 190s --sweep 0.2:0.6:0.2"
+	[mooncake]="--trace ../shared/traces/mooncake-synthetic.jsonl --length-scale 64 ${MOONCAKE_WINDOW:---trace-to 10s} --sweep 0.2:0.6:0.2"
+	[azure]="--trace ../shared/traces/azure-llm-2023-code.csv --length-scale 32 ${AZURE_WINDOW:---trace-from 180s --trace-to 190s} --sweep 0.2:0.6:0.2"
 )
 
 pids=()
