@@ -225,7 +225,9 @@ func TestFlushStreams(t *testing.T) {
 }
 
 // When the client goes away, the handler's context ends at once — whether
-// it had a body to read or not.
+// it had a body to read or not — and with it the functions given to
+// context.AfterFunc and the contexts made from it, as the proxy ends its
+// calls through them.
 func TestClientGoneCancels(t *testing.T) { watchers(t, testClientGoneCancels) }
 
 func testClientGoneCancels(t *testing.T, serve func(http.Handler) string) {
@@ -236,13 +238,21 @@ func testClientGoneCancels(t *testing.T, serve func(http.Handler) string) {
 		started, ended := make(chan struct{}), make(chan error, 1)
 		addr := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.ReadAll(r.Body)
+			after := make(chan struct{})
+			context.AfterFunc(r.Context(), func() { close(after) })
+			child, cancel := context.WithCancel(r.Context())
+			defer cancel()
 			close(started)
-			select {
-			case <-r.Context().Done():
-				ended <- r.Context().Err()
-			case <-time.After(10 * time.Second):
-				ended <- errors.New("the context did not end")
+			timeout := time.After(10 * time.Second)
+			for _, c := range []<-chan struct{}{r.Context().Done(), after, child.Done()} {
+				select {
+				case <-c:
+				case <-timeout:
+					ended <- errors.New("the context, its AfterFunc or its child did not end")
+					return
+				}
 			}
+			ended <- child.Err()
 		}))
 		c := dial(t, addr)
 		c.send(raw)
